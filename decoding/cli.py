@@ -1,0 +1,241 @@
+"""Headless CLI over the same strategies the app runs: `python -m decoding {generate,sample,theory}`.
+
+Bad input gets one clear line on stderr and exit code 2, never a traceback. With --json,
+`generate` prints one JSON object per iteration (the trace, "summary": false) and a final line
+with "summary": true; that output is also a trace file the app can replay.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from .strategies import MAX_GAMMA
+
+EXIT_BAD_INPUT = 2
+
+
+class UsageError(Exception):
+    """Bad input: printed as `error: ...` with exit code 2."""
+
+
+def _add_generate(sub) -> None:
+    g = sub.add_parser("generate", help="decode a prompt with one method, optionally as a JSON trace")
+    g.add_argument("--prompt", required=True)
+    g.add_argument("--chat", action="store_true", help="apply the model's chat template")
+    g.add_argument("--method", default="speculative", help="autoregressive | speculative | mentored | mjsd | ...")
+    g.add_argument("--gamma", type=int, default=4, help=f"draft length, 1..{MAX_GAMMA}")
+    g.add_argument("--temperature", type=float, default=1.0, help="0 means greedy")
+    g.add_argument("--top-k", type=int, default=0, help="0 means off")
+    g.add_argument("--top-p", type=float, default=1.0)
+    g.add_argument("--lenience", type=float, default=1.0, help="l in (0, 1]; 1 is exact")
+    g.add_argument("--seed", type=int, default=0)
+    g.add_argument("--max-new-tokens", type=int, default=64)
+    g.add_argument("--target", default="default", help="hub id, local directory, .gguf file or 'default'")
+    g.add_argument("--draft", default=None, help="hub id, local directory, .gguf file or 'prompt-lookup'")
+    g.add_argument("--device", default=None, help="cpu, cuda, cuda:N (default: cuda when available)")
+    g.add_argument("--dtype", default=None, help="float32, bfloat16, float16 (default: per device)")
+    g.add_argument("--lean", action="store_true", help="skip top-k lists in the trace (timing runs)")
+    g.add_argument("--ignore-eos", action="store_true", help="always generate max-new-tokens")
+    g.add_argument("--json", action="store_true", help="one JSON trace record per line, then a summary")
+    g.add_argument("--kl-bound", type=float, default=0.0,
+                   help="mentored: D >= 0, the bound on KL(p_target || output) per token; 0 is exact")
+    g.add_argument("--beams", type=int, default=8, help="mjsd: number of draft beams B, 1..8")
+    g.add_argument("--tau", type=float, default=0.1, help="mjsd: joint-likelihood ratio threshold tau in [0, 1]")
+    g.add_argument("--beam-sample", action="store_true", help="mjsd: beam sampling instead of beam search")
+    g.add_argument("--gamma-schedule", default="fixed", choices=["fixed", "auto", "heuristic"],
+                   help="speculative/mentored: fixed gamma, auto (from running alpha and costs; may pick 0), "
+                        "or HF's heuristic (+2 after a full accept, -1 otherwise); --gamma is the start")
+
+
+def _add_sample(sub) -> None:
+    s = sub.add_parser("sample", help="single-step sampling lab on hand-written p and q")
+    s.add_argument("--p", default=None, help="target distribution, comma-separated (default: the 004 example)")
+    s.add_argument("--q", default=None, help="draft distribution, comma-separated")
+    s.add_argument("--lenience", type=float, default=1.0)
+    s.add_argument("--kl-bound", type=float, default=None, help="run mentored decoding with KL bound D instead")
+    s.add_argument("--n", type=int, default=100_000)
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--json", action="store_true")
+
+
+def _add_theory(sub) -> None:
+    t = sub.add_parser("theory", help="expected tokens per call, improvement factor, optimal gamma")
+    t.add_argument("--alpha", type=float, required=True)
+    t.add_argument("--gamma", type=int, required=True)
+    t.add_argument("--c", type=float, required=True, help="draft step time / target step time")
+    t.add_argument("--c-hat", type=float, default=None, help="arithmetic-operation ratio (default: c)")
+    t.add_argument("--json", action="store_true")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m decoding", description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    _add_generate(sub)
+    _add_sample(sub)
+    _add_theory(sub)
+    from .eval_draft import add_parser as _add_eval_draft
+
+    _add_eval_draft(sub)
+    from .bench import add_parser as _add_bench
+
+    _add_bench(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        if args.command == "generate":
+            return cmd_generate(args)
+        if args.command == "sample":
+            return cmd_sample(args)
+        if args.command == "theory":
+            return cmd_theory(args)
+        if args.command == "eval-draft":
+            from .eval_draft import run_cli
+
+            return run_cli(args)
+        if args.command == "bench":
+            from .bench import run_cli as run_bench_cli
+
+            return run_bench_cli(args)
+    except (UsageError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_BAD_INPUT
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    return 0
+
+
+def _print_json(obj) -> None:
+    sys.stdout.write(json.dumps(obj, ensure_ascii=False) + "\n")
+    sys.stdout.flush()
+
+
+def cmd_generate(args) -> int:
+    from .energy import make_meter
+    from .models import ModelLoadError, load_model
+    from .runner import decode, summarize
+    from .strategies import METHODS, USES_DRAFTER, RunConfig
+    from .warp import SamplingConfig
+
+    if not args.prompt.strip():
+        raise UsageError("the prompt is empty")
+    if args.method not in METHODS:
+        raise UsageError(f"unknown method {args.method!r}; choose one of: {', '.join(METHODS)}")
+    config = RunConfig(
+        method=args.method,
+        max_new_tokens=args.max_new_tokens,
+        sampling=SamplingConfig(args.temperature, args.top_k, args.top_p),
+        gamma=args.gamma,
+        lenience=args.lenience,
+        seed=args.seed,
+        chat=args.chat,
+        stop_at_eos=not args.ignore_eos,
+        lean=args.lean,
+        extra=method_extra(args),
+    )
+    try:
+        target = load_model(args.target, device=args.device, dtype=args.dtype)
+        draft_spec = args.draft or default_draft_for(args.target)
+        draft = None
+        if args.method in USES_DRAFTER and draft_spec != "prompt-lookup":
+            draft = load_model(draft_spec, device=args.device, dtype=args.dtype)
+        prompt_ids = target.encode_prompt(args.prompt, args.chat)
+        meter = make_meter(target.device)
+        generator = decode(target, draft if draft is not None else "prompt-lookup", prompt_ids, config, meter)
+        records = []
+        for record in generator:
+            records.append(record)
+            if args.json:
+                _print_json(record.to_dict())
+            else:
+                sys.stdout.write("".join(t.text for t in record.emitted))
+                sys.stdout.flush()
+    except ModelLoadError as exc:
+        raise UsageError(str(exc)) from None
+    summary = summarize(records, config, args.prompt, target, draft.name if draft else "prompt-lookup")
+    if args.json:
+        _print_json(summary.to_dict())
+    else:
+        mean_acc = "n/a" if summary.mean_accepted is None else f"{summary.mean_accepted:.2f}"
+        energy = f"{summary.energy_joules:.2f} J" if summary.energy_joules is not None else summary.energy_note
+        print(
+            f"\n\n[{summary.method}] {len(summary.token_ids)} tokens in {summary.iterations} iterations, "
+            f"{summary.target_calls} target calls ({summary.tokens_per_call:.2f} tokens/call), "
+            f"mean accepted draft tokens {mean_acc}, {summary.tokens_per_second:.1f} tokens/s, "
+            f"stop: {summary.stop_reason}; energy: {energy}; target perplexity "
+            f"{'n/a' if summary.target_perplexity is None else f'{summary.target_perplexity:.3f}'}"
+        )
+    return 0
+
+
+def method_extra(args) -> dict:
+    """The method-specific knobs that go into RunConfig.extra (validated by the strategies)."""
+    if args.method == "mentored":
+        return {"kl_bound": args.kl_bound}
+    if args.method == "mjsd":
+        return {"beams": args.beams, "tau": args.tau, "beam_sample": args.beam_sample}
+    if getattr(args, "gamma_schedule", "fixed") != "fixed":
+        return {"gamma_schedule": args.gamma_schedule}
+    return {}
+
+
+def default_draft_for(target_spec: str) -> str:
+    """Until a trained draft ships, every target drafts with prompt lookup by default."""
+    return "prompt-lookup"
+
+
+def cmd_sample(args) -> int:
+    from .lab import EXAMPLE_P, EXAMPLE_Q, parse_distribution, run_sampling_lab
+
+    p = parse_distribution(args.p, "--p") if args.p else EXAMPLE_P
+    q = parse_distribution(args.q, "--q") if args.q else EXAMPLE_Q
+    out = run_sampling_lab(p, q, lenience=args.lenience, n=args.n, seed=args.seed, kl_bound=args.kl_bound)
+    if args.json:
+        _print_json(out)
+        return 0
+    fmt = lambda xs: "[" + ", ".join(f"{x:.4f}" for x in xs) + "]"  # noqa: E731
+    print(f"target p        {fmt(out['target'])}")
+    print(f"draft q         {fmt(out['draft'])}")
+    rule = f"mentored, KL bound {out['kl_bound']}" if out.get("rule") == "mentored" else f"lenience {out['lenience']}"
+    print(f"expected output {fmt(out['expected'])}   ({rule})")
+    print(f"empirical       {fmt(out['empirical'])}   (n = {out['n']})")
+    print(f"residual        {fmt(out['residual']) if out['residual'] else 'none (never rejects)'}")
+    print(f"alpha {out['alpha']:.4f}   acceptance rate {out['acceptance_rate']:.4f}")
+    print(f"TV(empirical, p) {out['tv_to_target']:.4f}   TV(empirical, expected) {out['tv_to_expected']:.4f}")
+    if out.get("rule") == "mentored":
+        print(f"strict alpha {out['strict_alpha']:.4f}   KL(p || expected) {out['kl_to_target']:.6f} <= D = {out['kl_bound']}"
+              f"   KL(p || q) {out['kl_draft']:.6f}")
+    return 0
+
+
+def cmd_theory(args) -> int:
+    from . import theory
+
+    c_hat = args.c if args.c_hat is None else args.c_hat
+    best = theory.optimal_gamma(args.alpha, args.c)
+    out = {
+        "alpha": args.alpha,
+        "gamma": args.gamma,
+        "c": args.c,
+        "c_hat": c_hat,
+        "expected_tokens": theory.expected_tokens_per_call(args.alpha, args.gamma),
+        "expected_accepted": theory.expected_accepted_length(args.alpha, args.gamma),
+        "improvement": theory.improvement_factor(args.alpha, args.gamma, args.c),
+        "optimal_gamma": best,
+        "improvement_at_optimal": theory.improvement_factor(args.alpha, best, args.c),
+        "ops_increase": theory.ops_increase(args.alpha, args.gamma, c_hat),
+    }
+    if args.json:
+        _print_json(out)
+        return 0
+    print(f"alpha {args.alpha}, gamma {args.gamma}, c {args.c} (c-hat {c_hat})")
+    print(f"expected tokens per target call  {out['expected_tokens']:.4f}  (accepted draft tokens {out['expected_accepted']:.4f} + 1)")
+    print(f"walltime improvement factor      {out['improvement']:.4f}")
+    print(f"optimal gamma                    {best}  (improvement {out['improvement_at_optimal']:.4f})")
+    print(f"arithmetic operations increase   {out['ops_increase']:.4f}")
+    return 0

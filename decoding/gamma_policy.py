@@ -1,0 +1,165 @@
+"""How many tokens to draft next: a fixed gamma, an automatic one, or HF's heuristic schedule.
+
+Selected by `RunConfig.extra["gamma_schedule"]` (CLI: `--gamma-schedule`):
+
+- ``fixed`` (default): always `config.gamma`.
+- ``auto``: every iteration, pick the gamma in 0..max_gamma that maximizes expected tokens per
+  second from running estimates made in this run:
+    alpha      mean draft overlap sum_x min(p, q) over the examined draft positions (Leviathan
+               section 3.1; greedy: the share of draft tokens equal to the target's argmax),
+               exponentially weighted so it follows the text;
+    t_draft    wall time of one draft step (per drafted token), so c = t_draft / t_verify(1);
+    t_verify   wall time of one target pass over n tokens, fitted as t_verify(n) = a + b (n - 1)
+               from this run's verify passes (on a CPU a pass of gamma + 1 tokens is not the time
+               of one token, so Theorem 3.8's c alone misleads).
+  The score of gamma g is `theory.measured_improvement(alpha, g, t_draft, t_verify(1),
+  t_verify(g + 1))`; before two distinct pass sizes have been seen the verify cost is taken flat
+  (t_verify(n) = t_verify(1)) and the choice is `theory.optimal_gamma(alpha, c)`. gamma 0 (a
+  plain target step) wins when drafting does not pay; while at 0 a one-token probe is drafted
+  every `probe_every` iterations so the estimates keep moving.
+- ``heuristic``: transformers' assisted-generation schedule: start at `config.gamma`, +2 after
+  an iteration whose whole draft was accepted, -1 (not below 1) otherwise.
+
+Greedy output never depends on the schedule (every accepted token is the target's argmax), so
+all schedules reproduce greedy autoregressive decoding exactly.
+"""
+
+from __future__ import annotations
+
+from . import theory
+
+SCHEDULES = ("fixed", "auto", "heuristic")
+
+
+def validate_schedule(name: str) -> str:
+    if name not in SCHEDULES:
+        raise ValueError(f"gamma schedule must be one of {', '.join(SCHEDULES)} (got {name!r})")
+    return name
+
+
+class GammaPolicy:
+    """Chooses the draft length of each iteration and learns from each finished one."""
+
+    def __init__(self, schedule: str, gamma: int, max_gamma: int = 16, decay: float = 0.95,
+                 probe_every: int = 8, prior_alpha: float = 0.5, prior_weight: float = 2.0):
+        self.schedule = validate_schedule(schedule)
+        self.gamma = int(gamma)
+        self.max_gamma = max(int(max_gamma), 1)
+        self.decay = decay
+        self.probe_every = probe_every
+        # running sums (exponentially weighted for alpha; plain sums for times)
+        self._alpha_num = prior_alpha * prior_weight
+        self._alpha_den = prior_weight
+        self._draft_time = 0.0
+        self._draft_steps = 0
+        # least-squares sums for t_verify(n) = a + b (n - 1), over non-prefill passes
+        self._sn = self._sx = self._sy = self._sxx = self._sxy = 0.0
+        self._idle = 0  # iterations in a row at gamma 0
+
+    # --- estimates ---------------------------------------------------------------------------
+    @property
+    def alpha(self) -> float:
+        return min(1.0, max(0.0, self._alpha_num / self._alpha_den))
+
+    def t_draft(self) -> float | None:
+        return self._draft_time / self._draft_steps if self._draft_steps else None
+
+    def verify_fit(self) -> tuple[float, float] | None:
+        """(a, b) of t_verify(n) = a + b (n - 1), b >= 0; None before any pass was seen."""
+        if self._sn == 0:
+            return None
+        mean_x, mean_y = self._sx / self._sn, self._sy / self._sn
+        var = self._sxx / self._sn - mean_x * mean_x
+        if var <= 1e-12:  # one pass size only: flat cost
+            return max(mean_y, 1e-9), 0.0
+        b = max(0.0, (self._sxy / self._sn - mean_x * mean_y) / var)
+        a = max(mean_y - b * mean_x, 1e-9)
+        return a, b
+
+    def t_verify(self, n_tokens: int) -> float | None:
+        fit = self.verify_fit()
+        return None if fit is None else fit[0] + fit[1] * (n_tokens - 1)
+
+    def c(self) -> float | None:
+        t_d, t_1 = self.t_draft(), self.t_verify(1)
+        return None if t_d is None or t_1 is None else t_d / t_1
+
+    # --- choice ------------------------------------------------------------------------------
+    def next_gamma(self) -> int:
+        if self.schedule != "auto":
+            return self.gamma
+        choice = self._auto_choice()
+        if choice == 0:
+            self._idle += 1
+            if self._idle >= self.probe_every:
+                self._idle = 0
+                choice = 1  # probe: keep the estimates alive
+        else:
+            self._idle = 0
+        self.gamma = choice
+        return choice
+
+    def _auto_choice(self) -> int:
+        fit, t_d = self.verify_fit(), self.t_draft()
+        if fit is None or t_d is None:
+            return max(1, min(self.gamma, self.max_gamma))  # nothing measured yet: the configured gamma
+        a = self.alpha
+        if fit[1] == 0.0:
+            best = theory.optimal_gamma(a, t_d / fit[0], self.max_gamma)
+            return best if theory.improvement_factor(a, best, t_d / fit[0]) > 1.0 else 0
+        t_1 = self.t_verify(1)
+        best_g, best = 0, 1.0  # gamma 0: plain decoding, improvement 1 by definition
+        for g in range(1, self.max_gamma + 1):
+            value = theory.measured_improvement(a, g, t_d, t_1, self.t_verify(g + 1))
+            if value > best * (1.0 + 1e-9):
+                best_g, best = g, value
+        return best_g
+
+    # --- learning ----------------------------------------------------------------------------
+    def update(self, asked: int, drafted: int, accepted: int, overlaps: list[float],
+               t_draft: float, t_verify: float, fed_tokens: int, prefill: bool) -> None:
+        """One finished iteration: `asked` gamma, `drafted` tokens proposed, `accepted` of them,
+        the overlaps of the examined positions, its draft and verify wall times, and how many
+        tokens the verify pass fed (the prefill pass is left out of the verify fit)."""
+        if self.schedule == "heuristic":
+            if asked:
+                self.gamma = min(self.gamma + 2, theory_max()) if drafted and accepted == drafted else max(1, self.gamma - 1)
+            return
+        if self.schedule != "auto":
+            return
+        for value in overlaps:
+            self._alpha_num = self.decay * self._alpha_num + value
+            self._alpha_den = self.decay * self._alpha_den + 1.0
+        if drafted:
+            self._draft_time += t_draft
+            self._draft_steps += drafted
+        if not prefill and fed_tokens >= 1:
+            x = float(fed_tokens - 1)
+            self._sn += 1
+            self._sx += x
+            self._sy += t_verify
+            self._sxx += x * x
+            self._sxy += x * t_verify
+
+    def snapshot(self) -> dict:
+        """Plain data for the trace: the estimates the next choice rests on."""
+        fit = self.verify_fit()
+        return {
+            "schedule": self.schedule,
+            "alpha_hat": self.alpha,
+            "c_hat": self.c(),
+            "t_verify_1": None if fit is None else fit[0],
+            "t_verify_per_extra_token": None if fit is None else fit[1],
+        }
+
+
+def theory_max() -> int:
+    from .strategies.base import MAX_GAMMA
+
+    return MAX_GAMMA
+
+
+def policy_for(config) -> GammaPolicy:
+    extra = config.extra or {}
+    schedule = validate_schedule(str(extra.get("gamma_schedule", "fixed")))
+    return GammaPolicy(schedule, config.gamma, max_gamma=int(extra.get("max_gamma", 16)))

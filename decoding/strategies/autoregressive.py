@@ -1,0 +1,37 @@
+"""The baseline: one target forward pass per token, with a KV cache."""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+import torch
+
+from ..cached_lm import CachedLM
+from ..trace import TARGET, IterationRecord
+from ..warp import warp_logits
+from .base import RunConfig, RunState, raw_logprobs
+
+
+def autoregressive(target, drafter, prompt_ids: list[int], config: RunConfig, meter=None) -> Iterator[IterationRecord]:
+    """Yield one record per generated token; `drafter` is ignored (kept for a uniform signature)."""
+    state = RunState("autoregressive", target, prompt_ids, config, meter)
+    lm = CachedLM(target.model, target.device, target.vocab_size)
+    while not state.finished:
+        state.start_iteration()
+        context_length = len(state.sequence)
+        with state.timed("verify"):
+            logits = lm.extend(state.sequence, keep=1)[-1]
+        p = warp_logits(logits, config.sampling)
+        x = int(p.argmax()) if config.sampling.greedy else int(torch.multinomial(p, 1, generator=state.generator))
+        emitted = state.commit([state.token(x, TARGET)], raw_logprobs(logits[None], [x]))
+        yield state.record(
+            context_length=context_length,
+            gamma=0,
+            draft=[],
+            accepted_length=0,
+            emitted=emitted,
+            residual=None,
+            next_top=state.top_candidates(p),
+            tree=[],
+            target_calls=lm.calls,
+        )

