@@ -44,6 +44,15 @@ def _add_generate(sub) -> None:
     g.add_argument("--beams", type=int, default=8, help="mjsd: number of draft beams B, 1..8")
     g.add_argument("--tau", type=float, default=0.1, help="mjsd: joint-likelihood ratio threshold tau in [0, 1]")
     g.add_argument("--beam-sample", action="store_true", help="mjsd: beam sampling instead of beam search")
+    g.add_argument("--tree-size", type=int, default=None,
+                   help="ppd: candidate + prompt-token inputs per step (default: the size tuned for this "
+                        "device by `python -m decoding.ppd tune`, else 12)")
+    g.add_argument("--ppd-embeddings", default=None, help="ppd: prompt-token embeddings file (default: shipped asset)")
+    g.add_argument("--prompt-tokens", type=int, default=None, help="ppd: prompt tokens m (untrained only; default 3)")
+    g.add_argument("--ept", type=int, default=None, help="ppd: ensemble embeddings per prompt token (untrained only)")
+    g.add_argument("--typical-epsilon", type=float, default=0.09,
+                   help="ppd sampling (lossy typical acceptance): accept x when p(x) > min(epsilon, delta*exp(-H(p)))")
+    g.add_argument("--typical-delta", type=float, default=0.3, help="ppd sampling: delta of typical acceptance")
     g.add_argument("--gamma-schedule", default="fixed", choices=["fixed", "auto", "heuristic"],
                    help="speculative/mentored: fixed gamma, auto (from running alpha and costs; may pick 0), "
                         "or HF's heuristic (+2 after a full accept, -1 otherwise); --gamma is the start")
@@ -157,7 +166,7 @@ def cmd_generate(args) -> int:
                 sys.stdout.flush()
     except ModelLoadError as exc:
         raise UsageError(str(exc)) from None
-    summary = summarize(records, config, args.prompt, target, draft.name if draft else "prompt-lookup")
+    summary = summarize(records, config, args.prompt, target, draft or "prompt-lookup")
     if args.json:
         _print_json(summary.to_dict())
     else:
@@ -179,6 +188,10 @@ def method_extra(args) -> dict:
         return {"kl_bound": args.kl_bound}
     if args.method == "mjsd":
         return {"beams": args.beams, "tau": args.tau, "beam_sample": args.beam_sample}
+    if args.method == "ppd":
+        return {"tree_size": args.tree_size, "ppd_embeddings": args.ppd_embeddings,
+                "prompt_tokens": args.prompt_tokens, "ept": args.ept,
+                "typical_epsilon": args.typical_epsilon, "typical_delta": args.typical_delta}
     if getattr(args, "gamma_schedule", "fixed") != "fixed":
         return {"gamma_schedule": args.gamma_schedule}
     return {}

@@ -36,7 +36,10 @@ def decode(target: LoadedModel, draft, prompt_ids: list[int], config: RunConfig,
 
 
 def summarize(records: list[IterationRecord], config: RunConfig, prompt: str, target: LoadedModel,
-              draft_name: str | None, stop_reason: str | None = None) -> RunSummary:
+              draft: "LoadedModel | str | None", stop_reason: str | None = None) -> RunSummary:
+    """`draft` is the draft model, or its name ("prompt-lookup") when it has no weights."""
+    draft_name = getattr(draft, "name", draft)
+    uses_draft = config.method in USES_DRAFTER
     token_ids = [t.token_id for r in records for t in r.emitted]
     drafted = [r for r in records if r.draft]
     last = records[-1] if records else None
@@ -59,7 +62,13 @@ def summarize(records: list[IterationRecord], config: RunConfig, prompt: str, ta
         energy_joules=last.energy_joules if last else None,
         energy_note=last.energy_note if last else "no iterations",
         stop_reason=stop_reason or (last.stop_reason if last and last.finished else "stopped"),
-        models={"target": target.name, "draft": draft_name if config.method in USES_DRAFTER else None},
+        models={
+            "target": target.name,
+            "draft": draft_name if uses_draft else None,
+            # bytes of weights per forward pass: what the weight-bytes-read energy proxy multiplies
+            "target_weight_bytes": target.weight_bytes,
+            "draft_weight_bytes": getattr(draft, "weight_bytes", 0) if uses_draft else None,
+        },
         target_perplexity=target_perplexity(records),
     )
 
@@ -83,5 +92,4 @@ def generate(target: LoadedModel, draft, prompt: str, config: RunConfig, meter=N
     """Blocking convenience: encode, run to the end, summarize."""
     prompt_ids = target.encode_prompt(prompt, config.chat)
     records = list(decode(target, draft, prompt_ids, config, meter))
-    draft_name = draft if isinstance(draft, str) or draft is None else draft.name
-    return records, summarize(records, config, prompt, target, draft_name or "prompt-lookup")
+    return records, summarize(records, config, prompt, target, draft or "prompt-lookup")

@@ -196,6 +196,8 @@ def test_trace_records_are_sane_and_round_trip_json(tiny_pair):
         if r.residual is not None:
             assert r.emitted[-1].kind == "correction" and r.emitted[-1].token_id == r.residual.token_id
         assert [n.parent for n in r.tree] == list(range(-1, len(r.draft)))
+    assert summary.models["target_weight_bytes"] == target.weight_bytes > 0
+    assert summary.models["draft_weight_bytes"] == draft.weight_bytes > 0
     drafted = [r for r in records if r.draft]
     assert summary.mean_accepted == pytest.approx(sum(r.accepted_length for r in drafted) / len(drafted))
 

@@ -1,0 +1,333 @@
+"""Trace records -> small plotly figures (p vs q bars, residual, running charts, theory, lab).
+
+Figures are re-sent whole on every update, so they stay small (at most ~12 bars, no animation)
+and are built as plain plotly JSON (`Fig`, a dict) rather than `plotly.graph_objects`: building a
+validated go.Figure costs ~40 ms here, a dict well under 1 ms, which keeps rendering far below
+the decoding time. gr.Plot sends `Fig.to_json()` to plotly.js like any plotly figure.
+Colours are Okabe-Ito, shared with the chips in `render.py`.
+"""
+
+from __future__ import annotations
+
+import json
+import textwrap
+
+from decoding import theory
+from decoding.energy import MIN_WINDOW_SECONDS, weight_bytes_per_token
+from decoding.trace import BONUS, CORRECTION, Candidate, IterationRecord
+
+from .render import visible
+
+P_COLOUR = "#0072B2"  # target p: blue
+Q_COLOUR = "#E69F00"  # draft q: orange
+EMP_COLOUR = "#009E73"  # empirical: bluish green
+EXP_COLOUR = "#CC79A7"  # expected: reddish purple
+RES_COLOUR = "#D55E00"  # residual: vermillion
+HI_LINE = "#000000"
+MAX_BARS = 12
+HEIGHT = 280
+GRID = "#e8e8e8"
+
+
+class Fig(dict):
+    """A plotly figure as plain JSON data: {"data": [...], "layout": {...}}."""
+
+    def to_json(self) -> str:
+        return json.dumps(self)
+
+    @property
+    def data(self) -> list[dict]:
+        return self["data"]
+
+    @property
+    def layout(self) -> dict:
+        return self["layout"]
+
+    def text(self) -> str:
+        """Everything in the figure as one string (for tests and search)."""
+        return json.dumps(self, ensure_ascii=False)
+
+
+def _fig(data: list[dict], title: str, height: int = HEIGHT, **layout) -> Fig:
+    base = {
+        # below the gr.Plot label, which covers the figure's top-left corner
+        "title": {"text": title, "font": {"size": 12}, "x": 0.01, "xanchor": "left", "xref": "container",
+                  "y": 1 - 36 / height, "yanchor": "top", "yref": "container"},
+        "height": height,
+        "margin": {"l": 44, "r": 10, "t": 80, "b": 40},
+        "legend": {"orientation": "h", "y": 1.0, "yanchor": "bottom", "x": 1, "xanchor": "right", "font": {"size": 11}},
+        "paper_bgcolor": "white",
+        "plot_bgcolor": "white",
+        "bargap": 0.2,
+        "font": {"family": "sans-serif", "size": 12},
+        "xaxis": {"gridcolor": GRID, "automargin": True},
+        "yaxis": {"gridcolor": GRID, "zerolinecolor": "#bbb", "automargin": True},
+        "annotations": [],
+        "shapes": [],
+    }
+    if data and all(t.get("type") == "bar" or t.get("x") is None or t.get("mode") == "markers" for t in data) \
+            and any(t.get("type") == "bar" for t in data):
+        base["xaxis"]["type"] = "category"  # token texts like "8" must not become a numeric axis
+    for key, value in layout.items():
+        if isinstance(value, dict) and isinstance(base.get(key), dict):
+            base[key] = {**base[key], **value}
+        else:
+            base[key] = value
+    return Fig(data=data, layout=base)
+
+
+def _wrap(text: str, width: int = 45, lines: int = 4) -> str:
+    return "<br>".join(textwrap.wrap(text, width)[:lines])
+
+
+def empty_figure(message: str, title: str = "") -> Fig:
+    return _fig([], title, height=200,
+                xaxis={"visible": False}, yaxis={"visible": False},
+                annotations=[{"text": _wrap(message), "showarrow": False, "x": 0.5, "y": 0.5,
+                              "xref": "paper", "yref": "paper", "font": {"size": 12}}])
+
+
+def _labels(cands: list[Candidate]) -> list[str]:
+    """Unique category labels (plotly merges equal categories): token text, id when repeated."""
+    seen: dict[str, int] = {}
+    for c in cands:
+        seen[visible(c.text)] = seen.get(visible(c.text), 0) + 1
+    return [visible(c.text) if seen[visible(c.text)] == 1 else f"{visible(c.text)} [{c.token_id}]" for c in cands]
+
+
+def _top_with(cands: list[Candidate], extra: Candidate | None) -> list[Candidate]:
+    cands = list(cands[:MAX_BARS])
+    if extra is not None and all(c.token_id != extra.token_id for c in cands):
+        cands = cands[: MAX_BARS - 1] + [extra]
+    return cands
+
+
+def _bar(x, y, name, colour, widths=None, pattern=None, **kw) -> dict:
+    marker = {"color": colour}
+    if widths is not None:
+        marker["line"] = {"width": widths, "color": HI_LINE}
+    if pattern:
+        marker["pattern"] = {"shape": pattern}
+    return {"type": "bar", "x": x, "y": y, "name": name, "marker": marker, **kw}
+
+
+def _highlight(fig: Fig, labels: list[str], cands: list[Candidate], token_id: int, note: str, y: float) -> None:
+    fig.layout["yaxis"]["range"] = [0, max(y, 1e-9) * 1.35]
+    for label, c in zip(labels, cands):
+        if c.token_id == token_id:
+            fig.layout["annotations"].append({"x": label, "y": y, "text": f"<b>{note}</b>", "showarrow": True,
+                                              "arrowhead": 2, "ay": -28, "font": {"size": 11}})
+
+
+def default_position(record: IterationRecord) -> int:
+    """The draft position the p-vs-q panel shows by default: the first rejection, else the last."""
+    for d in record.draft:
+        if d.accepted is False:
+            return d.position
+    return record.draft[-1].position if record.draft else 0
+
+
+def pq_figure(record: IterationRecord | None, position: int | None = None) -> Fig:
+    """p vs q over the top tokens at one draft position, the drafted token highlighted."""
+    if record is None:
+        return empty_figure("No iteration yet.", "p (target) vs q (draft)")
+    if not record.draft:
+        token = record.emitted[0] if record.emitted else None
+        cands = _top_with(record.next_top, None)
+        if not cands:
+            return empty_figure("No top-k lists in this trace (lean run).", "p (target)")
+        labels = _labels(cands)
+        widths = [3 if token and c.token_id == token.token_id else 0 for c in cands]
+        fig = _fig([_bar(labels, [c.p for c in cands], "p (target)", P_COLOUR, widths)],
+                   f"Iteration {record.iteration}: no draft — the p the token was drawn from")
+        if token is not None:
+            _highlight(fig, labels, cands, token.token_id, f"drawn: {visible(token.text)}", max(c.p for c in cands))
+        return fig
+    if position is None or not (0 <= position < len(record.draft)):
+        position = default_position(record)
+    d = record.draft[position]
+    cands = _top_with(d.top, Candidate(d.token_id, d.text, d.p, d.q))
+    labels = _labels(cands)
+    widths = [3 if c.token_id == d.token_id else 0 for c in cands]
+    verdict = {True: "accepted", False: "rejected", None: "not examined"}[d.accepted]
+    fig = _fig(
+        [_bar(labels, [c.p for c in cands], "p (target)", P_COLOUR, widths),
+         _bar(labels, [c.q or 0.0 for c in cands], "q (draft)", Q_COLOUR, widths, pattern="/")],
+        f"Iteration {record.iteration}, draft position {position + 1}: p vs q (overlap {d.overlap:.2f})",
+        barmode="group", yaxis={"title": {"text": "probability"}},
+    )
+    _highlight(fig, labels, cands, d.token_id, f"drafted: {visible(d.text)} ({verdict})",
+               max(max(c.p, c.q or 0) for c in cands))
+    return fig
+
+
+def residual_figure(record: IterationRecord | None) -> Fig:
+    """The normalized residual the correction token was drawn from, that token highlighted."""
+    title = "Residual norm(max(0, p − q))"
+    if record is None:
+        return empty_figure("No iteration yet.", title)
+    if record.residual is None:
+        final = next((t for t in record.emitted if t.kind == BONUS), None)
+        if final is not None:
+            return empty_figure(f"All drafts accepted: no residual. Bonus token {visible(final.text)!r} came from p.", title)
+        if any(t.kind == CORRECTION for t in record.emitted):
+            return empty_figure(f"{record.method}: the next token comes from the target p itself, not from a residual.", title)
+        return empty_figure("No rejection in this iteration, so no residual.", title)
+    res = record.residual
+    cands = _top_with(res.top, None)
+    if not cands:
+        return empty_figure(f"Drawn: {visible(res.text)!r} (no top-k lists in this trace).", title)
+    labels = _labels(cands)
+    widths = [3 if c.token_id == res.token_id else 0 for c in cands]
+    note = " (p ≈ q: drawn from p)" if res.fell_back_to_p else ""
+    fig = _fig([_bar(labels, [c.p for c in cands], "residual", RES_COLOUR, widths)],
+               f"Iteration {record.iteration}: residual (mass before normalising {res.mass:.3f}){note}",
+               yaxis={"title": {"text": "probability"}})
+    _highlight(fig, labels, cands, res.token_id, f"drawn: {visible(res.text)}", max(c.p for c in cands))
+    return fig
+
+
+def _rows_layout(n: int, titles: list[str], gap: float = 0.1) -> dict:
+    """Stacked subplots sharing the x axis: layout entries xaxis/yaxis{,2,3} and row titles."""
+    height = (1 - gap * (n - 1)) / n
+    layout: dict = {"annotations": []}
+    for i in range(n):
+        top = 1 - i * (height + gap)
+        suffix = "" if i == 0 else str(i + 1)
+        layout[f"yaxis{suffix}"] = {"domain": [top - height, top], "gridcolor": GRID, "automargin": True,
+                                    "zerolinecolor": "#bbb", "rangemode": "tozero"}
+        layout[f"xaxis{suffix}"] = {"anchor": f"y{suffix}", "gridcolor": GRID, "showticklabels": i == n - 1}
+        if i:
+            layout[f"xaxis{suffix}"]["matches"] = "x"
+        layout["annotations"].append({"text": titles[i], "x": 0.5, "y": top, "xref": "paper", "yref": "paper",
+                                      "xanchor": "center", "yanchor": "bottom", "showarrow": False,
+                                      "font": {"size": 11}})
+    layout[f"xaxis{'' if n == 1 else n}"]["title"] = {"text": "iteration"}
+    return layout
+
+
+def running_figure(records: list[IterationRecord], upto: int | None = None, baseline_tps: float | None = None,
+                   target_bytes: int | None = None, draft_bytes: int | None = None) -> Fig:
+    """tokens/s, accepted length per iteration, energy per token (or its reason + the proxy)."""
+    if not records:
+        return empty_figure("Charts appear once a run starts.", "Running charts")
+    upto = len(records) - 1 if upto is None else max(0, min(upto, len(records) - 1))
+    its = [r.iteration for r in records]
+    has_energy = any(r.energy_joules is not None for r in records)
+    third = "energy per token (J, cumulative)" if has_energy else "weight bytes read per token (MB) — proxy, not a measurement"
+    layout = _rows_layout(3, ["tokens/s (cumulative)", "accepted length = accepted draft tokens per iteration", third])
+    data = [{"type": "scatter", "mode": "lines", "x": its, "name": "tokens/s", "line": {"color": P_COLOUR},
+             "y": [round(r.generated / r.elapsed, 3) if r.elapsed > 0 else 0 for r in records]}]
+    if baseline_tps:
+        data.append({"type": "scatter", "mode": "lines", "x": [its[0], its[-1]], "y": [baseline_tps] * 2,
+                     "name": "autoregressive baseline", "line": {"color": "#555555", "dash": "dash"}})
+    data.append({"type": "bar", "x": its, "y": [r.accepted_length for r in records], "name": "accepted length",
+                 "marker": {"color": "#009E73"}, "xaxis": "x2", "yaxis": "y2"})
+    if any(r.gamma for r in records):
+        data.append({"type": "scatter", "mode": "lines", "x": its, "y": [r.gamma for r in records], "name": "γ (drafted)",
+                     "line": {"color": "#999999", "dash": "dot", "shape": "hv"}, "xaxis": "x2", "yaxis": "y2"})
+    if has_energy:
+        pts = [(r.iteration, r.energy_joules / r.generated) for r in records
+               if r.energy_joules is not None and r.elapsed >= MIN_WINDOW_SECONDS and r.generated]
+        data.append({"type": "scatter", "mode": "lines", "x": [p[0] for p in pts], "y": [p[1] for p in pts],
+                     "name": "J/token", "line": {"color": "#CC79A7"}, "xaxis": "x3", "yaxis": "y3"})
+        if not pts:
+            layout["annotations"].append({"text": f"needs ≥ {MIN_WINDOW_SECONDS:g} s of decoding", "showarrow": False,
+                                          "x": 0.5, "y": 0.5, "xref": "x3 domain", "yref": "y3 domain"})
+    else:
+        if target_bytes:
+            ys = [weight_bytes_per_token(r.target_calls, target_bytes, r.draft_calls, draft_bytes or 0, r.generated)
+                  for r in records]
+            data.append({"type": "scatter", "mode": "lines", "x": its, "y": [round((y or 0) / 1e6, 3) for y in ys],
+                         "name": "MB/token (proxy)", "line": {"color": "#CC79A7", "dash": "dash"},
+                         "xaxis": "x3", "yaxis": "y3"})
+        if not target_bytes:  # keep the third row's axes drawn, so its note lands in that row
+            data.append({"type": "scatter", "mode": "markers", "x": its, "y": [0] * len(its), "showlegend": False,
+                         "hoverinfo": "skip", "marker": {"opacity": 0}, "xaxis": "x3", "yaxis": "y3"})
+        why = _wrap(f"Energy not measured: {records[-1].energy_note or 'no energy meter'}", 52, 4)
+        if not target_bytes:
+            why += "<br>(weight-bytes proxy: model sizes unknown for this trace)"
+        layout["annotations"].append({"text": why, "showarrow": False, "x": 0.5, "y": 0.5, "xref": "x3 domain",
+                                      "yref": "y3 domain", "font": {"size": 10}, "bgcolor": "rgba(255,255,255,0.8)"})
+    layout["shapes"] = [{"type": "line", "xref": "x", "yref": "paper", "x0": records[upto].iteration,
+                         "x1": records[upto].iteration, "y0": 0, "y1": 1,
+                         "line": {"color": "#000", "width": 1, "dash": "dot"}}]
+    return _fig(data, "", height=500, margin={"t": 50, "b": 80},
+                legend={"y": -0.16, "yanchor": "top", "x": 0, "xanchor": "left"}, **layout)
+
+
+def theory_figure(alpha: float, c: float, gamma: int, max_gamma: int = 16) -> Fig:
+    """Expected tokens per target call and improvement factor vs gamma (Leviathan eq. 1, Thm 3.8)."""
+    top = max(max_gamma, gamma + 2)
+    rows = theory.improvement_curve(alpha, c, range(1, top + 1))
+    best = theory.optimal_gamma(alpha, c, max_gamma=64)
+    gs = [r["gamma"] for r in rows]
+    data = [
+        {"type": "scatter", "mode": "lines+markers", "x": gs, "y": [r["expected_tokens"] for r in rows],
+         "name": "E[tokens per target call]", "line": {"color": P_COLOUR}},
+        {"type": "scatter", "mode": "lines+markers", "x": gs, "y": [r["improvement"] for r in rows],
+         "name": "improvement factor", "line": {"color": "#009E73"}, "xaxis": "x2", "yaxis": "y2"},
+    ]
+    if best <= top:
+        data.append({"type": "scatter", "mode": "markers", "x": [best], "y": [theory.improvement_factor(alpha, best, c)],
+                     "marker": {"symbol": "star", "size": 14, "color": "#E69F00"}, "name": f"optimal γ = {best}",
+                     "xaxis": "x2", "yaxis": "y2"})
+    shapes = [
+        {"type": "line", "xref": "x", "yref": "y domain", "x0": gamma, "x1": gamma, "y0": 0, "y1": 1,
+         "line": {"color": "#000", "dash": "dot"}},
+        {"type": "line", "xref": "x2", "yref": "y2 domain", "x0": gamma, "x1": gamma, "y0": 0, "y1": 1,
+         "line": {"color": "#000", "dash": "dot"}},
+        {"type": "line", "xref": "x2 domain", "yref": "y2", "x0": 0, "x1": 1, "y0": 1, "y1": 1,
+         "line": {"color": "#D55E00", "dash": "dash"}},
+    ]
+    axis = {"gridcolor": GRID, "title": {"text": "γ (draft length)"}}
+    titles = [
+        {"text": "expected tokens per target call", "x": 0.22, "y": 1.0, "xref": "paper", "yref": "paper",
+         "xanchor": "center", "yanchor": "bottom", "showarrow": False, "font": {"size": 11}},
+        {"text": "walltime improvement factor (dashed: 1 = no gain)", "x": 0.78, "y": 1.0, "xref": "paper",
+         "yref": "paper", "xanchor": "center", "yanchor": "bottom", "showarrow": False, "font": {"size": 11}},
+    ]
+    return _fig(
+        data, f"α = {alpha:.2f}, c = {c:.3f}: current γ = {gamma} (dotted), optimal γ = {best}", height=320,
+        xaxis={**axis, "domain": [0, 0.44]}, xaxis2={**axis, "domain": [0.56, 1], "anchor": "y2"},
+        yaxis={"gridcolor": GRID, "rangemode": "tozero"}, yaxis2={"gridcolor": GRID, "anchor": "x2", "rangemode": "tozero"},
+        shapes=shapes, annotations=titles, legend={"y": -0.35, "yanchor": "top", "x": 0, "xanchor": "left"},
+        margin={"b": 90},
+    )
+
+
+# ------------------------------------------------------------------------------------- lab
+def lab_figure(vocab: list[str], result: dict) -> Fig:
+    labels = [visible(v) for v in vocab]
+    data = [
+        _bar(labels, result["target"], "p (target)", P_COLOUR),
+        _bar(labels, result["draft"], "q (draft)", Q_COLOUR, pattern="/"),
+        _bar(labels, result["expected"], "expected output", EXP_COLOUR),
+        _bar(labels, result["empirical"], f"empirical (N = {result['n']:,})", EMP_COLOUR),
+    ]
+    if result["lenience"] < 1:
+        data.append({"type": "scatter", "mode": "markers", "x": labels, "y": result["cap"],
+                     "name": "cap p/l (no token exceeds it)",
+                     "marker": {"symbol": "line-ew-open", "size": 28, "line": {"width": 3, "color": "#000000"}}})
+    return _fig(data, f"N = {result['n']:,}: TV(empirical, expected) = {result['tv_to_expected']:.4f}", height=380,
+                barmode="group", yaxis={"title": {"text": "probability"}}, margin={"b": 90},
+                legend={"y": -0.12, "yanchor": "top", "x": 0, "xanchor": "left"})
+
+
+def lab_residual_figure(vocab: list[str], result: dict) -> Fig:
+    title = "Residual norm(max(0, p − q))"
+    if result["residual"] is None:
+        return empty_figure("p = q (α = 1): never rejects, no residual.", title)
+    return _fig([_bar([visible(v) for v in vocab], result["residual"], "residual", RES_COLOUR)], title, height=260)
+
+
+def tv_figure(history: list[tuple[int, float]]) -> Fig:
+    if not history:
+        return empty_figure("Press 'Watch it converge'.", "TV distance vs N")
+    return _fig(
+        [{"type": "scatter", "mode": "lines+markers", "x": [h[0] for h in history], "y": [h[1] for h in history],
+          "name": "TV(empirical, expected)", "line": {"color": EMP_COLOUR}}],
+        "TV distance vs N (shrinks like 1/√N)", height=260,
+        xaxis={"type": "log", "title": {"text": "N (speculative steps)"}},
+        yaxis={"title": {"text": "TV distance"}, "rangemode": "tozero"},
+    )

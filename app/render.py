@@ -1,0 +1,350 @@
+"""Trace records -> HTML: token chips, the draft row, the draft tree, run statistics.
+
+Every piece of token text goes through `token_html` (visible whitespace, then HTML escaping) and
+every attribute through `_attr`: token text can hold `<`, `&`, quotes, newlines and spaces.
+Colours are Okabe-Ito (colour-blind safe) and each kind also differs in border style, so the
+chips stay distinguishable without colour.
+"""
+
+from __future__ import annotations
+
+import html
+from collections import defaultdict
+
+from decoding.trace import ACCEPTED, BONUS, CORRECTION, TARGET, Candidate, IterationRecord, RunSummary
+
+REJECTED = "rejected"
+
+# kind -> (label for the legend, Okabe-Ito colour, short description)
+CHIP_KINDS = {
+    ACCEPTED: ("accepted draft", "#009E73", "a draft token the target accepted"),
+    REJECTED: ("rejected draft", "#D55E00", "a draft token the target rejected (struck, not part of the text)"),
+    CORRECTION: ("correction", "#E69F00", "drawn from the residual norm(max(0, p - q)) after a rejection"),
+    BONUS: ("bonus", "#0072B2", "all drafts accepted: one extra token drawn from p for free"),
+    TARGET: ("target", "#999999", "plain decoding: drawn from p, one target call per token"),
+}
+MAX_TREE_NODES = 300
+
+
+# ------------------------------------------------------------------------------------- text
+def _attr(text: str) -> str:
+    return html.escape(text, quote=True)
+
+
+def token_html(text: str) -> str:
+    """Escaped token text with spaces shown as a faint middle dot, newlines as a return arrow
+    and tabs as an arrow; the empty token as an empty-set sign."""
+    if text == "":
+        return '<span class="ws">∅</span>'
+    out = []
+    for ch in text:
+        if ch == " ":
+            out.append('<span class="ws">·</span>')
+        elif ch == "\n":
+            out.append('<span class="ws">↵</span>')
+        elif ch == "\t":
+            out.append('<span class="ws">⇥</span>')
+        elif ch == "\r":
+            out.append('<span class="ws">␍</span>')
+        else:
+            out.append(html.escape(ch, quote=True))
+    return "".join(out)
+
+
+def visible(text: str) -> str:
+    """Plain-text form of a token for labels and tooltips (no HTML): spaces as ·, newlines as ↵."""
+    if text == "":
+        return "∅"
+    return text.replace(" ", "·").replace("\n", "↵").replace("\t", "⇥").replace("\r", "␍")
+
+
+def fmt(x: float | None, digits: int = 3) -> str:
+    if x is None:
+        return "—"
+    if x != 0 and abs(x) < 10 ** -digits:
+        return f"{x:.1e}"
+    return f"{x:.{digits}f}"
+
+
+def _lookup(cands: list[Candidate] | None, token_id: int) -> Candidate | None:
+    for c in cands or []:
+        if c.token_id == token_id:
+            return c
+    return None
+
+
+# ------------------------------------------------------------------------------------- chips
+def legend_html() -> str:
+    items = "".join(
+        f'<span class="chip chip-{kind}" aria-label="{_attr(desc)}">{html.escape(label)}</span>'
+        for kind, (label, _colour, desc) in CHIP_KINDS.items()
+    )
+    return f'<div class="legend" role="note" aria-label="Legend of token colours">{items}</div>'
+
+
+def _chip(text: str, kind: str, tip: str, current: bool = False) -> str:
+    cls = f"chip chip-{kind}" + (" cur" if current else "")
+    # tabindex makes the tooltip open on tap (focus) on a phone as well as on hover
+    return f'<span class="{cls}" tabindex="0" data-tip="{_attr(tip)}" aria-label="{_attr(tip)}">{token_html(text)}</span>'
+
+
+def mjsd_prefix(record: IterationRecord, position: int) -> tuple[dict, float] | None:
+    """MJSD's joint-likelihood check of the prefix ending at `position`, with tau (from extra)."""
+    info = (record.extra or {}).get("mjsd")
+    if not isinstance(info, dict):
+        return None
+    prefixes = info.get("prefixes") or []
+    if position < len(prefixes) and isinstance(prefixes[position], dict):
+        return prefixes[position], info.get("tau")
+    return None
+
+
+def threshold_label(record: IterationRecord) -> str:
+    """What the threshold column means for this record's rule."""
+    if record.method == "mentored":
+        return "mentored threshold (KL ≤ D)"
+    if mjsd_prefix(record, 0) is not None:
+        return "joint ratio min(1, p(x₁..ⱼ)/q(x₁..ⱼ)) vs τ"
+    if record.draft and all(d.coin is None for d in record.draft if d.accepted is not None):
+        return "threshold l·max p_raw"
+    return "threshold min(1, p/(l·q))"
+
+
+def _draft_tip(d, kind_label: str, record: IterationRecord) -> str:
+    lines = [f"{kind_label} {visible(d.text)!r} (iteration {record.iteration}, draft position {d.position + 1})"]
+    joint = mjsd_prefix(record, d.position)
+    if joint is not None:
+        prefix, tau = joint
+        lines.append(f"p(x) = {fmt(d.p)}   q(x) = {fmt(d.q)}")
+        lines.append(f"joint ratio min(1, p(x₁..ⱼ)/q(x₁..ⱼ)) = {fmt(prefix.get('ratio'))} vs τ = {fmt(tau)}"
+                     f" → {'passes' if prefix.get('passes') else 'fails'}")
+        lines.append("coin u = — (MJSD keeps the longest passing prefix, no coin)")
+    elif d.coin is None:  # greedy rule
+        lines.append(f"p(x) = {fmt(d.p)} (raw, before the argmax)   q(x) = {fmt(d.q)}")
+        lines.append(f"coin u = — (greedy: no coin); accept iff p(x) ≥ threshold l·max p = {fmt(d.threshold)}")
+    else:
+        lines.append(f"p(x) = {fmt(d.p)}   q(x) = {fmt(d.q)}")
+        verdict = "≤" if d.accepted else ">"
+        lines.append(f"coin u = {fmt(d.coin)} {verdict} threshold min(1, p/(l·q)) = {fmt(d.threshold)}")
+    lines.append("→ accepted" if d.accepted else "→ rejected")
+    return "\n".join(lines)
+
+
+def _final_tip(token, record: IterationRecord) -> str:
+    label = CHIP_KINDS[token.kind][0]
+    lines = [f"{label} token {visible(token.text)!r} (iteration {record.iteration})"]
+    if token.kind == CORRECTION and record.residual is None:
+        c = _lookup(record.next_top, token.token_id)
+        lines.append("drawn from the target p after the kept prefix (this method has no residual)")
+        lines.append(f"p(x) = {fmt(c.p if c else None)}   q(x) = —")
+    elif token.kind == CORRECTION:
+        rejected = next((d for d in record.draft if d.accepted is False), None)
+        r = _lookup(record.residual.top if record.residual else None, token.token_id)
+        pq = _lookup(rejected.top if rejected else None, token.token_id)
+        lines.append("drawn from the residual norm(max(0, p − q)) at the rejected position")
+        lines.append(f"residual r(x) = {fmt(r.p if r else None)}")
+        lines.append(f"p(x) = {fmt(pq.p if pq else None)}   q(x) = {fmt(pq.q if pq else None)}")
+        if record.residual and record.residual.fell_back_to_p:
+            lines.append("(p ≈ q there: residual mass ~0, so it was drawn from p)")
+    else:
+        c = _lookup(record.next_top, token.token_id)
+        source = "p after all drafts were accepted" if token.kind == BONUS else "p"
+        lines.append(f"drawn from {source}")
+        lines.append(f"p(x) = {fmt(c.p if c else None)}   q(x) = —")
+    lines.append("coin u = —   threshold = — (not a draft token: no coin)")
+    return "\n".join(lines)
+
+
+def record_chips(record: IterationRecord, current: bool = False) -> list[str]:
+    """The chips one iteration adds: accepted drafts, the struck rejected draft, the final token."""
+    chips = []
+    accepted_drafts = [d for d in record.draft if d.accepted]
+    rejected = next((d for d in record.draft if d.accepted is False), None)
+    n_acc = 0
+    for token in record.emitted:
+        if token.kind == ACCEPTED:
+            d = accepted_drafts[n_acc] if n_acc < len(accepted_drafts) else None
+            n_acc += 1
+            tip = _draft_tip(d, "accepted draft token", record) if d else "accepted draft token"
+            chips.append(_chip(token.text, ACCEPTED, tip, current))
+        else:
+            if token.kind == CORRECTION and rejected is not None:
+                chips.append(_chip(rejected.text, REJECTED, _draft_tip(rejected, "rejected draft token", record), current))
+                rejected = None
+            kind = token.kind if token.kind in CHIP_KINDS else TARGET
+            chips.append(_chip(token.text, kind, _final_tip(token, record), current))
+    if rejected is not None:  # the run stopped before the correction token was kept
+        chips.append(_chip(rejected.text, REJECTED, _draft_tip(rejected, "rejected draft token", record), current))
+    return chips
+
+
+def chips_html(records: list[IterationRecord], upto: int | None = None, prompt: str | None = None) -> str:
+    """The text so far (through iteration `upto`, default: the last) as token chips."""
+    if not records:
+        return '<div class="chips empty">No run yet: press Run or Step, or open an example trace.</div>'
+    upto = len(records) - 1 if upto is None else max(0, min(upto, len(records) - 1))
+    parts = []
+    if prompt:
+        parts.append(f'<span class="prompt" aria-label="prompt">{token_html(prompt)}</span>')
+    for i, record in enumerate(records[: upto + 1]):
+        parts.extend(record_chips(record, current=(i == upto)))
+    return f'<div class="chips" role="group" aria-label="Generated tokens as chips">{"".join(parts)}</div>'
+
+
+# ------------------------------------------------------------------------------------- draft row
+def _coin_bar(coin: float | None, threshold: float | None, accepted: bool | None) -> str:
+    if coin is None or threshold is None:
+        return ""
+    t = max(0.0, min(1.0, threshold)) * 100
+    u = max(0.0, min(1.0, coin)) * 100
+    state = "acc" if accepted else "rej"
+    return (
+        f'<div class="coinbar {state}" role="img" aria-label="coin u={fmt(coin)} against threshold {fmt(threshold)}">'
+        f'<div class="thr" style="width:{t:.1f}%"></div><div class="u" style="left:{u:.1f}%"></div></div>'
+    )
+
+
+def draft_row_html(record: IterationRecord | None) -> str:
+    if record is None:
+        return '<div class="draftrow empty">No iteration to show yet.</div>'
+    head = f'<div class="iterhead">Iteration {record.iteration} · context {record.context_length} tokens · γ = {record.gamma}</div>'
+    if not record.draft:
+        if record.method == "autoregressive" or record.gamma == 0:
+            why = "Plain (autoregressive) decoding: no draft, one target call gives one token."
+        else:
+            why = "The drafter proposed nothing this time (e.g. prompt lookup found no matching n-gram), so the target produced one token itself."
+        final = "".join(record_chips(record))
+        return f'<div class="draftrow">{head}<p>{why}</p><div class="chips">{final}</div></div>'
+    greedy = all(d.coin is None for d in record.draft if d.accepted is not None) and mjsd_prefix(record, 0) is None
+    rows = []
+    for d in record.draft:
+        ratio = (d.p / d.q) if d.q else None
+        if d.accepted is None:
+            mark, cls = '<span class="mark none">— not examined</span>', "none"
+        elif d.accepted:
+            mark, cls = '<span class="mark acc">✓ accept</span>', "acc"
+        else:
+            mark, cls = '<span class="mark rej">✗ reject</span>', "rej"
+        joint = mjsd_prefix(record, d.position)
+        coin = fmt(d.coin) if d.coin is not None else ("greedy" if d.accepted is not None and joint is None else "—")
+        threshold = fmt(d.threshold)
+        if joint is not None:
+            threshold = f"{fmt(joint[0].get('ratio'))} vs τ = {fmt(joint[1])}"
+        rows.append(
+            f'<tr class="{cls}"><td>{d.position + 1}</td>'
+            f'<td><span class="chip chip-{ACCEPTED if d.accepted else (REJECTED if d.accepted is False else "none")}">{token_html(d.text)}</span></td>'
+            f"<td>{fmt(d.q)}</td><td>{fmt(d.p)}</td><td>{fmt(ratio, 2)}</td>"
+            f"<td>{coin}</td><td>{threshold}</td><td>{_coin_bar(d.coin, d.threshold, d.accepted)}</td><td>{mark}</td></tr>"
+        )
+    thr = html.escape(threshold_label(record))
+    table = (
+        '<table class="drafttable"><caption>Draft tokens of this iteration, left to right</caption>'
+        f'<thead><tr><th>#</th><th>token</th><th>q(x)</th><th>{"p_raw(x)" if greedy else "p(x)"}</th><th>p/q</th>'
+        f'<th>coin u</th><th>{thr}</th><th>u vs threshold</th><th>verdict</th></tr></thead>'
+        f'<tbody>{"".join(rows)}</tbody></table>'
+    )
+    final = [t for t in record.emitted if t.kind in (CORRECTION, BONUS)]
+    if final:
+        t = final[0]
+        how = (
+            "drawn from the residual norm(max(0, p − q)) at the first rejected position"
+            if t.kind == CORRECTION else "a bonus token drawn from p after all drafts were accepted"
+        )
+        tail = f'<p>Then: <span class="chip chip-{t.kind}">{token_html(t.text)}</span> — {how}.</p>'
+    else:
+        tail = "<p>The run ended inside this iteration's accepted drafts.</p>"
+    summary = (
+        f"<p>Accepted length {record.accepted_length} of {len(record.draft)} drafted; "
+        f"this target call produced {len(record.emitted)} token(s) (accepted + 1 correction/bonus).</p>"
+    )
+    return f'<div class="draftrow">{head}<div class="tablewrap">{table}</div>{tail}{summary}</div>'
+
+
+# ------------------------------------------------------------------------------------- tree
+def tree_html(record: IterationRecord | None) -> str:
+    """Render the record's draft-tree nodes generically (chain, beams, sparse trees)."""
+    if record is None or not record.tree:
+        return '<div class="tree empty">No draft tree in this iteration (no draft tokens).</div>'
+    nodes = {n.index: n for n in record.tree[:MAX_TREE_NODES]}
+    children = defaultdict(list)
+    roots = []
+    for n in nodes.values():
+        if n.parent in nodes:
+            children[n.parent].append(n)
+        else:
+            roots.append(n)
+
+    def node(n, depth_guard=0):
+        state = "acc" if n.accepted else "rej"
+        score = f' <span class="score">{fmt(n.score, 2)}</span>' if n.score is not None else ""
+        label = (
+            f'<span class="node {state} kind-{_attr(n.kind)}" title="{_attr(f"{n.kind}, depth {n.depth}, " + ("on the accepted path" if n.accepted else "not accepted"))}">'
+            f"{token_html(n.text)}</span>{score}"
+        )
+        kids = children.get(n.index, [])
+        if kids and depth_guard < 200:
+            label += "<ul>" + "".join(f"<li>{node(k, depth_guard + 1)}</li>" for k in kids) + "</ul>"
+        return label
+
+    body = "".join(f"<li>{node(r)}</li>" for r in roots)
+    more = f"<p>({len(record.tree) - MAX_TREE_NODES} more nodes not shown)</p>" if len(record.tree) > MAX_TREE_NODES else ""
+    return f'<div class="tree" role="tree" aria-label="Draft tree"><ul>{body}</ul>{more}</div>'
+
+
+# ------------------------------------------------------------------------------------- stats
+def stats_html(records: list[IterationRecord], upto: int | None = None, summary: RunSummary | None = None,
+               models: str = "", note: str = "") -> str:
+    if not records:
+        return f'<div class="stats">{html.escape(note) if note else "No run yet."}</div>'
+    upto = len(records) - 1 if upto is None else max(0, min(upto, len(records) - 1))
+    r = records[upto]
+    drafted = [x for x in records[: upto + 1] if x.draft]
+    mean_acc = sum(x.accepted_length for x in drafted) / len(drafted) if drafted else None
+    tok_per_call = r.generated / r.target_calls if r.target_calls else 0.0
+    tps = r.generated / r.elapsed if r.elapsed > 0 else 0.0
+    items = [
+        ("method", r.method),
+        ("iteration", f"{upto} of {len(records) - 1}"),
+        ("tokens generated", str(r.generated)),
+        ("target calls", str(r.target_calls)),
+        ("tokens per target call", fmt(tok_per_call, 2)),
+        ("mean accepted length (draft tokens)", fmt(mean_acc, 2) if mean_acc is not None else "—"),
+        ("tokens/s", fmt(tps, 1)),
+    ]
+    if r.finished or (summary is not None and upto == len(records) - 1):
+        items.append(("stopped by", (summary.stop_reason if summary else r.stop_reason) or "—"))
+    cells = "".join(f'<div class="stat"><span class="k">{html.escape(k)}</span><span class="v">{html.escape(v)}</span></div>' for k, v in items)
+    extra = f'<div class="note">{html.escape(note)}</div>' if note else ""
+    mdl = f'<div class="models">{html.escape(models)}</div>' if models else ""
+    return f'<div class="stats" role="status">{mdl}<div class="statgrid">{cells}</div>{extra}</div>'
+
+
+def text_so_far(records: list[IterationRecord], upto: int | None = None) -> str:
+    """The plain text of the emitted tokens (concatenated token texts, as the CLI streams it)."""
+    if not records:
+        return ""
+    upto = len(records) - 1 if upto is None else max(0, min(upto, len(records) - 1))
+    return "".join(t.text for r in records[: upto + 1] for t in r.emitted)
+
+
+def caption(record: IterationRecord | None) -> str:
+    """One plain sentence saying what happened in an iteration (for the classroom)."""
+    if record is None:
+        return ""
+    if not record.draft:
+        tok = record.emitted[0].text if record.emitted else ""
+        return f"Iteration {record.iteration}: one target call produced {visible(tok)!r}."
+    k = len(record.draft)
+    rejected = next((d for d in record.draft if d.accepted is False), None)
+    final = next((t for t in record.emitted if t.kind in (CORRECTION, BONUS)), None)
+    s = f"Iteration {record.iteration}: drafted {k}, accepted {record.accepted_length}."
+    if rejected is not None:
+        if rejected.coin is None:
+            s += f" Draft {rejected.position + 1} {visible(rejected.text)!r} was rejected (greedy: p_raw {fmt(rejected.p)} < {fmt(rejected.threshold)})."
+        else:
+            s += (f" Draft {rejected.position + 1} {visible(rejected.text)!r} was rejected "
+                  f"(coin u = {fmt(rejected.coin)} > threshold {fmt(rejected.threshold)}).")
+    if final is not None:
+        s += (f" Correction {visible(final.text)!r} drawn from the residual." if final.kind == CORRECTION
+              else f" All accepted: bonus token {visible(final.text)!r} drawn from p.")
+    return s

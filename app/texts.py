@@ -1,0 +1,75 @@
+"""Short classroom explanations shown beside each panel (Markdown)."""
+
+INTRO = """
+# Speculative decoding, one iteration at a time
+A small, fast **draft** proposes a few tokens; the big **target** checks all of them in **one** forward pass,
+keeps the longest prefix it agrees with, and adds one token of its own. The output has exactly the
+target's distribution (**lossless means same distribution, not same text**). Press **Run** to watch,
+**Step** to go one iteration at a time, or drag the **timeline** to revisit any iteration.
+An example run is already loaded below, before any model has been loaded.
+"""
+
+CHIPS = """
+**The text so far.** Each chip is one token. Hover (or tap) a chip to see **p(x)** — the target's
+probability — **q(x)** — the draft's probability — the **coin u** ~ U(0, 1) and the **threshold**
+min(1, p(x) / (l·q(x))) it was compared with: a draft token is accepted when u ≤ threshold.
+Spaces show as `·`, newlines as `↵`. The chips of the selected iteration are outlined.
+"""
+
+DRAFT_ROW = """
+**This iteration's draft.** The draft proposed γ tokens. Left to right, the target accepts each one
+with probability min(1, p/q): the grey region of each bar is that probability, the black tick is the
+coin u. The first tick that lands outside the grey region is a rejection; everything after it is
+thrown away. **Accepted length** counts accepted *draft* tokens; **tokens per target call** adds the
+one correction or bonus token every iteration produces.
+"""
+
+PQ = """
+**p vs q at one draft position.** Blue is the target p, orange (hatched) is the draft q; the outlined
+bars are the drafted token. Where q > p the draft is over-confident and the token is sometimes
+rejected; where p ≥ q it is always accepted. The overlap Σ min(p, q) is the chance of acceptance, α.
+"""
+
+RESIDUAL = """
+**The residual.** After a rejection the correction token is drawn from norm(max(0, p − q)): the
+probability mass the draft *under*-proposed. Accepting from q and correcting from this residual
+gives back exactly p — that is the whole trick.
+"""
+
+TREE = """
+**The draft tree.** Plain speculative decoding drafts a chain (one path); beam and tree methods
+draft several branches and verify them together. The accepted path is highlighted in green.
+"""
+
+RUNNING = """
+**Running charts.** Cumulative tokens/s (dashed: the autoregressive baseline, when measured in
+this session, e.g. in the side-by-side tab), the accepted length of every iteration, and energy
+per token when a meter is available — otherwise the reason, plus a labelled proxy (bytes of weights
+read per token), which is *not* a measurement.
+"""
+
+THEORY = """
+**Theory (Leviathan et al., section 3).** With acceptance rate α and cost ratio c (one draft step /
+one target step), one iteration yields on average (1 − α^(γ+1)) / (1 − α) tokens per target call,
+and the walltime improvement is that divided by (γc + 1). α and c come from *this* run: α is the
+mean overlap Σ min(p, q) over the drafted positions, c the measured draft time per draft call over the
+verify time per target call. The theorem assumes verifying γ+1 tokens costs as much as one; on a
+CPU it costs more, so measured speedups are lower.
+"""
+
+LAB = """
+# Exactness lab: lossless means same distribution, not same text
+Edit the vocabulary, the target **p** and the draft **q** (each column must sum to 1). Each step
+draws x ~ q, accepts it when u ≤ min(1, p(x)/(l·q(x))), and otherwise draws from the residual.
+The histogram of N outputs converges to the **expected** distribution, which is exactly **p** when
+lenience l = 1. With l < 1 more drafts are accepted and no token can exceed its cap p/l (black ticks).
+Starting values: the worked example of the `004` walkthrough.
+"""
+
+SIDE = """
+# Side by side
+Runs two methods on the same prompt, seed and models, **one after the other** (so they do not slow
+each other down), with lean traces for fair timing. With the same seed the two texts usually
+differ: both come from the target's distribution, not from the same random draws. On a CPU with a
+tiny model, speculative decoding can be **slower** than plain decoding — this tab says so when it is.
+"""

@@ -1,0 +1,118 @@
+"""A real headless browser (Debian chromium driven by Playwright, never `playwright install`)
+loads the app on the tiny models, shows the example trace, clicks Run and then Step, and checks
+that chips, bars and charts appear. Screenshots go to artifacts/screenshots/ (desktop and phone).
+
+Skipped when chromium or playwright is absent, except under CI=true where that is a failure.
+"""
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from _app_server import running_app
+
+CHROMIUM = os.environ.get("SPECDEC_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+        "--disable-component-update", "--no-first-run", "--disable-sync", "--disable-dev-shm-usage"]
+SHOTS = Path(__file__).resolve().parents[1] / "artifacts" / "screenshots"
+
+
+def _require_browser():
+    missing = None
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        missing = "the playwright package is not installed"
+    if missing is None and not Path(CHROMIUM).exists():
+        missing = f"chromium not found at {CHROMIUM} (apt-get install chromium)"
+    if missing:
+        if os.environ.get("CI") == "true":
+            pytest.fail(f"CI=true but {missing}", pytrace=False)
+        pytest.skip(missing)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    _require_browser()
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
+        yield b
+        b.close()
+
+
+@pytest.fixture(scope="module")
+def app_url(tiny_target_dir, tiny_draft_dir):
+    with running_app(tiny_target_dir, tiny_draft_dir) as url:
+        yield url
+
+
+def _plot_ready(page, elem_id: str):
+    page.wait_for_selector(f"#{elem_id} .main-svg", timeout=30_000)
+
+
+@pytest.mark.parametrize("name, width, height", [("desktop", 1366, 900), ("phone", 390, 844)])
+def test_run_then_step_shows_chips_bars_and_charts(browser, app_url, name, width, height):
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page = browser.new_page(viewport={"width": width, "height": height})
+    errors = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.goto(app_url)
+    # the example trace renders before any model has loaded
+    page.wait_for_selector("#chips .chip", timeout=60_000)
+    assert "Replay" in page.inner_text("#stats")
+    _plot_ready(page, "pq-plot")
+    page.screenshot(path=str(SHOTS / f"{name}_0_example.png"), full_page=True)
+
+    page.get_by_label("Prompt", exact=True).fill("the cat sat")
+    page.click("#run-btn")
+    page.wait_for_function("document.querySelector('#stats') && document.querySelector('#stats').innerText.includes('Live run')"
+                           " && document.querySelector('#stats').innerText.includes('stopped by')", timeout=90_000)
+    assert page.locator("#chips .chip").count() > 0
+    _plot_ready(page, "running-plot")
+    page.screenshot(path=str(SHOTS / f"{name}_1_run.png"), full_page=True)
+
+    if name == "desktop":  # Stop cancels a paced run; its iterations stay
+        for label, value in (("Pacing", "0.5"), ("Temperature", "0")):  # greedy: 16 iterations, no early eos
+            box = page.locator(f"input[aria-label^='number input for {label}']")
+            box.fill(value)
+            box.press("Enter")
+        page.click("#run-btn")
+        page.wait_for_function("document.querySelector('#stats').innerText.includes('2 of 2')", timeout=60_000)
+        page.click("#stop-btn")
+        page.wait_for_function("document.querySelector('#stats').innerText.includes('Stopped')", timeout=30_000)
+        assert page.locator("#chips .chip").count() > 0
+
+    # Step: continues the stopped run (desktop) or starts a new one after a finished run (phone)
+    before = page.inner_text("#stats")
+    page.click("#step-btn")
+    page.wait_for_function("(b) => document.querySelector('#stats').innerText !== b", arg=before, timeout=60_000)
+    if name == "phone":  # a finished run: Step starts a new one at its first iteration
+        page.wait_for_function("document.querySelector('#stats').innerText.includes('0 of 0')", timeout=60_000)
+    assert page.locator("#chips .chip").count() > 0
+    assert page.locator("#draft-row table, #draft-row p").count() > 0
+    _plot_ready(page, "pq-plot")
+    assert page.locator("#pq-plot .main-svg .point, #pq-plot .main-svg .bars path").count() > 0  # bars drawn
+    _plot_ready(page, "running-plot")
+    page.screenshot(path=str(SHOTS / f"{name}_2_step.png"), full_page=True)
+    # a chip's tooltip carries p, q, the coin and the threshold
+    tip = page.locator("#chips .chip").first.get_attribute("data-tip")
+    assert "p(x)" in tip and "q(x)" in tip and "coin u" in tip and "threshold" in tip
+
+    # the timeline revisits an earlier iteration
+    box = page.locator("input[aria-label^='number input for Timeline']")
+    box.fill("0")
+    box.press("Enter")
+    page.wait_for_function("document.querySelector('#draft-row').innerText.includes('Iteration 0 ')", timeout=30_000)
+
+    page.get_by_role("tab", name="Exactness lab").click()
+    _plot_ready(page, "lab-plot")
+    page.screenshot(path=str(SHOTS / f"{name}_3_lab.png"), full_page=True)
+    # no horizontal overflow of the page on a phone
+    overflow = page.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth")
+    assert overflow <= 2
+    assert not errors, errors
+    page.close()

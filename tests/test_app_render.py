@@ -1,0 +1,284 @@
+"""The app's rendering of trace records (no model, no server): escaping, chips, tooltips, bars,
+replay of the shipped example traces, settings limits and the CLI command."""
+
+import json
+
+import pytest
+
+from app import charts, render
+from app.session import (
+    MAX_GAMMA,
+    Session,
+    cli_command,
+    example_traces,
+    make_settings,
+    measured_alpha_c,
+    read_trace,
+    settings_from_summary,
+    write_trace,
+)
+from decoding.trace import (
+    ACCEPTED,
+    BONUS,
+    CORRECTION,
+    TARGET,
+    Candidate,
+    DraftToken,
+    EmittedToken,
+    IterationRecord,
+    Residual,
+    Timings,
+    TreeNode,
+)
+
+EVIL = "<script>alert('x')</script>"
+
+
+def _record(iteration=0, draft=None, emitted=None, residual=None, next_top=None, tree=None, method="speculative"):
+    return IterationRecord(
+        method=method, iteration=iteration, context_length=5, gamma=len(draft or []), draft=draft or [],
+        accepted_length=sum(1 for d in (draft or []) if d.accepted), emitted=emitted or [], residual=residual,
+        next_top=next_top or [], tree=tree or [], timings=Timings(0.001, 0.01, 0.0005), target_calls=iteration + 1,
+        draft_calls=0, generated=len(emitted or []), elapsed=0.02 * (iteration + 1), energy_joules=None,
+        energy_note="no energy meter attached", finished=False,
+    )
+
+
+@pytest.fixture
+def rejected_record():
+    """Draft ' a' accepted, '<script>…' rejected, '&amp\\n' not examined; correction ' b'."""
+    top0 = [Candidate(10, " a", 0.6, 0.5), Candidate(11, EVIL, 0.1, 0.4)]
+    top1 = [Candidate(11, EVIL, 0.05, 0.7), Candidate(12, " b", 0.5, 0.1), Candidate(13, "&amp\n", 0.2, 0.2)]
+    draft = [
+        DraftToken(0, 10, " a", q=0.5, p=0.6, coin=0.3, threshold=1.0, accepted=True, overlap=0.7, top=top0),
+        DraftToken(1, 11, EVIL, q=0.7, p=0.05, coin=0.81, threshold=0.0714, accepted=False, overlap=0.4, top=top1),
+        DraftToken(2, 13, "&amp\n", q=0.2, p=0.2, coin=None, threshold=None, accepted=None, overlap=0.9, top=[]),
+    ]
+    residual = Residual(12, " b", mass=0.6, fell_back_to_p=False,
+                        top=[Candidate(12, " b", 0.75), Candidate(13, "&amp\n", 0.25)])
+    emitted = [EmittedToken(10, " a", ACCEPTED), EmittedToken(12, " b", CORRECTION)]
+    tree = [TreeNode(0, -1, 1, "x", 0, "root", True), TreeNode(1, 0, 10, " a", 1, "draft", True),
+            TreeNode(2, 1, 11, EVIL, 2, "draft", False), TreeNode(3, 2, 13, "&amp\n", 3, "draft", False)]
+    return _record(1, draft, emitted, residual, [Candidate(12, " b", 0.75)], tree)
+
+
+@pytest.fixture
+def bonus_record():
+    draft = [DraftToken(0, 20, "c", q=0.4, p=0.5, coin=0.2, threshold=1.0, accepted=True, overlap=0.8,
+                        top=[Candidate(20, "c", 0.5, 0.4)])]
+    emitted = [EmittedToken(20, "c", ACCEPTED), EmittedToken(21, "d", BONUS)]
+    return _record(2, draft, emitted, None, [Candidate(21, "d", 0.9), Candidate(22, "e", 0.1)])
+
+
+def test_token_text_is_escaped_and_whitespace_visible():
+    out = render.token_html(EVIL + " x\n&")
+    assert "<script>" not in out
+    assert "&lt;script&gt;" in out
+    assert "↵" in out and "·" in out and "&amp;" in out
+    assert render.token_html("") != ""
+
+
+def test_chips_escape_and_kinds(rejected_record, bonus_record):
+    html = render.chips_html([rejected_record, bonus_record])
+    assert "<script>" not in html and "&lt;script&gt;" in html
+    for kind in ("chip-accepted", "chip-rejected", "chip-correction", "chip-bonus"):
+        assert kind in html
+    # the rejected token is shown struck, before its correction; the unexamined one is not a chip
+    assert html.index("chip-rejected") < html.index("chip-correction")
+    assert html.count('class="chip ') == 5
+    # the selected (last) iteration is outlined
+    assert html.count(" cur") == 2
+
+
+def test_chip_colours_are_okabe_ito_and_distinct():
+    colours = [c for _label, c, _d in render.CHIP_KINDS.values()]
+    assert len(set(colours)) == len(colours)
+    okabe_ito = {"#E69F00", "#56B4E9", "#009E73", "#F0E442", "#0072B2", "#D55E00", "#CC79A7", "#999999", "#000000"}
+    assert set(colours) <= okabe_ito
+    legend = render.legend_html()
+    for label, _c, _d in render.CHIP_KINDS.values():
+        assert label in legend
+
+
+def test_tooltips_carry_p_q_coin_threshold(rejected_record):
+    chips = render.record_chips(rejected_record)
+    accepted, rejected, correction = chips
+    assert "p(x) = 0.600" in accepted and "q(x) = 0.500" in accepted
+    assert "coin u = 0.300" in accepted and "threshold" in accepted and "1.000" in accepted
+    assert "coin u = 0.810" in rejected and "0.071" in rejected and "rejected" in rejected
+    assert "residual r(x) = 0.750" in correction and "p(x) = 0.500" in correction and "q(x) = 0.100" in correction
+    assert "<script>" not in rejected  # escaped inside the attribute too
+    assert 'tabindex="0"' in accepted  # tap opens the tooltip on a phone
+
+
+def test_draft_row_marks_accept_reject_and_unexamined(rejected_record):
+    html = render.draft_row_html(rejected_record)
+    assert "✓ accept" in html and "✗ reject" in html and "not examined" in html
+    assert "<script>" not in html
+    assert "coinbar" in html
+    assert "correction" not in html or "residual" in html
+
+
+def test_draft_row_without_draft():
+    rec = _record(0, [], [EmittedToken(5, "z", TARGET)], method="autoregressive")
+    assert "no draft" in render.draft_row_html(rec).lower()
+
+
+def test_tree_renders_nodes_generically(rejected_record):
+    html = render.tree_html(rejected_record)
+    assert html.count('class="node') == 4
+    assert "node acc" in html and "node rej" in html
+    assert "<script>" not in html
+    # a branching tree (beams) nests children under their parent
+    branching = _record(0, tree=[TreeNode(0, -1, 1, "r", 0, "root", True), TreeNode(1, 0, 2, "a", 1, "beam", True),
+                                 TreeNode(2, 0, 3, "b", 1, "beam", False, score=-1.5)])
+    html = render.tree_html(branching)
+    assert html.count("<li>") == 3 and "kind-beam" in html and "-1.50" in html
+
+
+def _bar_text(fig):
+    return fig.text()
+
+
+def test_pq_figure_highlights_drafted_token(rejected_record):
+    fig = charts.pq_figure(rejected_record)  # default: the first rejection (position 2)
+    assert [t["name"] for t in fig.data] == ["p (target)", "q (draft)"]
+    labels = list(fig.data[0]["x"])
+    i = labels.index(render.visible(EVIL))
+    assert fig.data[0]["marker"]["line"]["width"][i] == 3
+    assert sum(1 for w in fig.data[0]["marker"]["line"]["width"] if w) == 1
+    assert any("drafted" in a["text"] and "rejected" in a["text"] for a in fig.layout["annotations"])
+    json.loads(fig.to_json())  # what gr.Plot sends to plotly.js
+    # a chosen position
+    fig0 = charts.pq_figure(rejected_record, 0)
+    assert "position 1" in fig0.layout["title"]["text"]
+
+
+def test_residual_figure_highlights_drawn_token(rejected_record, bonus_record):
+    fig = charts.residual_figure(rejected_record)
+    labels = list(fig.data[0]["x"])
+    assert fig.data[0]["marker"]["line"]["width"][labels.index("·b")] == 3
+    assert any("drawn: ·b" in a["text"] for a in fig.layout["annotations"])
+    assert "bonus" in _bar_text(charts.residual_figure(bonus_record)).lower()
+
+
+def test_running_and_theory_figures(rejected_record, bonus_record):
+    fig = charts.running_figure([rejected_record, bonus_record], 0, baseline_tps=40.0, target_bytes=10_000_000)
+    names = [t["name"] for t in fig.data]
+    assert "tokens/s" in names and "accepted length" in names and "MB/token (proxy)" in names
+    assert "autoregressive baseline" in names
+    assert "Energy not measured" in _bar_text(fig)
+    alpha, c, how = measured_alpha_c([rejected_record, bonus_record])
+    assert alpha == pytest.approx((0.7 + 0.4 + 0.9 + 0.8) / 4)
+    assert c is not None and c > 0
+    theory = charts.theory_figure(alpha, c, 3)
+    assert "optimal" in _bar_text(theory)
+
+
+def test_example_traces_replay_without_a_model():
+    examples = example_traces()
+    assert examples, "assets/examples must hold precomputed traces"
+    from app.layout import _open_trace, view
+
+    for title, path in examples.items():
+        assert path.stat().st_size < 300_000
+        session = Session()
+        out = _open_trace(session, path, title, "example", 0)
+        assert session.records and session.summary is not None
+        assert session.target is None  # no model was loaded
+        stats, chips = out[1], out[4]
+        assert "Replay" in stats and "chip" in chips
+        # every iteration of the timeline renders
+        for i in range(len(session.records)):
+            view(session, i, 0)
+        # the trace can be downloaded again and reread, and reproduced headless
+        path2 = session.trace_path()
+        records, summary = read_trace(path2)
+        assert len(records) == len(session.records) and summary.text == session.summary.text
+        assert cli_command(session.settings).startswith("python -m decoding generate --prompt")
+
+
+def test_trace_round_trip_and_bad_file(tmp_path, rejected_record, bonus_record):
+    path = tmp_path / "run.jsonl"
+    write_trace(path, [rejected_record, bonus_record], None)
+    records, summary = read_trace(path)
+    assert [r.iteration for r in records] == [1, 2] and summary is None
+    assert records[0].draft[1].text == EVIL
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("not json\n")
+    with pytest.raises(ValueError, match="not JSON"):
+        read_trace(bad)
+
+
+def test_settings_limits_give_readable_errors():
+    ok = dict(prompt="hi", chat=False, method="speculative", gamma=4, temperature=0.7, top_k=0, top_p=1.0,
+              lenience=1.0, seed=0, max_new_tokens=16, target="default", draft="prompt-lookup")
+    s = make_settings(**ok)
+    assert s.config().gamma == 4
+    for change, pattern in [
+        (dict(prompt="  "), "prompt is empty"),
+        (dict(prompt="x" * 100_000), "at most"),
+        (dict(gamma=0), "gamma"),
+        (dict(gamma=MAX_GAMMA + 1), "gamma"),
+        (dict(max_new_tokens=10_000), "max new tokens"),
+        (dict(temperature=-1), "temperature"),
+        (dict(method="nope"), "Unknown method"),
+        (dict(lenience=0), "lenience"),
+    ]:
+        with pytest.raises(ValueError, match=pattern):
+            make_settings(**{**ok, **change})
+    # autoregressive ignores gamma and lenience
+    make_settings(**{**ok, "method": "autoregressive", "lenience": 1.0})
+    cmd = cli_command(s)
+    assert "--method speculative" in cmd and "--gamma 4" in cmd and "--draft prompt-lookup" in cmd
+    assert "'hi'" in cmd or " hi " in cmd
+
+
+def test_settings_from_summary_of_example():
+    examples = example_traces()
+    path = next(iter(examples.values()))
+    records, summary = read_trace(path)
+    s = settings_from_summary(summary, records)
+    assert s is not None and s.method == summary.method and s.prompt == summary.prompt
+
+
+def test_joint_likelihood_records_render_ratio_vs_tau():
+    """MJSD-style records: no coin; each prefix's joint ratio against tau comes from extra["mjsd"]."""
+    draft = [DraftToken(0, 30, "x", q=0.5, p=0.4, coin=None, threshold=None, accepted=True, overlap=0.6),
+             DraftToken(1, 31, "y", q=0.6, p=0.01, coin=None, threshold=None, accepted=False, overlap=0.2)]
+    rec = _record(0, draft, [EmittedToken(30, "x", ACCEPTED), EmittedToken(33, "z", CORRECTION)],
+                  next_top=[Candidate(33, "z", 0.5)], method="mjsd",
+                  tree=[TreeNode(0, -1, 1, "r", 0, "root", True), TreeNode(1, 0, 30, "x", 1, "beam", True, -0.7),
+                        TreeNode(2, 0, 32, "w", 1, "beam", False, -1.1), TreeNode(3, 1, 31, "y", 2, "beam", False, -2.0)])
+    rec.extra = {"mjsd": {"tau": 0.1, "prefixes": [{"length": 1, "ratio": 0.8, "passes": True},
+                                                  {"length": 2, "ratio": 0.02, "passes": False}]}}
+    row = render.draft_row_html(rec)
+    assert "0.800 vs τ = 0.100" in row and "greedy" not in row
+    chips = render.record_chips(rec)
+    assert "joint ratio" in chips[0] and "passes" in chips[0] and "fails" in chips[1]
+    assert "no residual" in chips[2]
+    assert "itself" in charts.residual_figure(rec).text()
+    assert render.tree_html(rec).count("kind-beam") == 3
+
+
+def test_numeric_token_texts_stay_categories():
+    draft = [DraftToken(0, 8, "8", q=1.0, p=0.1, coin=0.5, threshold=0.1, accepted=False, overlap=0.1,
+                        top=[Candidate(8, "8", 0.1, 1.0), Candidate(4, "4", 0.9, 0.0)])]
+    rec = _record(0, draft, [EmittedToken(4, "4", CORRECTION)],
+                  Residual(4, "4", 0.9, False, [Candidate(4, "4", 1.0)]))
+    assert charts.pq_figure(rec).layout["xaxis"]["type"] == "category"
+    assert charts.residual_figure(rec).layout["xaxis"]["type"] == "category"
+
+
+def test_uploaded_trace_opens_and_a_bad_one_is_refused(tmp_path):
+    import gradio as gr
+
+    from app.layout import open_trace
+
+    path = next(iter(example_traces().values()))
+    out = open_trace(None, str(path), 0)
+    assert out[0].source == "trace" and out[0].records and "Replay" in out[1]
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"hello": 1}\n')
+    with pytest.raises(gr.Error, match="not a trace record"):
+        open_trace(None, str(bad), 0)
