@@ -44,7 +44,7 @@ def _add_generate(sub) -> None:
     g.add_argument("--beams", type=int, default=8, help="mjsd: number of draft beams B, 1..8")
     g.add_argument("--tau", type=float, default=0.1, help="mjsd: joint-likelihood ratio threshold tau in [0, 1]")
     g.add_argument("--beam-sample", action="store_true", help="mjsd: beam sampling instead of beam search")
-    g.add_argument("--tree-size", type=int, default=None,
+    g.add_argument("--tree-size", "--tree-budget", dest="tree_size", type=int, default=None,
                    help="ppd: candidate + prompt-token inputs per step (default: the size tuned for this "
                         "device by `python -m decoding.ppd tune`, else 12)")
     g.add_argument("--ppd-embeddings", default=None, help="ppd: prompt-token embeddings file (default: shipped asset)")

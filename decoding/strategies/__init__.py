@@ -5,12 +5,14 @@ from .base import MAX_GAMMA, RunConfig, RunState
 from .speculative import speculative
 from .mentored import mentored
 from .mjsd import mjsd
+from .ppd import ppd
 
 METHODS = {
     "autoregressive": autoregressive,
     "speculative": speculative,
     "mentored": mentored,
     "mjsd": mjsd,
+    "ppd": ppd,
 }
 USES_DRAFTER = {"speculative", "mentored", "mjsd"}
 

@@ -1,0 +1,223 @@
+"""Parallel prompt decoding, PPD (`002_*`), one iteration per record:
+
+  Step 1. Draft: the previous step's prompt tokens predicted distances 1..k beyond its last
+          accepted node; the dynamic sparse tree of state k (`decoding.ppd.tree.dynamic_trees`)
+          turns their top-k lists into candidates (index paths), and prompt tokens are attached
+          to the root and candidates as the tree allocates them.
+  Step 2. ONE target pass over [uncached committed tokens (the root last), candidate tree,
+          prompt tokens] with a 4D tree attention mask and explicit position ids.
+  Step 3. Verify: greedy = exact match along the tree (output identical to greedy autoregressive
+          decoding); sampling = typical acceptance p(x) > min(epsilon, delta exp(-H(p))), which is
+          LOSSY (not the target distribution).
+  Step 4. Emit the accepted candidates and one token from the target at the last accepted node
+          (its argmax, or a sample from the warped p).
+  Step 5. Compact the KV cache to the committed prefix plus the accepted branch; the last accepted
+          node's prompt-token logits (ensemble-averaged over EPT) seed the next tree.
+
+Knobs (RunConfig.extra): tree_size (alias tree_budget; None: the hardware-aware choice cached for this device, else
+DEFAULT_TREE_SIZE), prompt_tokens m (3), ept (1), ppd_embeddings (path; default the shipped
+asset, else untrained embeddings), typical_epsilon (0.09), typical_delta (0.3).
+
+Trace: the tree holds the root, every candidate (kind "candidate", score = the prompt token's
+probability of it, accepted = on the accepted path) and one node per (owner, distance) prompt
+token (kind "prompt", token = its top-1 guess, score = that guess's probability, accepted = its
+guesses seeded the next tree). record.extra["ppd"] holds the settings, the tree as index paths
+and the next predictions (top ids per distance).
+"""
+
+from __future__ import annotations
+
+from typing import Iterator
+
+import torch
+
+from ..cached_lm import CachedLM
+from ..ppd.engine import (TYPICAL_DELTA, TYPICAL_EPSILON, compact_cache, prompt_predictions, tree_forward,
+                          verify_greedy, verify_typical)
+from ..ppd.prompts import load_prompt_tokens
+from ..ppd.tree import dynamic_trees, tree_buffers
+from ..trace import ACCEPTED, BONUS, CORRECTION, TARGET, DraftToken, IterationRecord, TreeNode
+from ..warp import warp_logits
+from .base import RunConfig, RunState, raw_logprobs
+
+DEFAULT_TREE_SIZE = 12
+PREDICTION_TOP = 10  # top ids per distance kept for the trace / acceptance-table measurement
+
+
+def ppd_settings(config: RunConfig) -> dict:
+    """Validated PPD knobs from config.extra (tree_size None: decided in `ppd` from the device)."""
+    extra = config.extra
+    m = extra.get("prompt_tokens")
+    ept = extra.get("ept")
+    size = extra.get("tree_size") or extra.get("tree_budget")  # the app names the knob tree_budget
+    size = None if size in (None, "auto", 0) else int(size)
+    eps = float(extra.get("typical_epsilon", TYPICAL_EPSILON))
+    delta = float(extra.get("typical_delta", TYPICAL_DELTA))
+    if m is not None and not (1 <= int(m) <= 16):
+        raise ValueError("prompt tokens m must be 1..16")
+    if ept is not None and not (1 <= int(ept) <= 128):
+        raise ValueError("ept must be 1..128")
+    if size is not None and not (1 <= size <= 512):
+        raise ValueError(f"tree size must be 1..512 (got {size})")
+    if not (0.0 <= eps <= 1.0) or delta < 0.0:
+        raise ValueError("typical acceptance needs 0 <= epsilon <= 1 and delta >= 0")
+    if config.lenience != 1.0:
+        raise ValueError("PPD verifies by exact match / typical acceptance: leave lenience at 1")
+    return {"tree_size": size, "chosen_by": "flag", "m": None if m is None else int(m),
+            "ept": None if ept is None else int(ept), "epsilon": eps, "delta": delta,
+            "embeddings": extra.get("ppd_embeddings"), "acceptance": extra.get("ppd_acceptance")}
+
+
+def ppd(target, drafter, prompt_ids: list[int], config: RunConfig, meter=None) -> Iterator[IterationRecord]:
+    """`drafter` is ignored: the target drafts for itself through its prompt tokens."""
+    settings = ppd_settings(config)  # validate before the first iteration
+    prompts = load_prompt_tokens(target, settings["embeddings"], settings["m"], settings["ept"])
+    settings["m"], settings["ept"] = prompts.m, prompts.ept
+    if settings["tree_size"] is None:
+        from ..ppd.hardware import cached_tuning
+
+        tuned = cached_tuning(target)
+        if tuned and tuned.get("embeddings") == prompts.source and "tree_size" in tuned:
+            settings["tree_size"], settings["chosen_by"] = int(tuned["tree_size"]), "hardware-aware (tuned)"
+            if settings["acceptance"] is None:
+                settings["acceptance"] = tuned.get("acceptance")
+        else:
+            settings["tree_size"], settings["chosen_by"] = DEFAULT_TREE_SIZE, "default (not tuned on this device)"
+    if settings["tree_size"] < prompts.ept:
+        raise ValueError(f"tree size must be >= ept = {prompts.ept}")
+    trees = dynamic_trees(settings["tree_size"], prompts.m, prompts.ept, settings["acceptance"])
+    return _ppd(target, prompt_ids, config, meter, settings, prompts, trees)
+
+
+def _ppd(target, prompt_ids, config: RunConfig, meter, settings, prompts, trees) -> Iterator[IterationRecord]:
+    state = RunState("ppd", target, prompt_ids, config, meter)
+    lm = CachedLM(target.model, target.device, target.vocab_size)
+    greedy, ept = config.sampling.greedy, settings["ept"]
+    preds: list[torch.Tensor] = []  # prompt-token logits of the last step's last accepted node
+    while not state.finished:
+        state.start_iteration()
+        context_length = len(state.sequence)
+        root = state.sequence[-1]
+
+        # Step 1: the state-k tree, its candidate tokens from the previous prompt predictions
+        with state.timed("draft"):
+            k = len(preds)
+            tree = trees.trees[k]
+            buffers = tree_buffers(tree, prefix_length=context_length - 1, ept=ept)
+            width = max(PREDICTION_TOP, tree.max_rank() + 1)
+            top = [torch.topk(torch.softmax(row, -1), min(width, row.shape[-1])) for row in preds]
+            ranked = [t.indices.tolist() for t in top]
+            tree_ids = [root] + [ranked[len(p) - 1][p[-1]] for p in tree.candidates]
+
+        # Step 2: one pass over [uncached tokens, root, candidates, prompt tokens]
+        with state.timed("verify"), torch.inference_mode():
+            cached = lm.length
+            logits = tree_forward(target.model, lm.cache, cached, state.sequence[cached:-1], tree_ids, buffers,
+                                  prompts, target.device, target.vocab_size)
+        lm.length = cached + (context_length - 1 - cached) + buffers.size
+        lm.calls += 1
+        n_tok = 1 + buffers.n_candidates
+
+        # Step 3: verify along the tree
+        if greedy:
+            verdict = verify_greedy(buffers, tree_ids, logits)
+            probs = None
+        else:
+            probs = warp_logits(logits[:n_tok], config.sampling)
+            verdict = verify_typical(buffers, tree_ids, probs, settings["epsilon"], settings["delta"])
+
+        # Step 4: accepted candidates, then one token from the target at the last accepted node
+        last = verdict.last
+        if greedy:
+            y = int(logits[last].argmax())
+            nxt = warp_logits(logits[last], config.sampling)
+        else:
+            nxt = probs[last]
+            y = int(torch.multinomial(nxt, 1, generator=state.generator))
+        accepted_ids = [tree_ids[c] for c in verdict.accepted]
+        kind = CORRECTION if buffers.children(last) else (BONUS if buffers.n_candidates else TARGET)
+        emitted = [state.token(x, ACCEPTED) for x in accepted_ids]
+        emitted.append(state.token(y, kind))
+        rows = [buffers.parent[c] for c in verdict.accepted] + [last]
+        emitted = state.commit(emitted, raw_logprobs(logits[rows], accepted_ids + [y]))
+
+        # Step 5: keep prefix + root + accepted branch in the cache; seed the next tree
+        with torch.inference_mode():
+            compact_cache(lm.cache, context_length - 1, [context_length - 1 + c for c in [0] + verdict.accepted])
+        lm.length = context_length + len(verdict.accepted)
+        preds = prompt_predictions(buffers, logits, last, ept)
+
+        record = state.record(
+            context_length=context_length,
+            gamma=tree.depth,
+            draft=_draft_tokens(state, buffers, tree_ids, logits, probs, top, verdict),
+            accepted_length=len(verdict.accepted),
+            emitted=emitted,
+            residual=None,
+            next_top=state.top_candidates(nxt),
+            tree=_trace_tree(state, buffers, tree_ids, logits, top, verdict, ept),
+            target_calls=lm.calls,
+            extra={"ppd": {
+                "tree_size": settings["tree_size"],
+                "tree_size_chosen_by": settings["chosen_by"],
+                "prompt_tokens": settings["m"],
+                "ept": ept,
+                "state": k,
+                "n_candidates": buffers.n_candidates,
+                "n_prompt_inputs": buffers.size - n_tok,
+                "tree": tree.as_dict(),
+                "verification": "exact match (lossless)" if greedy else "typical acceptance (lossy)",
+                "typical_epsilon": settings["epsilon"],
+                "typical_delta": settings["delta"],
+                "embeddings": prompts.source,
+                "trained_embeddings": bool(prompts.trained),
+                "last_accepted_node": last,
+                "next_predictions": [torch.topk(row, min(PREDICTION_TOP, row.shape[-1])).indices.tolist()
+                                     for row in preds],
+            }},
+        )
+        yield record
+
+
+def _draft_tokens(state, buffers, tree_ids, logits, probs, top, verdict) -> list[DraftToken]:
+    """The path verification walked: the accepted candidates, then the best-ranked child of the
+    last accepted node (rejected), if it has one. q = the prompt token's probability of it."""
+    path = list(verdict.accepted)
+    kids = buffers.children(verdict.last)
+    if kids:
+        path.append(kids[0])
+    out = []
+    for i, c in enumerate(path):
+        parent = buffers.parent[c]
+        x = tree_ids[c]
+        p_row = probs[parent] if probs is not None else torch.softmax(logits[parent], -1)
+        d, r = len(buffers.path[c]), buffers.path[c][-1]
+        q = float(top[d - 1].values[r]) if r < top[d - 1].values.numel() else 0.0
+        threshold = verdict.thresholds.get(parent)
+        out.append(DraftToken(position=i, token_id=x, text=state.target.decode_token(x), q=q, p=float(p_row[x]),
+                              coin=None, threshold=threshold, accepted=c in verdict.accepted, overlap=0.0,
+                              top=state.top_candidates(p_row)))
+    return out
+
+
+def _trace_tree(state, buffers, tree_ids, logits, top, verdict, ept) -> list[TreeNode]:
+    accepted = {0, *verdict.accepted}
+    nodes = [TreeNode(0, -1, tree_ids[0], state.target.decode_token(tree_ids[0]), 0, "root", True)]
+    for c in range(1, 1 + buffers.n_candidates):
+        d, r = len(buffers.path[c]), buffers.path[c][-1]
+        q = float(top[d - 1].values[r]) if r < top[d - 1].values.numel() else None
+        nodes.append(TreeNode(c, buffers.parent[c], tree_ids[c], state.target.decode_token(tree_ids[c]), d,
+                              "candidate", c in accepted, q))
+    where = {}
+    for (owner, k, j), node in sorted(buffers.prompt_index.items(), key=lambda kv: kv[1]):
+        if j:
+            continue
+        rows = [buffers.prompt_index[(owner, k, g)] for g in range(ept)]
+        p = torch.softmax(logits[rows].mean(0), -1)
+        guess = int(p.argmax())
+        index = len(nodes)
+        where[(owner, k)] = index
+        nodes.append(TreeNode(index, owner if k == 1 else where[(owner, k - 1)], guess,
+                              state.target.decode_token(guess), buffers.depth[node], "prompt",
+                              owner == verdict.last, float(p[guess])))
+    return nodes
