@@ -14,6 +14,7 @@ from pathlib import Path
 import gradio as gr
 
 from decoding.lab import EXAMPLE_P, EXAMPLE_Q, EXAMPLE_VOCAB, run_sampling_lab
+from decoding.trace import IterationRecord
 
 from . import charts, render, texts
 from .session import (
@@ -121,6 +122,27 @@ def theory_panel(session: Session, upto: int | None = None):
     return charts.theory_figure(a, c, gamma), "\n\n".join(lines)
 
 
+def method_panel(record: IterationRecord | None, position=None) -> tuple:
+    """The method-specific panel for a record: (panel visibility, explanation, table/tree HTML,
+    chart A, visibility of chart B's column, chart B). Shown only for mentored and MJSD records."""
+    method = record.method if record is not None else None
+    if method == "mentored":
+        d = charts.mentored_info(record)
+        bound = d.get("kl_bound") if d else None
+        title = f"### Mentored decoding panel (D = {bound:g})" if isinstance(bound, (int, float)) else "### Mentored decoding panel"
+        return (gr.update(visible=True), f"{title}\n{texts.MENTORED}", render.mentored_table_html(record),
+                gr.update(value=charts.mentored_acceptance_figure(record), label="Strict vs mentored, per draft position"),
+                gr.update(visible=True), charts.mentored_output_figure(record, _position(position)))
+    if method == "mjsd":
+        d = charts.mjsd_info(record)
+        head = (f"### MJSD panel (B = {d.get('beams')}, τ = {d.get('tau'):g})" if d and isinstance(d.get("tau"), (int, float))
+                else "### MJSD panel")
+        return (gr.update(visible=True), f"{head}\n{texts.MJSD}", render.mjsd_table_html(record),
+                gr.update(value=charts.mjsd_ratio_figure(record), label="Joint ratio per prefix length j, against τ"),
+                gr.update(visible=False), None)
+    return gr.update(visible=False), "", "", None, gr.update(visible=False), None
+
+
 def view(session: Session, upto=None, position=None, final: bool = False, note: str = ""):
     """Every panel of the explainer for iteration `upto` of the session's run, as a tuple in the
     order of `VIEW_OUTPUTS`."""
@@ -129,7 +151,8 @@ def view(session: Session, upto=None, position=None, final: bool = False, note: 
         empty = charts.empty_figure("No run yet.")
         return (render.stats_html([], note=note or "No run yet: press Run or Step."), gr.update(maximum=1, value=0),
                 "", render.chips_html([]), "", render.draft_row_html(None), empty, empty, render.tree_html(None),
-                charts.running_figure([]), empty, "", "", gr.update(value=None, interactive=False))
+                charts.running_figure([]), empty, "", "", gr.update(value=None, interactive=False),
+                *method_panel(None))
     i = _upto(session, upto)
     record = records[i]
     last = i == len(records) - 1
@@ -152,6 +175,7 @@ def view(session: Session, upto=None, position=None, final: bool = False, note: 
         theory_md,
         cli,
         download,
+        *method_panel(record, position),
     )
 
 
@@ -334,8 +358,10 @@ def show_iteration(session, upto, position):
 def show_position(session, upto, position):
     session = session if isinstance(session, Session) else Session()
     if not session.records:
-        return charts.empty_figure("No run yet.")
-    return charts.pq_figure(session.records[_upto(session, upto)], _position(position))
+        return charts.empty_figure("No run yet."), gr.skip()
+    record = session.records[_upto(session, upto)]
+    mentored = charts.mentored_output_figure(record, _position(position)) if record.method == "mentored" else gr.skip()
+    return charts.pq_figure(record, _position(position)), mentored
 
 
 def _open_trace(session: Session, path, title: str, source: str, position):
@@ -597,6 +623,16 @@ def build_demo() -> gr.Blocks:
                         draft_row = gr.HTML(label="This iteration's draft", elem_id="draft-row")
                         with gr.Accordion("How to read the draft row", open=False):
                             gr.Markdown(texts.DRAFT_ROW)
+                        # the panel of the shown run's method (mentored, MJSD); hidden for the others
+                        with gr.Column(visible=False, elem_id="method-panel", elem_classes="methodpanel") as method_box:
+                            method_md = gr.Markdown(elem_classes="explain")
+                            with gr.Row(elem_classes="plots"):
+                                with gr.Column(min_width=300):
+                                    method_plot = gr.Plot(label="Method panel", elem_id="method-plot")
+                                with gr.Column(min_width=300, visible=False) as method_col2:
+                                    method_plot2 = gr.Plot(label="Output distribution of one mentored step vs p and q",
+                                                           elem_id="method-plot2")
+                            method_html = gr.HTML(label="Method details", elem_id="method-html")
                         with gr.Row(elem_classes="plots"):
                             with gr.Column(min_width=300):
                                 pq_plot = gr.Plot(label="p (target) vs q (draft) at one draft position", elem_id="pq-plot")
@@ -653,7 +689,8 @@ def build_demo() -> gr.Blocks:
 
         # ---------------------------------------------------------------- wiring
         view_outputs = [stats, timeline, iter_caption, chips, text, draft_row, pq_plot, residual_plot, tree,
-                        running, theory_plot, theory_md, cli, download]
+                        running, theory_plot, theory_md, cli, download, method_box, method_md, method_html,
+                        method_plot, method_col2, method_plot2]
         run_inputs = [state, preset, custom_target, custom_draft, prompt, chat, method, gamma, temperature, top_k,
                       top_p, lenience, seed, max_new, kl_bound, beams, tau, tree_budget]
         model_events = dict(concurrency_limit=1, concurrency_id="model")
@@ -669,7 +706,8 @@ def build_demo() -> gr.Blocks:
         reset_btn.click(reset, [state, position], [state, *view_outputs], api_name=False)
         timeline.input(show_iteration, [state, timeline, position], view_outputs, api_name=False,
                        show_progress="hidden", trigger_mode="always_last")
-        position.change(show_position, [state, timeline, position], pq_plot, api_name=False, show_progress="hidden")
+        position.change(show_position, [state, timeline, position], [pq_plot, method_plot2], api_name=False,
+                        show_progress="hidden")
         upload.upload(open_trace, [state, upload, position], [state, *view_outputs], api_name=False)
         example_pick.input(open_example, [state, example_pick, position], [state, *view_outputs], api_name=False)
         load_btn.click(load_models, [preset, custom_target, custom_draft, method], load_msg, api_name=False, **model_events)

@@ -261,8 +261,9 @@ def draft_row_html(record: IterationRecord | None) -> str:
 
 
 # ------------------------------------------------------------------------------------- tree
-def tree_html(record: IterationRecord | None) -> str:
-    """Render the record's draft-tree nodes generically (chain, beams, sparse trees)."""
+def tree_html(record: IterationRecord | None, chosen: set[int] | None = None) -> str:
+    """Render the record's draft-tree nodes generically (chain, beams, sparse trees); node indices
+    in `chosen` (e.g. MJSD's chosen beam) get a thick outline."""
     if record is None or not record.tree:
         return '<div class="tree empty">No draft tree in this iteration (no draft tokens).</div>'
     nodes = {n.index: n for n in record.tree[:MAX_TREE_NODES]}
@@ -275,7 +276,7 @@ def tree_html(record: IterationRecord | None) -> str:
             roots.append(n)
 
     def node(n, depth_guard=0):
-        state = "acc" if n.accepted else "rej"
+        state = ("acc" if n.accepted else "rej") + (" chosen" if chosen and n.index in chosen else "")
         score = f' <span class="score">{fmt(n.score, 2)}</span>' if n.score is not None else ""
         label = (
             f'<span class="node {state} kind-{_attr(n.kind)}" title="{_attr(f"{n.kind}, depth {n.depth}, " + ("on the accepted path" if n.accepted else "not accepted"))}">'
@@ -348,3 +349,114 @@ def caption(record: IterationRecord | None) -> str:
         s += (f" Correction {visible(final.text)!r} drawn from the residual." if final.kind == CORRECTION
               else f" All accepted: bonus token {visible(final.text)!r} drawn from p.")
     return s
+
+
+# ------------------------------------------------------------------------------------- method panels
+RULES = {
+    "strict-pass": "the coin already passed the strict threshold min(1, p/q): accepted, no search needed",
+    "within-bound": "KL(p‖q) ≤ D: even outputting q itself is allowed, so every draft is accepted here",
+    "search": "binary search for the largest acceptance whose output keeps KL(p‖output) ≤ D",
+    "strict": "D = 0: exactly the strict speculative-sampling rule",
+}
+
+
+def _num(x, digits: int = 3) -> str:
+    try:
+        f = float(x)
+    except (TypeError, ValueError):
+        return "—"
+    if f != f:
+        return "—"
+    if f in (float("inf"), float("-inf")):
+        return "∞" if f > 0 else "−∞"
+    return fmt(f, digits)
+
+
+def mentored_table_html(record: IterationRecord | None) -> str:
+    """Per examined draft position: rule, strict vs mentored threshold, the coin, alphas and KLs."""
+    info = (record.extra or {}).get("mentored") if record is not None else None
+    if not isinstance(info, dict) or not info.get("positions"):
+        return ('<div class="methodtable empty">No per-position mentored data in this iteration '
+                "(no draft, or a lean trace).</div>")
+    draft = {d.position: d for d in record.draft}
+    rows = []
+    for r in info["positions"]:
+        if not isinstance(r, dict):
+            continue
+        d = draft.get(r.get("position"))
+        rule = str(r.get("rule", "?"))
+        verdict = ('<span class="mark acc">✓ accept</span>' if d is not None and d.accepted
+                   else '<span class="mark rej">✗ reject</span>')
+        token = f'<span class="chip chip-{ACCEPTED if d is not None and d.accepted else REJECTED}">{token_html(d.text)}</span>' if d else "—"
+        rows.append(
+            f'<tr><td>{int(r.get("position", 0)) + 1}</td><td>{token}</td>'
+            f'<td>{_num(d.coin if d else None)}</td><td>{_num(r.get("strict_threshold"))}</td>'
+            f'<td><b>{_num(r.get("threshold"))}</b></td>'
+            f'<td><span class="rule" title="{_attr(RULES.get(rule, rule))}">{html.escape(rule)}</span></td>'
+            f'<td>{_num(r.get("strict_alpha"))}</td><td><b>{_num(r.get("alpha"))}</b></td>'
+            f'<td>{_num(r.get("kl_draft"))}</td><td><b>{_num(r.get("kl_to_target"))}</b></td><td>{verdict}</td></tr>'
+        )
+    bound = _num(info.get("kl_bound"), 3)
+    used = sorted({str(r.get("rule")) for r in info["positions"] if isinstance(r, dict)})
+    legend = "".join(f"<li><b>{html.escape(u)}</b>: {html.escape(RULES.get(u, u))}</li>" for u in used)
+    return (
+        f'<div class="methodtable"><div class="tablewrap"><table class="drafttable">'
+        f"<caption>Mentored decisions of iteration {record.iteration}, bound D = {bound} on KL(p‖output)</caption>"
+        "<thead><tr><th>#</th><th>token</th><th>coin u</th><th>strict min(1, p/q)</th><th>mentored r(x)</th>"
+        "<th>rule</th><th>strict α (Σ min(p, q))</th><th>mentored α</th><th>KL(p‖q)</th><th>KL(p‖output) ≤ D</th>"
+        f'<th>verdict</th></tr></thead><tbody>{"".join(rows)}</tbody></table></div>'
+        f'<ul class="rules">{legend}</ul></div>'
+    )
+
+
+def chosen_path(record: IterationRecord, tokens) -> set[int]:
+    """Tree node indices of the beam whose tokens are `tokens` (root to leaf), empty if none matches."""
+    if not tokens or not record.tree:
+        return set()
+    nodes = {n.index: n for n in record.tree}
+    for leaf in (n for n in record.tree if n.depth == len(tokens)):
+        path, n = [], leaf
+        while n is not None and n.depth > 0:
+            path.append(n)
+            n = nodes.get(n.parent)
+        if [x.token_id for x in reversed(path)] == list(tokens):
+            return {x.index for x in path}
+    return set()
+
+
+def mjsd_table_html(record: IterationRecord | None) -> str:
+    """Every prefix of the chosen beam against tau, then the beam tree with its joint log q."""
+    info = (record.extra or {}).get("mjsd") if record is not None else None
+    if not isinstance(info, dict):
+        return '<div class="methodtable empty">No MJSD data in this iteration.</div>'
+    tau = info.get("tau")
+    eta = int(info.get("eta") or 0)
+    rows = []
+    for i, r in enumerate(info.get("prefixes") or []):
+        if not isinstance(r, dict):
+            continue
+        j = int(r.get("length", i + 1))
+        d = record.draft[j - 1] if 0 < j <= len(record.draft) else None
+        kept = j <= eta
+        token = f'<span class="chip chip-{ACCEPTED if kept else "none"}">{token_html(d.text)}</span>' if d else "—"
+        ok = bool(r.get("passes"))
+        vs = '<span class="mark acc">passes</span>' if ok else '<span class="mark rej">fails</span>'
+        rows.append(
+            f'<tr class="{"acc" if kept else ""}"><td>{j}</td><td>{token}</td><td>{_num(r.get("log_q"))}</td>'
+            f'<td>{_num(r.get("log_p"))}</td><td><b>{_num(r.get("ratio"))}</b></td>'
+            f'<td>{vs}</td>'
+            f'<td>{"kept" if kept else ""}</td></tr>'
+        )
+    table = (
+        '<div class="tablewrap"><table class="drafttable">'
+        f"<caption>Every prefix x₁..xⱼ of the chosen beam against τ = {_num(tau, 3)}; η = {eta} "
+        "(the longest passing prefix) is kept</caption>"
+        "<thead><tr><th>j</th><th>token xⱼ</th><th>log q(x₁..ⱼ)</th><th>log p(x₁..ⱼ)</th>"
+        "<th>ratio min(1, p/q)</th><th>vs τ</th><th></th></tr></thead>"
+        f'<tbody>{"".join(rows)}</tbody></table></div>'
+    ) if rows else "<p>No draft in this iteration.</p>"
+    tree = (f'<p class="note">The beams (B = {html.escape(str(info.get("beams", "?")))}): every beam kept at every '
+            "step, each node with its joint draft log-likelihood log q(x₁..ₜ); green = the kept prefix. "
+            "The chosen draft (thick outline) is the best beam of the last step.</p>"
+            + tree_html(record, chosen_path(record, info.get("chosen_beam"))))
+    return f'<div class="methodtable">{table}{tree}</div>'

@@ -233,6 +233,9 @@ def cli_command(s: Settings) -> str:
     if s.lenience != 1.0:
         parts += ["--lenience", f"{s.lenience:g}"]
     for name, value in sorted(s.extra.items()):
+        if isinstance(value, bool):  # a switch such as --beam-sample (a replayed MJSD trace carries it)
+            parts += [f"--{name.replace('_', '-')}"] if value else []
+            continue
         parts += [f"--{name.replace('_', '-')}", f"{value:g}" if isinstance(value, float) else str(value)]
     parts += ["--seed", str(s.seed), "--max-new-tokens", str(s.max_new_tokens), "--target", s.target]
     if uses_drafter(s.method) or s.method not in METHOD_KNOBS:

@@ -73,3 +73,42 @@ each other down), with lean traces for fair timing. With the same seed the two t
 differ: both come from the target's distribution, not from the same random draws. On a CPU with a
 tiny model, speculative decoding can be **slower** than plain decoding — this tab says so when it is.
 """
+
+MENTORED = """
+**Mentored decoding: lossy on purpose.** Strict speculative sampling accepts a drafted token x with
+probability min(1, p(x)/q(x)), and its output is *exactly* the target p. Mentored decoding allows
+the output of each step to differ from p by at most a bound **D**, measured as KL(p‖output), and
+among all such rules picks the one that accepts the most: it trades a bounded KL for more
+acceptance (longer accepted drafts, fewer target calls). Its acceptance r(x) is never below the
+strict one. **D = 0 is exactly speculative sampling.**
+
+*Top chart:* for each examined draft position, grey (hatched) = strict acceptance min(1, p/q) of the drafted
+token, green = mentored acceptance r(x); the black tick is the coin u (accept iff u ≤ r(x)); the
+italic label under each position says which rule decided (see the list under the table). *Bottom chart:* KL(p‖q) (what accepting
+every draft would cost) vs KL(p‖output) of the mentored step, which always stays under the dashed bound D.
+*Output chart:* at one position (pick it with "Draft position" above), the distribution one mentored
+step outputs vs p and q: it leans from p towards q exactly as far as the bound allows.
+"""
+
+MJSD = """
+**MJSD (multi-token joint speculative decoding): judge whole prefixes, not single tokens.** The draft
+runs **B beams** for γ steps (beam search: the B most likely continuations by their joint draft
+likelihood q(x₁..ⱼ) = q(x₁)·q(x₂|x₁)·…), and the best beam is the draft. The target scores it in one
+pass, and a prefix x₁..xⱼ **passes when min(1, p(x₁..ⱼ)/q(x₁..ⱼ)) > τ**. The longest passing prefix
+(length η) is kept, then the target draws one more token at position η + 1. MJSD is lossy: it does
+not sample from p exactly; it keeps drafts the target finds *jointly* likely enough.
+
+**Why every j is checked:** the joint ratio is a product of per-token ratios p(xᵢ)/q(xᵢ), so it can
+dip below τ at one token and climb back above it when a later token is likelier under p than under
+q. Unlike per-token speculative sampling, a failing prefix does not end the search: η is the
+*largest* passing j, not the first failure. (Once p = 0 — a token outside the target's top-k/top-p —
+the ratio stays 0 for every longer prefix.)
+
+**τ** (the dashed line): lower keeps more; τ = 0 keeps every prefix the target gives a probability
+above 0, τ = 1 keeps nothing (plain target decoding, one token per target call). **B**: more beams find
+drafts with a higher joint q, at more draft compute (B = 1 is a single chain).
+**Temperature 0** for MJSD: the beams are deterministic beam search, the joint likelihoods in the
+ratio still use temperature 1 after top-k/top-p (argmax would make every likelihood 0 or 1), and
+the extra token is the target's argmax. The beam tree is drawn below the table (and in the "Draft
+tree" panel): each node's number is the joint log q of its prefix; the chosen beam has a thick outline.
+"""

@@ -116,3 +116,45 @@ def test_run_then_step_shows_chips_bars_and_charts(browser, app_url, name, width
     assert overflow <= 2
     assert not errors, errors
     page.close()
+
+
+def _set_number(page, label: str, value) -> None:
+    box = page.locator(f"input[aria-label^='number input for {label}']")
+    box.fill(str(value))
+    box.press("Enter")
+
+
+def test_method_panels_show_only_for_their_method(browser, app_url):
+    """Mentored and MJSD runs show their own panel (charts, table, explanation); the speculative
+    example trace does not. Screenshots: desktop_4_mentored.png, desktop_5_mjsd.png."""
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    page = browser.new_page(viewport={"width": 1366, "height": 900})
+    errors = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    page.goto(app_url)
+    page.wait_for_selector("#chips .chip", timeout=60_000)
+    assert not page.locator("#method-panel").is_visible()  # the example trace is speculative
+    page.get_by_label("Prompt", exact=True).fill("the cat sat")
+    for i, (method, knobs, needle) in enumerate((("mentored", {"KL bound D": 0.3}, "KL(p‖output)"),
+                                                 ("mjsd", {"Beams B": 3, "τ": 0.1}, "log q(x₁..ⱼ)"))):
+        dropdown = page.get_by_label("Method", exact=True)
+        dropdown.click()
+        dropdown.fill(method)
+        page.keyboard.press("Enter")
+        page.wait_for_timeout(500)
+        for label, value in {"Pacing": 0, "Temperature": 1, "Top-k": 20, "Top-p": 0.9, **knobs}.items():
+            _set_number(page, label, value)
+        before = page.inner_text("#stats")
+        page.click("#run-btn")
+        page.wait_for_function("(b) => { const s = document.querySelector('#stats').innerText;"
+                               " return s !== b && s.includes('Live run') && s.includes('stopped by'); }",
+                               arg=before, timeout=90_000)
+        _set_number(page, "Timeline", 0)  # the first iteration always has a draft
+        page.wait_for_function("(n) => document.querySelector('#method-html') &&"
+                               " document.querySelector('#method-html').innerText.includes(n)", arg=needle, timeout=30_000)
+        assert page.locator("#method-panel").is_visible()
+        _plot_ready(page, "method-plot")
+        assert page.locator("#method-plot2").is_visible() == (method == "mentored")
+        page.locator("#method-panel").screenshot(path=str(SHOTS / f"desktop_{4 + i}_{method}.png"))
+    assert not errors, errors
+    page.close()

@@ -282,3 +282,161 @@ def test_uploaded_trace_opens_and_a_bad_one_is_refused(tmp_path):
     bad.write_text('{"hello": 1}\n')
     with pytest.raises(gr.Error, match="not a trace record"):
         open_trace(None, str(bad), 0)
+
+
+# ------------------------------------------------------------------ method panels (mentored, MJSD)
+def _strict_json(fig):
+    """What plotly.js can parse: no Infinity / NaN anywhere in the figure."""
+    def refuse(constant):
+        raise ValueError(f"{constant} in a figure")
+    return json.loads(fig.to_json(), parse_constant=refuse)
+
+
+def _engine_records(pair, method, extra, seed=0):
+    from decoding.runner import decode
+    from decoding.strategies import RunConfig
+    from decoding.warp import SamplingConfig
+
+    target, draft = pair
+    config = RunConfig(method=method, max_new_tokens=12, sampling=SamplingConfig(1.0, 20, 0.9), gamma=4, seed=seed,
+                       extra=extra)
+    return list(decode(target, draft, target.encode_prompt("the cat sat", False), config))
+
+
+def _panel_shown(out) -> bool:
+    return out[0].get("visible") is True
+
+
+def test_mentored_panel_renders_from_engine_records(tiny_pair):
+    from app.layout import method_panel
+
+    records = _engine_records(tiny_pair, "mentored", {"kl_bound": 0.3})
+    rec = next(r for r in records if r.extra.get("mentored", {}).get("positions"))
+    rows = rec.extra["mentored"]["positions"]
+    out = method_panel(rec, None)
+    assert _panel_shown(out) and "D = 0.3" in out[1] and "D = 0 is exactly speculative sampling" in out[1]
+    html = out[2]
+    assert "mentored r(x)" in html and "KL(p‖output)" in html and rows[0]["rule"] in html
+    assert render._num(rows[0]["kl_to_target"]) in html  # the KL value itself
+    acc = out[3]["value"]
+    _strict_json(acc)
+    names = [t["name"] for t in acc.data]
+    assert "strict min(1, p/q)" in names and "mentored r(x)" in names and "coin u" in names
+    strict = acc.data[names.index("strict min(1, p/q)")]["y"]
+    mentored = acc.data[names.index("mentored r(x)")]["y"]
+    assert all(m >= s - 1e-9 for s, m in zip(strict, mentored))  # never below strict
+    assert any(s.get("yref") == "y2" and s["y0"] == pytest.approx(0.3) for s in acc.layout["shapes"])  # the D line
+    kl_out = acc.data[names.index("KL(p‖output) of mentored")]["y"]
+    assert all(k <= 0.3 + 1e-6 for k in kl_out)
+    assert acc.layout["xaxis"]["ticktext"] == [f"<i>{r['rule']}</i>" for r in rows]  # which rule fired
+    # the output distribution vs p and q at the chosen position, with KL(p || output) against D
+    assert out[4]["visible"] is True  # the column of the second chart
+    dist = out[5]
+    _strict_json(dist)
+    assert [t["name"] for t in dist.data] == ["p (target)", "q (draft)", "output of one mentored step"]
+    row = charts.mentored_position(rec, None)
+    assert f"KL(p‖output) = {row['kl_to_target']:.3f} ≤ D = 0.3" in dist.layout["title"]["text"]
+    first = charts.mentored_output_figure(rec, rows[0]["position"])
+    assert f"Draft position {rows[0]['position'] + 1}" in first.layout["title"]["text"]
+
+
+def test_mentored_panel_survives_infinite_kl_and_lean_records():
+    from app.layout import method_panel
+
+    draft = [DraftToken(0, 8, "8", q=0.9, p=0.0, coin=0.4, threshold=0.35, accepted=True, overlap=0.1)]
+    rec = _record(0, draft, [EmittedToken(8, "8", ACCEPTED), EmittedToken(4, "4", BONUS)], method="mentored")
+    rec.extra = {"mentored": {"kl_bound": 0.5, "positions": [{
+        "position": 0, "strict_threshold": 0.0, "threshold": 0.35, "rule": "search", "strict_alpha": 0.1,
+        "alpha": 0.4, "kl_draft": float("inf"), "kl_to_target": 0.5,
+        "output_top": [{"token_id": 8, "text": "8", "p": 0.0, "q": 0.9, "output": 0.3},
+                       {"token_id": 4, "text": "4", "p": 1.0, "q": 0.1, "output": 0.7}]}]}}
+    out = method_panel(rec, 0)
+    acc = _strict_json(out[3]["value"])
+    assert "∞" in json.dumps(acc, ensure_ascii=False)
+    assert "∞" in out[2] and "0.500" in out[2]
+    _strict_json(out[5])
+    rec.extra = {}  # a lean trace: the panel still shows, with a reason instead of numbers
+    out = method_panel(rec, 0)
+    assert _panel_shown(out) and "lean" in out[2] and "lean" in out[3]["value"].text()
+
+
+def test_mjsd_panel_renders_from_engine_records(tiny_pair):
+    from app.layout import method_panel
+
+    records = _engine_records(tiny_pair, "mjsd", {"beams": 3, "tau": 0.1})
+    rec = next(r for r in records if r.draft)
+    info = rec.extra["mjsd"]
+    out = method_panel(rec, None)
+    assert _panel_shown(out) and "B = 3" in out[1] and "τ = 0.1" in out[1] and "Temperature 0" in out[1]
+    assert "every j is checked" in out[1]
+    fig = out[3]["value"]
+    _strict_json(fig)
+    assert any(s.get("yref") == "y" and s["y0"] == pytest.approx(0.1) and s["y1"] == pytest.approx(0.1)
+               for s in fig.layout["shapes"])  # the tau line
+    assert any(a["text"] == "τ = 0.1" for a in fig.layout["annotations"])
+    assert any(f"η = {info['eta']}" in a["text"] for a in fig.layout["annotations"])
+    ratio = next(t for t in fig.data if t["name"] == "joint ratio")
+    assert ratio["x"] == list(range(1, len(rec.draft) + 1))
+    assert ratio["y"] == pytest.approx([pr["ratio"] for pr in info["prefixes"]])
+    html = out[2]
+    assert html.count("kind-beam") == sum(1 for n in rec.tree if n.kind == "beam")  # the beam tree
+    assert "log q" in html and f"η = {info['eta']}" in html
+    assert html.count("node acc chosen") + html.count("node rej chosen") == len(rec.draft)  # the chosen beam
+    assert out[4]["visible"] is False  # MJSD uses one chart
+
+
+def test_mjsd_panel_marks_the_longest_passing_prefix_not_the_first_failure():
+    """The joint ratio is not monotone: j = 2 fails, j = 3 passes again, so eta = 3."""
+    from app.layout import method_panel
+
+    draft = [DraftToken(i, 30 + i, t, q=0.5, p=0.4, coin=None, threshold=None, accepted=True, overlap=0.5)
+             for i, t in enumerate("abc")]
+    rec = _record(0, draft, [EmittedToken(30 + i, t, ACCEPTED) for i, t in enumerate("abc")]
+                  + [EmittedToken(40, "d", BONUS)], method="mjsd",
+                  tree=[TreeNode(0, -1, 1, "r", 0, "root", True)]
+                  + [TreeNode(i + 1, i, 30 + i, t, i + 1, "beam", True, -0.5 * (i + 1)) for i, t in enumerate("abc")])
+    rec.extra = {"mjsd": {"tau": 0.1, "beams": 2, "eta": 3, "prefixes": [
+        {"length": 1, "log_p": -1.0, "log_q": -0.3, "ratio": 0.5, "passes": True},
+        {"length": 2, "log_p": -4.0, "log_q": -1.0, "ratio": 0.05, "passes": False},
+        {"length": 3, "log_p": -4.2, "log_q": -3.0, "ratio": 0.3, "passes": True}]}}
+    out = method_panel(rec, None)
+    fig = out[3]["value"]
+    assert any("η = 3" in a["text"] and "LONGEST" in a["text"] for a in fig.layout["annotations"])
+    passes = next(t for t in fig.data if t["name"] == "prefix passes (> τ)")
+    fails = next(t for t in fig.data if t["name"] == "prefix fails (≤ τ)")
+    assert passes["x"] == [1, 3] and fails["x"] == [2]
+    assert out[2].count(">kept<") == 3 and "fails" in out[2]
+
+
+@pytest.mark.parametrize("method", ["speculative", "autoregressive"])
+def test_method_panel_hidden_for_other_methods(method, rejected_record):
+    from app.layout import method_panel, view
+
+    rejected_record.method = method
+    out = method_panel(rejected_record, 0)
+    assert out[0].get("visible") is False and out[1] == "" and out[4]["visible"] is False
+    session = Session()
+    session.records = [rejected_record]
+    assert view(session, 0, 0)[-6].get("visible") is False  # the panel is the sixth-last view output
+    assert view(Session())[-6].get("visible") is False  # no run yet
+
+
+def test_view_shows_the_panel_of_a_mentored_run(tiny_pair):
+    from app.layout import view
+
+    session = Session()
+    session.records = _engine_records(tiny_pair, "mentored", {"kl_bound": 0.3})
+    i = next(i for i, r in enumerate(session.records) if r.draft)
+    panel = view(session, i, 0)[-6:]
+    assert panel[0].get("visible") is True and "Mentored" in panel[1] and "coin u" in panel[2]
+
+
+def test_cli_command_of_a_replayed_mjsd_run_writes_switches_as_flags():
+    ok = dict(prompt="hi", chat=False, method="mjsd", gamma=4, temperature=0.0, top_k=20, top_p=0.9, lenience=1.0,
+              seed=0, max_new_tokens=8, target="default", draft="d")
+    s = make_settings(**ok, extra={"beams": 4, "tau": 0.1})
+    s.extra["beam_sample"] = False  # what settings_from_summary reads back from an MJSD trace
+    cmd = cli_command(s)
+    assert "--beams 4 --tau 0.1" in cmd and "beam-sample" not in cmd and "False" not in cmd
+    s.extra["beam_sample"] = True
+    assert "--beam-sample " in cli_command(s) and "True" not in cli_command(s)
