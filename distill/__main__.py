@@ -1,0 +1,25 @@
+"""`python -m distill {data,train,export,all} ...`: the stages of the draft distillation pipeline."""
+
+import sys
+
+
+def main(argv=None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    stages = ("data", "train", "export", "all")
+    if not argv or argv[0] not in stages:
+        print(f"usage: python -m distill {{{','.join(stages)}}} [options]  (each stage has --help)")
+        return 2
+    stage, rest = argv[0], argv[1:]
+    if stage == "data":
+        from .data import main as run
+    elif stage == "train":
+        from .train import main as run
+    elif stage == "export":
+        from .export import main as run
+    else:
+        from .pipeline import main as run
+    return run(rest)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

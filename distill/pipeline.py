@@ -1,0 +1,54 @@
+"""`python -m distill all` (`make distill`): data -> train -> export -> eval-draft -> model card.
+
+Each stage resumes where it stopped. `--stage-seconds S` (default 2400, about 40 minutes) bounds
+every stage of this invocation; when a stage stops early the command says so and exits 3, and
+running the same command again continues. Uses a GPU automatically when one is present.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from .config import get_config
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m distill all")
+    ap.add_argument("--config", default="full")
+    ap.add_argument("--stage-seconds", type=float, default=2400.0)
+    ap.add_argument("--eval-prompts", default="../shared/prompts/dev.jsonl",
+                    help="prompt file for the measured figures of the model card ('' to skip)")
+    args = ap.parse_args(argv)
+    cfg = get_config(args.config)
+
+    from .data import generate, job_batches, load_prompts
+    from .export import export, write_card
+    from .train import train
+
+    n_batches = len(job_batches(cfg, len(load_prompts(cfg.path("prompts")))))
+    needed = cfg.train_shards or n_batches
+    have = generate(cfg, max_seconds=args.stage_seconds, limit_shards=0)
+    if have < needed:
+        print(f"distill: {have}/{needed} data shards; run the same command again to continue", file=sys.stderr)
+        return 3
+    state = train(cfg, max_seconds=args.stage_seconds)
+    if not state.get("finished"):
+        print("distill: training stopped early; run the same command again to continue", file=sys.stderr)
+        return 3
+    out = export(cfg)
+    report, command = None, ""
+    if args.eval_prompts:
+        from decoding.eval_draft import evaluate, read_prompts
+        from decoding.models import load_model
+
+        target = load_model(cfg.target)
+        draft = load_model(str(out))
+        report = evaluate(target, [draft, "prompt-lookup"], read_prompts(args.eval_prompts), 128)
+        report["prompt_file"] = args.eval_prompts
+        (out / "eval.json").write_text(json.dumps(report, indent=1))
+        command = f"python -m decoding eval-draft --prompts {args.eval_prompts} --max-new-tokens 128"
+    write_card(out, report, command)
+    print(f"distill: done; the draft is in {out}")
+    return 0

@@ -1,0 +1,202 @@
+"""The draft distillation pipeline (smoke configuration on tiny models), eval-draft, and the
+shipped distilled draft for the embedded SmolLM2 target."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+from decoding.drafters import ModelDrafter
+from decoding.eval_draft import evaluate, replay_greedy, shipped_draft_dir
+from decoding.models import check_same_vocabulary, load_model
+from decoding.runner import generate
+from decoding.strategies import RunConfig
+from decoding.warp import SamplingConfig, warp_logits
+from distill.config import SMOKE
+from distill.data import generate as generate_data
+from distill.export import MAX_BYTES, export, write_card
+from distill.train import train
+
+from conftest import requires_embedded_target
+
+PROMPTS = ["say hi.", "count to five:", "name a color.", "what is 2 + 2?", "write a word."]
+
+
+@pytest.fixture(scope="module")
+def smoke_run(tmp_path_factory, tiny_target_dir):
+    """The whole pipeline (data -> train -> export -> card) in its smoke configuration."""
+    root = tmp_path_factory.mktemp("distill-smoke")
+    prompts = root / "prompts.jsonl"
+    prompts.write_text("".join(json.dumps({"prompt": p}) + "\n" for p in PROMPTS))
+    cfg = dataclasses.replace(SMOKE, target=str(tiny_target_dir), prompts=str(prompts),
+                              data_dir=str(root / "data"), ckpt_dir=str(root / "ckpt"), out_dir=str(root / "draft"))
+    target = load_model(str(tiny_target_dir), device="cpu")
+    logs = []
+    n = generate_data(cfg, target=target, log=logs.append)
+    state = train(cfg, target=target, log=logs.append)
+    out = export(cfg, target=target, log=logs.append)
+    return cfg, target, out, n, state, logs
+
+
+def test_smoke_data_has_soft_labels(smoke_run):
+    cfg, target, _, n_shards, _, _ = smoke_run
+    shards = sorted(Path(cfg.data_dir).glob("shard-*.pt"))
+    assert len(shards) == n_shards == 3  # 5 prompts x 2 rounds in batches of 4
+    shard = torch.load(shards[0], weights_only=True)
+    for toks, ids, probs, rnd in zip(shard["tokens"], shard["topk_ids"], shard["topk_p"], shard["round"]):
+        assert ids.shape == probs.shape == (len(toks), cfg.top_k)
+        assert torch.all(probs[:, :-1] >= probs[:, 1:])  # sorted top-k
+        assert float(probs.float().sum(1).max()) <= 1.0 + 1e-2
+        if rnd < cfg.greedy_rounds:  # greedy rows emit the target's argmax
+            assert torch.equal(toks.long(), ids[:, 0].long())
+        else:  # sampled rows emit tokens the target gives probability to
+            assert len(toks) > 0
+
+
+def test_smoke_data_resumes(smoke_run):
+    cfg, target, _, n_shards, _, _ = smoke_run
+    logs = []
+    assert generate_data(cfg, target=target, log=logs.append) == n_shards
+    assert "0 to do" in logs[0], logs
+
+
+def test_smoke_training_checkpoints_and_resumes(smoke_run):
+    cfg, target, _, _, state, _ = smoke_run
+    assert state["finished"] and state["step"] == state["total_steps"]
+    assert state["history"] and all(h["loss"] == h["loss"] for h in state["history"])  # not NaN
+    logs = []
+    again = train(cfg, target=target, log=logs.append)  # finished: nothing to do
+    assert again["step"] == state["step"] and "finished" in logs[0]
+
+
+def test_smoke_export_loads_and_drafts(smoke_run):
+    cfg, target, out, _, _, _ = smoke_run
+    draft = load_model(str(out), device="cpu")
+    check_same_vocabulary(target, draft)
+    assert draft.vocab_size == target.vocab_size
+    assert sum(f.stat().st_size for f in out.iterdir()) < MAX_BYTES
+    config = RunConfig(method="speculative", gamma=3, max_new_tokens=12, sampling=SamplingConfig(0.0),
+                       chat=True, stop_at_eos=False)
+    _, spec = generate(target, draft, "say hi.", config)
+    _, auto = generate(target, None, "say hi.", dataclasses.replace(config, method="autoregressive"))
+    assert spec.token_ids == auto.token_ids
+
+
+def test_smoke_eval_draft_and_card(smoke_run, tmp_path, monkeypatch):
+    cfg, target, out, _, _, _ = smoke_run
+    monkeypatch.setenv("SPECDEC_CACHE", str(tmp_path / "cache"))
+    draft = load_model(str(out), device="cpu")
+    report = evaluate(target, [draft, "prompt-lookup"], PROMPTS[:2], max_new_tokens=10,
+                      engine_check=2, timing_repeats=5)
+    model_r, lookup_r = report["results"]
+    for r in (model_r, lookup_r):
+        assert 0.0 <= r["alpha"] <= 1.0 and 0.0 <= r["greedy_agreement"] <= 1.0
+        assert 1.0 <= r["tokens_per_call_gamma4"] <= 5.0
+        assert r["c"] > 0
+        e = r["engine_check"]
+        # the replay of greedy speculative decoding matches the engine's real run
+        assert e["outputs_equal_greedy_autoregressive"] == 2
+        assert e["tokens_per_call_engine"] == pytest.approx(e["tokens_per_call_replay"])
+    assert 0.0 <= lookup_r["coverage"] <= 1.0
+    # cached target side: a second evaluation gives the same figures
+    again = evaluate(target, [draft], PROMPTS[:2], max_new_tokens=10, engine_check=0, timing_repeats=5)
+    assert again["results"][0]["alpha"] == pytest.approx(model_r["alpha"])
+    write_card(out, report, "python -m decoding eval-draft ...")
+    card = (out / "README.md").read_text()
+    assert "## Architecture" in card and "| prompt-lookup |" in card
+
+
+def test_replay_greedy_by_hand():
+    # gamma 4: [T T T T T] -> accept 4 + bonus (1 call, 5 tokens); then [F] -> 1 token
+    assert replay_greedy([True] * 5 + [False]) == (6, 2)
+    assert replay_greedy([False, False, False]) == (3, 3)
+    assert replay_greedy([True, False, True, True]) == (4, 2)
+
+
+def test_eval_draft_cli_json(tiny_target_dir, tiny_draft_dir, tmp_path, monkeypatch, capsys):
+    from decoding.cli import main
+
+    monkeypatch.setenv("SPECDEC_CACHE", str(tmp_path / "cache"))
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text(json.dumps({"prompt": "say hi."}) + "\n")
+    rc = main(["eval-draft", "--prompts", str(prompts), "--target", str(tiny_target_dir), "--draft",
+               str(tiny_draft_dir), "--max-new-tokens", "6", "--json", "--engine-check", "1"])
+    assert rc == 0
+    report = json.loads(capsys.readouterr().out)
+    for key in ("alpha", "greedy_agreement", "tokens_per_call_gamma4", "c", "draft"):
+        assert key in report
+    rc = main(["eval-draft", "--prompts", str(prompts), "--target", str(tiny_target_dir), "--draft",
+               "prompt-lookup", "--max-new-tokens", "6", "--json"])
+    assert rc == 0
+    assert "coverage" in json.loads(capsys.readouterr().out)
+
+
+# ---- the shipped draft ------------------------------------------------------------------------
+
+
+def _shipped():
+    path = shipped_draft_dir()
+    if not (path / "config.json").is_file():
+        pytest.fail(f"the distilled draft is not shipped in {path}")
+    return path
+
+
+def test_shipped_draft_loads_and_fits_budget():
+    path = _shipped()
+    draft = load_model(str(path), device="cpu")
+    assert draft.vocab_size == 49152
+    assert draft.tokenizer.get_vocab().get("<|im_end|>") is not None
+    assert sum(f.stat().st_size for f in path.iterdir() if f.is_file()) <= MAX_BYTES
+    assert (path / "README.md").is_file()
+
+
+@requires_embedded_target
+def test_shipped_draft_shares_vocabulary_and_greedy_equals_autoregressive(embedded_target):
+    target = embedded_target
+    draft = load_model(str(_shipped()), device="cpu")
+    check_same_vocabulary(target, draft)
+    assert draft.vocab_size == target.vocab_size
+    config = RunConfig(method="speculative", gamma=4, max_new_tokens=24, sampling=SamplingConfig(0.0), chat=True)
+    _, spec = generate(target, draft, "Name three colors of the rainbow.", config)
+    _, auto = generate(target, None, "Name three colors of the rainbow.",
+                       dataclasses.replace(config, method="autoregressive"))
+    assert spec.token_ids == auto.token_ids
+    assert spec.target_calls < auto.target_calls  # the draft gets some tokens accepted
+
+
+def test_shipped_draft_q_is_the_distribution_sampled_from():
+    draft = load_model(str(_shipped()), device="cpu")
+    ids = draft.encode_prompt("Write a haiku about rain.", chat=True)
+    sampling = SamplingConfig(temperature=0.8, top_k=50, top_p=0.9)
+    drafter = ModelDrafter(draft.model, draft.device, draft.vocab_size, draft.name)
+    gen = torch.Generator().manual_seed(0)
+    proposal = drafter.propose(ids, 3, sampling, gen)
+    with torch.inference_mode():
+        logits = draft.model(input_ids=torch.tensor([ids + proposal.tokens[:2]])).logits[0, len(ids) - 1 :].float()
+    expected = warp_logits(logits, sampling)
+    assert torch.allclose(proposal.q_rows, expected, atol=1e-5)
+    for i, x in enumerate(proposal.tokens):
+        assert proposal.q_rows[i, x] > 0  # each token has mass under the q it was drawn from
+
+
+def test_smoke_onpolicy_scoring_matches_target(smoke_run):
+    from distill.data import generate_onpolicy, sample_batch, score_batch
+
+    cfg, target, _, _, _, _ = smoke_run
+    # teacher-forced scoring of the target's own greedy continuation gives back its argmaxes
+    ids = [target.encode_prompt(p, True) for p in PROMPTS[:3]]
+    rows = sample_batch(target.model, ids, [True] * 3, 8, 4, target.eos_token_ids(True), 0,
+                        torch.Generator().manual_seed(0), target.device)
+    labels = score_batch(target.model, ids, [r[0].tolist() for r in rows], 4, 0, target.device)
+    for r, (top_ids, top_p) in zip(rows, labels):
+        assert torch.equal(top_ids[:, 0].long(), r[0].long())
+        assert torch.allclose(top_p.float(), r[2].float(), atol=2e-3)
+    n = generate_onpolicy(cfg, str(Path(cfg.ckpt_dir) / "last.pt"), target=target, log=lambda m: None)
+    assert n == len(list(Path(cfg.onpolicy_dir).glob("shard-*.pt"))) > 0
+    from distill.train import list_shards
+
+    assert any(s.startswith("onpolicy_dir/") for s in list_shards(cfg))
