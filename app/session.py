@@ -31,6 +31,7 @@ MAX_TRACE_BYTES = 20 * 1024 * 1024
 MAX_PARAMS = float(os.environ.get("SPECDEC_APP_MAX_PARAMS", 2.0e9))  # custom models above this are refused
 SESSION_TTL_SECONDS = 2 * 3600
 PROMPT_LOOKUP = "prompt-lookup"
+SHIPPED_DRAFT = Path(__file__).resolve().parents[1] / "assets" / "draft-smollm2-135m"
 
 # ----------------------------------------------------------------------------- presets
 @dataclass(frozen=True)
@@ -50,11 +51,14 @@ def _presets() -> list[Preset]:
         first = Preset("default", f"Configured pair: {Path(env_target).name} + {Path(env_draft).name if env_draft else PROMPT_LOOKUP}",
                        env_target, env_draft or PROMPT_LOOKUP, False, "set by SPECDEC_APP_TARGET / SPECDEC_APP_DRAFT")
     else:
-        first = Preset("default", "Offline default: SmolLM2-135M-Instruct, drafted by prompt lookup", "default",
-                       PROMPT_LOOKUP, True, "runs with no network; first load converts the GGUF (~20 s)")
+        first = Preset("default", "Offline default: SmolLM2-135M-Instruct, drafted by the distilled 16.8M draft",
+                       "default", str(SHIPPED_DRAFT), True,
+                       "runs with no network; first load converts the GGUF (~20 s)")
+    lookup = Preset("default-lookup", "Offline: SmolLM2-135M-Instruct, drafted by prompt lookup (no draft model)",
+                    "default", PROMPT_LOOKUP, True, "copies n-grams from the context: drafts only where text repeats")
     return [
         first,
-        # A distilled draft for the default target slots in here as one more row.
+        lookup,
         Preset("smollm2-360m", "SmolLM2-135M-Instruct → SmolLM2-360M-Instruct (hub)",
                "HuggingFaceTB/SmolLM2-360M-Instruct", "HuggingFaceTB/SmolLM2-135M-Instruct", True, "needs the hub"),
         Preset("smollm2-1.7b", "SmolLM2-135M-Instruct → SmolLM2-1.7B-Instruct (hub)",

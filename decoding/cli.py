@@ -198,7 +198,11 @@ def method_extra(args) -> dict:
 
 
 def default_draft_for(target_spec: str) -> str:
-    """Until a trained draft ships, every target drafts with prompt lookup by default."""
+    """The shipped distilled draft for the embedded target; prompt lookup for any other target."""
+    from .eval_draft import shipped_draft_dir
+
+    if target_spec == "default" and (shipped_draft_dir() / "config.json").is_file():
+        return str(shipped_draft_dir())
     return "prompt-lookup"
 
 
