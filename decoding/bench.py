@@ -120,7 +120,7 @@ def parse_gammas(text: str) -> list:
     return out
 
 
-def build_variants(methods: list[str], gammas: list, hf: bool) -> list[Variant]:
+def build_variants(methods: list[str], gammas: list, hf: bool, hf_gammas: list | None = None) -> list[Variant]:
     from .strategies import METHODS
 
     variants: list[Variant] = []
@@ -141,7 +141,7 @@ def build_variants(methods: list[str], gammas: list, hf: bool) -> list[Variant]:
     if hf:
         variants.append(Variant("hf-generate", "hf", "generate"))
         variants.append(Variant("hf-assisted-default", "hf", "assisted", None, "hf-default"))
-        for g in numeric:
+        for g in (numeric if hf_gammas is None else hf_gammas):
             variants.append(Variant(f"hf-assisted-g{g}", "hf", "assisted", g))
     return variants
 
@@ -150,6 +150,11 @@ def read_prompts(path: str | Path) -> list[str]:
     from .eval_draft import read_prompts as _read
 
     return _read(path)
+
+
+def spread(items: list, n: int) -> list:
+    """n items spread evenly over `items` (first one included), in file order."""
+    return [items[(i * len(items)) // n] for i in range(n)]
 
 
 def machine_info() -> dict:
@@ -272,7 +277,7 @@ def hf_generation_config(variant: Variant, target, args, timing: bool, prompt_lo
         do_sample=not s.greedy,
         num_beams=1,
         pad_token_id=eos[0] if eos else 0,
-        eos_token_id=None if timing else eos,
+        eos_token_id=[] if timing else eos,  # [] never stops early (None means: the model's eos)
     )
     if not s.greedy:
         kwargs.update(temperature=s.temperature, top_k=s.top_k or None, top_p=s.top_p)
@@ -381,15 +386,43 @@ def _memory_child(spec_json: str) -> int:
     if variant.drafts and spec["draft"] != PROMPT_LOOKUP:
         draft = load_model(spec["draft"], device=spec["device"], dtype=spec["dtype"])
     loaded_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    reset = _reset_peak_rss()
+    rss_before_kb = _proc_status_kb("VmRSS")
     args = SimpleNamespace(max_new_tokens=spec["max_new_tokens"], chat=spec["chat"], seed=spec["seed"],
                            sampling=SamplingConfig(spec["temperature"], spec["top_k"], spec["top_p"]))
     prompt_ids = target.encode_prompt(spec["prompt"], spec["chat"])
     run_variant(variant, target, draft, prompt_ids, args, timing=True)
     peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    print(json.dumps({"peak_rss_mb": peak_kb / 1024, "after_load_rss_mb": loaded_kb / 1024,
-                      "run_increase_mb": (peak_kb - loaded_kb) / 1024,
-                      "note": "ru_maxrss of a child process: models loaded, one run on the first prompt"}))
+    run_peak_kb = _proc_status_kb("VmHWM") if reset else None
+    out = {"peak_rss_mb": peak_kb / 1024, "after_load_peak_rss_mb": loaded_kb / 1024,
+           "run_peak_rss_mb": None if run_peak_kb is None else run_peak_kb / 1024,
+           "run_increase_mb": None if run_peak_kb is None or rss_before_kb is None
+           else (run_peak_kb - rss_before_kb) / 1024,
+           "note": "child process: models loaded, then one timing run on the first prompt; peak_rss_mb = "
+                   "ru_maxrss over the whole child; run_peak_rss_mb = VmHWM after the peak mark was reset post-load "
+                   "(/proc/self/clear_refs); run_increase_mb = that peak minus RSS before the run (memory-mapped "
+                   "weights count once the first forward pass touches them)"}
+    print(json.dumps(out))
     return 0
+
+
+def _proc_status_kb(field_name: str) -> int | None:
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith(field_name + ":"):
+                return int(line.split()[1])
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+def _reset_peak_rss() -> bool:
+    """Reset the kernel's peak-RSS mark (Linux >= 4.0), so VmHWM then covers the run only."""
+    try:
+        Path("/proc/self/clear_refs").write_text("5")
+        return True
+    except OSError:
+        return False
 
 
 # ------------------------------------------------------------------------------------------ summary
@@ -565,7 +598,7 @@ def markdown_table(result: dict) -> str:
     for r in rows.values():
         speed = (f"{_fmt(r['tokens_per_second_median'], '.1f')} [{_fmt(r['tokens_per_second_min'], '.1f')}-"
                  f"{_fmt(r['tokens_per_second_max'], '.1f')}]")
-        sp = _fmt(r["speedup"]) + (" (slower)" if r["slower_than_autoregressive"] else "")
+        sp = _fmt(r["speedup"], ".3f") + (" (slower)" if r["slower_than_autoregressive"] else "")
         wb = r["weight_bytes_per_token_proxy"]
         lines.append(
             f"| {r['variant']} | {speed} | {sp} | {_fmt(r['mean_accepted'])} | {_fmt(r['tokens_per_target_call'])} "
@@ -577,10 +610,13 @@ def markdown_table(result: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def markdown_report(result: dict) -> str:
+def markdown_report(result: dict, command: str | None = None) -> str:
     m, s = result["machine"], result["settings"]
     lines = [
         f"# Benchmark ({result['date']})", "",
+        *([f"Generated by `{command}`.", ""] if command else []),
+        f"Charts: `{result.get('charts', {}).get('html')}`" + (f", `{result['charts']['png']}`" if result.get("charts", {}).get("png") else "")
+        + ("" if not result.get("charts", {}).get("png_note") else f" ({result['charts']['png_note']})") + ".", "",
         f"Machine: {m['cpu']}, {m['usable_cores']} usable cores, torch threads {m['torch_threads']}; "
         f"load average before/after {result['load_average_before']} / {result['load_average_after']}. "
         f"Versions: " + ", ".join(f"{k} {v}" for k, v in m["versions"].items()) + ".", "",
@@ -601,7 +637,7 @@ def markdown_report(result: dict) -> str:
         lines.append("Slower than our autoregressive decoding in this run: " + ", ".join(slower) + ".")
     else:
         lines.append("No variant was slower than our autoregressive decoding in this run.")
-    lines += ["", "Goals: ```" + json.dumps(result["goals"], indent=1) + "```", ""]
+    lines += ["", "Goals of issue 7, checked on this run:", "", "```json", json.dumps(result["goals"], indent=1), "```", ""]
     if result.get("greedy_equal_to_autoregressive"):
         lines.append("Greedy outputs equal to our autoregressive output (quality runs, per variant): "
                      + ", ".join(f"{k} {v}" for k, v in result["greedy_equal_to_autoregressive"].items()) + ".")
@@ -647,7 +683,8 @@ def run_bench(args, target, draft, prompts: list[str], progress=True) -> dict:
     from tqdm import tqdm
 
     gammas = parse_gammas(args.gamma)
-    variants = build_variants(args.methods, gammas, args.hf)
+    hf_gammas = None if getattr(args, "hf_gamma", None) is None else [g for g in parse_gammas(args.hf_gamma) if isinstance(g, int)]
+    variants = build_variants(args.methods, gammas, args.hf, hf_gammas)
     ar_key = "autoregressive"
     meter = make_meter(target.device)
     meter_note = None if meter.available else meter.note
@@ -705,7 +742,8 @@ def run_bench(args, target, draft, prompts: list[str], progress=True) -> dict:
         "load_average_after": [round(x, 2) for x in os.getloadavg()],
         "bench_seconds": time.time() - started,
         "settings": {
-            "prompts": len(prompts), "prompts_file": str(args.prompts), "methods": args.methods, "gammas": gammas,
+            "prompts": len(prompts), "prompts_file": str(args.prompts),
+            "prompt_texts": [p[:80] for p in prompts], "methods": args.methods, "gammas": gammas,
             "max_new_tokens": args.max_new_tokens, "repeats": args.repeats, "warmup": args.warmup,
             "temperature": args.sampling.temperature, "top_k": args.sampling.top_k, "top_p": args.sampling.top_p,
             "seed": args.seed, "chat": args.chat, "hf_peer": args.hf,
@@ -753,7 +791,8 @@ def add_parser(sub) -> None:
     b.add_argument("--max-new-tokens", type=int, default=64)
     b.add_argument("--repeats", type=int, default=3)
     b.add_argument("--warmup", type=int, default=1)
-    b.add_argument("--max-prompts", type=int, default=None, help="use only the first N prompts")
+    b.add_argument("--max-prompts", type=int, default=None,
+                   help="use N prompts spread evenly over the file (every kind of prompt stays represented)")
     b.add_argument("--seed", type=int, default=0)
     b.add_argument("--no-chat", dest="chat", action="store_false", help="raw prompts (default: chat template)")
     b.add_argument("--target", default="default")
@@ -762,6 +801,8 @@ def add_parser(sub) -> None:
     b.add_argument("--dtype", default=None)
     b.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's)")
     b.add_argument("--no-hf", dest="hf", action="store_false", help="skip the HF transformers peer")
+    b.add_argument("--hf-gamma", default=None, help="gammas HF assisted generation is pinned to (default: every numeric --gamma)")
+    b.add_argument("--report", default=None, help="also write the markdown report to this path (e.g. docs/performance.md)")
     b.add_argument("--no-memory", dest="memory", action="store_false", help="skip per-method memory subprocesses")
     b.add_argument("--out", default="runs/bench", help="output directory for JSON, markdown and charts")
     b.add_argument("--json", action="store_true", help="print the result JSON on stdout")
@@ -782,8 +823,8 @@ def run_cli(args) -> int:
         prompts = read_prompts(args.prompts)
     except OSError as exc:
         raise UsageError(f"cannot read prompts: {exc}") from None
-    if args.max_prompts:
-        prompts = prompts[: args.max_prompts]
+    if args.max_prompts and args.max_prompts < len(prompts):
+        prompts = spread(prompts, args.max_prompts)
     try:
         target = load_model(args.target, device=args.device, dtype=args.dtype)
         args.draft_spec = args.draft or default_draft_for(args.target)
@@ -797,6 +838,9 @@ def run_cli(args) -> int:
         raise UsageError(str(exc)) from None
     result = run_bench(args, target, draft, prompts)
     paths = write_outputs(result, Path(args.out))
+    if args.report:
+        Path(args.report).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.report).write_text(markdown_report(result, command=" ".join(["python -m decoding"] + sys.argv[1:])))
     if args.json:
         sys.stdout.write(json.dumps(result, default=str) + "\n")
     else:

@@ -9,9 +9,10 @@ Selected by `RunConfig.extra["gamma_schedule"]` (CLI: `--gamma-schedule`):
                section 3.1; greedy: the share of draft tokens equal to the target's argmax),
                exponentially weighted so it follows the text;
     t_draft    wall time of one draft step (per drafted token), so c = t_draft / t_verify(1);
-    t_verify   wall time of one target pass over n tokens, fitted as t_verify(n) = a + b (n - 1)
-               from this run's verify passes (on a CPU a pass of gamma + 1 tokens is not the time
-               of one token, so Theorem 3.8's c alone misleads).
+    t_verify   wall time of one target pass over n tokens, from this run's verify passes: the mean
+               single-token pass for n = 1, and a line a + b (n - 2) fitted to the multi-token passes
+               for n >= 2 (on a CPU the step from 1 to 2 tokens is a jump, a different kernel path,
+               after which the cost grows slowly; Theorem 3.8's c alone misleads there).
   The score of gamma g is `theory.measured_improvement(alpha, g, t_draft, t_verify(1),
   t_verify(g + 1))`; before two distinct pass sizes have been seen the verify cost is taken flat
   (t_verify(n) = t_verify(1)) and the choice is `theory.optimal_gamma(alpha, c)`. gamma 0 (a
@@ -52,7 +53,9 @@ class GammaPolicy:
         self._alpha_den = prior_weight
         self._draft_time = 0.0
         self._draft_steps = 0
-        # least-squares sums for t_verify(n) = a + b (n - 1), over non-prefill passes
+        # single-token passes: exponentially weighted mean; multi-token passes: least-squares sums
+        # for t_verify(n) = a + b (n - 2); prefill passes are left out
+        self._t1_num = self._t1_den = 0.0
         self._sn = self._sx = self._sy = self._sxx = self._sxy = 0.0
         self._idle = 0  # iterations in a row at gamma 0
 
@@ -65,7 +68,7 @@ class GammaPolicy:
         return self._draft_time / self._draft_steps if self._draft_steps else None
 
     def verify_fit(self) -> tuple[float, float] | None:
-        """(a, b) of t_verify(n) = a + b (n - 1), b >= 0; None before any pass was seen."""
+        """(a, b) of t_verify(n) = a + b (n - 2) for n >= 2, b >= 0; None before any multi-token pass."""
         if self._sn == 0:
             return None
         mean_x, mean_y = self._sx / self._sn, self._sy / self._sn
@@ -78,7 +81,14 @@ class GammaPolicy:
 
     def t_verify(self, n_tokens: int) -> float | None:
         fit = self.verify_fit()
-        return None if fit is None else fit[0] + fit[1] * (n_tokens - 1)
+        t1 = self._t1_num / self._t1_den if self._t1_den else None
+        if n_tokens <= 1:
+            if t1 is not None:
+                return t1
+            return None if fit is None else max(fit[0] - fit[1], 1e-9)
+        if fit is None:
+            return t1  # no multi-token pass seen yet: taken flat (optimistic, so drafting gets tried)
+        return fit[0] + fit[1] * (n_tokens - 2)
 
     def c(self) -> float | None:
         t_d, t_1 = self.t_draft(), self.t_verify(1)
@@ -100,14 +110,13 @@ class GammaPolicy:
         return choice
 
     def _auto_choice(self) -> int:
-        fit, t_d = self.verify_fit(), self.t_draft()
-        if fit is None or t_d is None:
+        t_d, t_1 = self.t_draft(), self.t_verify(1)
+        if t_d is None or t_1 is None:
             return max(1, min(self.gamma, self.max_gamma))  # nothing measured yet: the configured gamma
         a = self.alpha
-        if fit[1] == 0.0:
-            best = theory.optimal_gamma(a, t_d / fit[0], self.max_gamma)
-            return best if theory.improvement_factor(a, best, t_d / fit[0]) > 1.0 else 0
-        t_1 = self.t_verify(1)
+        if self.verify_fit() is None:  # verify cost unknown beyond one token: Theorem 3.8 as is
+            best = theory.optimal_gamma(a, t_d / t_1, self.max_gamma)
+            return best if theory.improvement_factor(a, best, t_d / t_1) > 1.0 else 0
         best_g, best = 0, 1.0  # gamma 0: plain decoding, improvement 1 by definition
         for g in range(1, self.max_gamma + 1):
             value = theory.measured_improvement(a, g, t_d, t_1, self.t_verify(g + 1))
@@ -133,8 +142,11 @@ class GammaPolicy:
         if drafted:
             self._draft_time += t_draft
             self._draft_steps += drafted
-        if not prefill and fed_tokens >= 1:
-            x = float(fed_tokens - 1)
+        if not prefill and fed_tokens == 1:
+            self._t1_num = self.decay * self._t1_num + t_verify
+            self._t1_den = self.decay * self._t1_den + 1.0
+        elif not prefill and fed_tokens >= 2:
+            x = float(fed_tokens - 2)
             self._sn += 1
             self._sx += x
             self._sy += t_verify
@@ -148,7 +160,8 @@ class GammaPolicy:
             "schedule": self.schedule,
             "alpha_hat": self.alpha,
             "c_hat": self.c(),
-            "t_verify_1": None if fit is None else fit[0],
+            "t_verify_1": self.t_verify(1),
+            "t_verify_2": self.t_verify(2),
             "t_verify_per_extra_token": None if fit is None else fit[1],
         }
 

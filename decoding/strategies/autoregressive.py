@@ -21,8 +21,9 @@ def autoregressive(target, drafter, prompt_ids: list[int], config: RunConfig, me
         context_length = len(state.sequence)
         with state.timed("verify"):
             logits = lm.extend(state.sequence, keep=1)[-1]
-        p = warp_logits(logits, config.sampling)
-        x = int(p.argmax()) if config.sampling.greedy else int(torch.multinomial(p, 1, generator=state.generator))
+        # greedy lean runs need no distribution: p is only read by the trace's top-k lists
+        p = None if config.lean and config.sampling.greedy else warp_logits(logits, config.sampling)
+        x = int(logits.argmax()) if config.sampling.greedy else int(torch.multinomial(p, 1, generator=state.generator))
         emitted = state.commit([state.token(x, TARGET)], raw_logprobs(logits[None], [x]))
         yield state.record(
             context_length=context_length,

@@ -35,7 +35,7 @@ def strict_verify(state: RunState, p_rows, q_rows, draft: list[int], logits) -> 
     """Step 3-4 of the strict/lenient rule: coins, the longest passing prefix, the next distribution."""
     greedy = state.config.sampling.greedy
     coins = None if greedy else torch.rand(len(draft), generator=state.generator, device=state.target.device)
-    p_raw = torch.softmax(logits, dim=-1) if greedy else None
+    p_raw = torch.softmax(logits[: len(draft)], dim=-1) if greedy and draft else None  # draft rows only
     return verify_chain(p_rows, q_rows, draft, coins, state.config.lenience, p_raw)
 
 
@@ -71,7 +71,7 @@ def chain_loop(name: str, verify: VerifyFn, target, drafter, prompt_ids: list[in
 
         # Step 3-4: coins, accept the longest passing prefix, pick the next distribution
         verdict = verify(state, p_rows, q_rows, draft, logits)
-        p_raw = torch.softmax(logits, dim=-1) if greedy else None
+        p_raw = torch.softmax(logits[:k], dim=-1) if greedy and k else None  # only draft rows are read
         n = verdict.n_accepted
         nxt = verdict.next_distribution
         y = int(nxt.argmax()) if greedy else int(torch.multinomial(nxt, 1, generator=state.generator))

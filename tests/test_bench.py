@@ -1,0 +1,145 @@
+"""The benchmark end to end on the tiny models (1 repeat: it checks the plumbing, never timings),
+the HF transformers peer on the tiny pair, and the gamma schedules (auto, heuristic)."""
+
+import json
+
+import pytest
+
+from decoding.bench import Variant, measure_memory, parse_gammas
+from decoding.cli import main
+from decoding.gamma_policy import GammaPolicy
+from decoding.runner import decode
+from decoding.strategies import RunConfig
+from decoding.warp import SamplingConfig
+
+GREEDY = SamplingConfig(temperature=0.0)
+PROMPTS = ['{"prompt": "hello world, the cat sat"}', '{"prompt": "abc abc abc abc"}']
+
+
+def _prompt_file(tmp_path):
+    path = tmp_path / "prompts.jsonl"
+    path.write_text("\n".join(PROMPTS) + "\n")
+    return path
+
+
+def _bench(tmp_path, target_dir, draft, gamma, out_name, capsys):
+    out = tmp_path / out_name
+    argv = ["bench", "--prompts", str(_prompt_file(tmp_path)), "--target", str(target_dir), "--draft", str(draft),
+            "--gamma", gamma, "--max-new-tokens", "8", "--repeats", "1", "--warmup", "1", "--no-memory",
+            "--out", str(out), "--json"]
+    assert main(argv) == 0
+    printed = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    saved = json.loads((out / "bench.json").read_text())
+    assert printed["speedup"] == saved["speedup"]
+    return out, saved
+
+
+def test_bench_end_to_end_with_hf_peer(tmp_path, tiny_target_dir, tiny_draft_dir, capsys):
+    out, result = _bench(tmp_path, tiny_target_dir, tiny_draft_dir, "2,auto,heuristic", "draft-model", capsys)
+    rows = result["methods"]
+    assert set(rows) == {"autoregressive", "speculative-g2", "speculative-auto", "speculative-heuristic",
+                         "hf-generate", "hf-assisted-default", "hf-assisted-g2"}
+    # documented top-level keys
+    for key in ("speedup", "hf_assisted_speedup", "hf_generate_tokens_per_second", "hf_assisted_speedup_pinned",
+                "ratios", "machine", "date", "settings", "models", "energy", "goals", "charts"):
+        assert key in result, key
+    for key in ("cpu", "cores", "torch_threads", "versions"):
+        assert key in result["machine"]
+    assert result["machine"]["versions"]["transformers"]
+    assert result["speedup"]["autoregressive"] == pytest.approx(1.0)
+    assert result["hf_generate_tokens_per_second"] > 0
+    assert result["hf_assisted_speedup"] > 0
+    assert "autoregressive_vs_hf_generate" in result["ratios"]
+    assert "speculative-g2_speedup_vs_hf_assisted-g2_speedup" in result["ratios"]
+    # per-method figures
+    for key, row in rows.items():
+        assert row["tokens"] == 2 * 8, key  # fixed token counts: EOS ignored in timing runs
+        for field in ("tokens_per_second", "speedup", "tokens_per_target_call", "mean_accepted", "alpha", "c",
+                      "theory_speedup", "cost_model_speedup", "target_perplexity", "memory", "energy_joules",
+                      "energy_note", "weight_bytes_per_token_proxy", "slower_than_autoregressive"):
+            assert field in row, (key, field)
+        assert row["target_perplexity"] is not None and row["target_perplexity"] > 1
+        assert row["weight_bytes_per_token_proxy"] > 0
+    spec = rows["speculative-g2"]
+    assert 0 <= spec["alpha"] <= 1 and spec["c"] > 0 and spec["theory_speedup"] > 0
+    assert rows["hf-assisted-g2"]["draft_calls"] > 0
+    # greedy: every lossless variant, ours and HF's, reproduces our autoregressive output
+    assert all(v == "2/2" for v in result["greedy_equal_to_autoregressive"].values()), result["greedy_equal_to_autoregressive"]
+    # reports
+    md = (out / "bench.md").read_text()
+    assert "| variant |" in md and "speculative-auto" in md
+    assert (out / "bench.html").stat().st_size > 1000
+    assert result["charts"]["png"] or result["charts"]["png_note"]
+
+
+def test_bench_prompt_lookup_hf_peer(tmp_path, tiny_target_dir, capsys):
+    _, result = _bench(tmp_path, tiny_target_dir, "prompt-lookup", "3", "lookup", capsys)
+    assert result["models"]["draft"] == "prompt-lookup"
+    assert set(result["methods"]) == {"autoregressive", "speculative-g3", "hf-generate", "hf-assisted-default",
+                                      "hf-assisted-g3"}
+    assert all(v == "2/2" for v in result["greedy_equal_to_autoregressive"].values())
+
+
+def test_memory_is_measured_in_a_child_process(tiny_target_dir):
+    from types import SimpleNamespace
+
+    args = SimpleNamespace(target=str(tiny_target_dir), draft_spec="prompt-lookup", device="cpu", dtype=None,
+                           max_new_tokens=4, chat=False, sampling=GREEDY, seed=0)
+    out = measure_memory(Variant("autoregressive", "ours", "autoregressive"), args, "hello world")
+    assert out["peak_rss_mb"] > 10, out
+    assert out["run_peak_rss_mb"] is None or out["run_peak_rss_mb"] <= out["peak_rss_mb"] + 1
+
+
+def test_parse_gammas():
+    assert parse_gammas("1, 4,auto,heuristic") == [1, 4, "auto", "heuristic"]
+    with pytest.raises(ValueError):
+        parse_gammas("0")
+    with pytest.raises(ValueError):
+        parse_gammas("fast")
+
+
+@pytest.mark.parametrize("schedule", ["auto", "heuristic"])
+@pytest.mark.parametrize("draft_kind", ["model", "prompt-lookup"])
+def test_gamma_schedules_keep_greedy_output(tiny_pair, schedule, draft_kind):
+    target, draft = tiny_pair
+    draft = draft if draft_kind == "model" else "prompt-lookup"
+    ids = target.encode_prompt("abc abc abc hello world, the cat", chat=False)
+    base = RunConfig(method="autoregressive", max_new_tokens=40, sampling=GREEDY, stop_at_eos=False)
+    expected = [t.token_id for r in decode(target, None, ids, base) for t in r.emitted]
+    config = RunConfig(method="speculative", max_new_tokens=40, sampling=GREEDY, gamma=3, stop_at_eos=False,
+                       extra={"gamma_schedule": schedule})
+    records = list(decode(target, draft, ids, config))
+    assert [t.token_id for r in records for t in r.emitted] == expected
+    assert all("gamma_policy" in r.extra for r in records)
+    if schedule == "heuristic" and draft_kind == "model":
+        assert len({r.gamma for r in records}) > 1  # the schedule moved
+
+
+def test_auto_policy_choices():
+    # drafting that costs as much as the target and never matches: gamma 0 (plain decoding)
+    bad = GammaPolicy("auto", 4, probe_every=100)
+    for fed in (1, 2, 5, 1, 3):
+        bad.update(fed - 1, fed - 1, 0, [0.0] * min(1, fed - 1), 0.02 * (fed - 1), 0.02 + 0.01 * (fed - 1), fed, False)
+    assert bad.next_gamma() == 0
+    # cheap drafts that nearly always match, verify cost almost flat: a long draft
+    good = GammaPolicy("auto", 2, max_gamma=16)
+    for fed in (3, 2, 4, 3, 5):
+        good.update(fed - 1, fed - 1, fed - 1, [0.99] * (fed - 1), 1e-5 * (fed - 1), 0.02 + 0.0005 * (fed - 1), fed, False)
+    assert good.next_gamma() >= 6
+    # while at gamma 0 a one-token probe is drafted every probe_every iterations
+    probe = GammaPolicy("auto", 4, probe_every=3)
+    probe.update(4, 4, 0, [0.0], 0.08, 0.06, 5, False)
+    probe.update(1, 1, 0, [0.0], 0.02, 0.021, 2, False)
+    chosen = [probe.next_gamma() for _ in range(6)]
+    assert chosen.count(1) == 2 and chosen.count(0) == 4
+
+
+def test_heuristic_policy_matches_hf_rule():
+    p = GammaPolicy("heuristic", 5)
+    p.update(5, 5, 5, [], 0, 0, 6, False)
+    assert p.next_gamma() == 7  # +2 after a full accept
+    p.update(7, 7, 3, [], 0, 0, 8, False)
+    assert p.next_gamma() == 6  # -1 otherwise
+    for _ in range(10):
+        p.update(1, 1, 0, [], 0, 0, 2, False)
+    assert p.next_gamma() == 1  # never below 1
