@@ -32,7 +32,11 @@ def main() -> None:
     from decoding.strategies import RunConfig
     from decoding.warp import SamplingConfig
 
-    target = load_model_cached("default")
+    from app.session import _presets
+
+    pair = _presets()[0]  # the app's default pair: run the very same pair headless
+    target = load_model_cached(pair.target)
+    draft = pair.draft if pair.draft == "prompt-lookup" else load_model_cached(pair.draft)
     config = RunConfig(method="speculative", max_new_tokens=args.max_new_tokens, sampling=SamplingConfig(0.7),
                        gamma=4, seed=0, chat=True, stop_at_eos=True)
     ids = target.encode_prompt(args.prompt, True)
@@ -45,7 +49,7 @@ def main() -> None:
     client.predict(**kwargs)  # warm-up (loads the model in the app)
     for r in range(args.repeats):
         t0 = time.perf_counter()
-        records = list(decode(target, "prompt-lookup", ids, config))
+        records = list(decode(target, draft, ids, config))
         headless = time.perf_counter() - t0
         n = sum(len(x.emitted) for x in records)
         t0 = time.perf_counter()
