@@ -69,6 +69,7 @@ class ChainVerdict:
     next_is_bonus: bool
     residual_mass: float | None = None  # sum max(0, p - q) at the rejected position
     residual_fell_back_to_p: bool = False
+    p_raw_rows: torch.Tensor | None = None  # the unwarped target rows the greedy rule read, if any
     extra: dict = field(default_factory=dict)
 
 
@@ -114,6 +115,7 @@ def verify_chain(
                 next_is_bonus=False,
                 residual_mass=mass,
                 residual_fell_back_to_p=mass < RESIDUAL_FLOOR,
+                p_raw_rows=p_raw_rows,
             )
     return ChainVerdict(
         n_accepted=k,
@@ -122,4 +124,5 @@ def verify_chain(
         accepted=accepted,
         next_distribution=p_rows[k],
         next_is_bonus=True,
+        p_raw_rows=p_raw_rows,
     )

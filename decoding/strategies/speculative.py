@@ -71,7 +71,9 @@ def chain_loop(name: str, verify: VerifyFn, target, drafter, prompt_ids: list[in
 
         # Step 3-4: coins, accept the longest passing prefix, pick the next distribution
         verdict = verify(state, p_rows, q_rows, draft, logits)
-        p_raw = torch.softmax(logits[:k], dim=-1) if greedy and k else None  # only draft rows are read
+        p_raw = verdict.p_raw_rows  # reuse the rows the greedy rule already computed
+        if p_raw is None and greedy and k:
+            p_raw = torch.softmax(logits[:k], dim=-1)  # only draft rows are read
         n = verdict.n_accepted
         nxt = verdict.next_distribution
         y = int(nxt.argmax()) if greedy else int(torch.multinomial(nxt, 1, generator=state.generator))
