@@ -357,7 +357,7 @@ def measure_memory(variant: Variant, args, prompt: str, timeout: float = 600) ->
     """Peak resident memory of one variant run in a fresh child process."""
     spec = {
         "variant": asdict(variant), "target": args.target, "draft": args.draft_spec, "device": args.device,
-        "dtype": args.dtype, "prompt": prompt, "max_new_tokens": args.max_new_tokens, "chat": args.chat,
+        "dtype": args.dtype, "draft_dtype": getattr(args, "draft_dtype", None), "prompt": prompt, "max_new_tokens": args.max_new_tokens, "chat": args.chat,
         "temperature": args.sampling.temperature, "top_k": args.sampling.top_k, "top_p": args.sampling.top_p,
         "seed": args.seed, "threads": torch.get_num_threads(),
     }
@@ -376,7 +376,7 @@ def measure_memory(variant: Variant, args, prompt: str, timeout: float = 600) ->
 def _memory_child(spec_json: str) -> int:
     from types import SimpleNamespace
 
-    from .models import load_model
+    from .models import load_model, resolve_draft_dtype
 
     spec = json.loads(spec_json)
     torch.set_num_threads(spec["threads"])
@@ -384,7 +384,8 @@ def _memory_child(spec_json: str) -> int:
     target = load_model(spec["target"], device=spec["device"], dtype=spec["dtype"])
     draft = None
     if variant.drafts and spec["draft"] != PROMPT_LOOKUP:
-        draft = load_model(spec["draft"], device=spec["device"], dtype=spec["dtype"])
+        draft = load_model(spec["draft"], device=spec["device"],
+                           dtype=resolve_draft_dtype(spec.get("draft_dtype"), spec["dtype"], spec["device"]))
     loaded_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     reset = _reset_peak_rss()
     rss_before_kb = _proc_status_kb("VmRSS")
@@ -758,7 +759,8 @@ def run_bench(args, target, draft, prompts: list[str], progress=True) -> dict:
                    "target_params": target.n_params, "target_weight_bytes": target.weight_bytes,
                    "draft_params": draft.n_params if draft is not None else 0,
                    "draft_weight_bytes": draft.weight_bytes if draft is not None else 0,
-                   "dtype": str(target.dtype), "device": str(target.device)},
+                   "dtype": str(target.dtype),
+                   "draft_dtype": str(draft.dtype) if draft is not None else None, "device": str(target.device)},
         "t_target_step_ms": 1000 * t_target_step if t_target_step else None,
         "energy": {"meter": getattr(meter, "name", None), "available": meter.available,
                    "note": "measured with " + meter.name if meter.available else meter.note,
@@ -799,6 +801,7 @@ def add_parser(sub) -> None:
     b.add_argument("--draft", default=None, help="hub id, directory, .gguf or 'prompt-lookup' (default: the target's default draft)")
     b.add_argument("--device", default=None)
     b.add_argument("--dtype", default=None)
+    b.add_argument("--draft-dtype", default=None, help="draft dtype (default: float16 on AVX-512 CPUs, else as --dtype; see docs)")
     b.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's)")
     b.add_argument("--no-hf", dest="hf", action="store_false", help="skip the HF transformers peer")
     b.add_argument("--hf-gamma", default=None, help="gammas HF assisted generation is pinned to (default: every numeric --gamma)")
@@ -810,7 +813,7 @@ def add_parser(sub) -> None:
 
 def run_cli(args) -> int:
     from .cli import UsageError, default_draft_for
-    from .models import ModelLoadError, load_model
+    from .models import ModelLoadError, load_model, resolve_draft_dtype
 
     if args.repeats < 1 or args.warmup < 0 or args.max_new_tokens < 1:
         raise UsageError("--repeats must be >= 1, --warmup >= 0 and --max-new-tokens >= 1")
@@ -830,7 +833,8 @@ def run_cli(args) -> int:
         args.draft_spec = args.draft or default_draft_for(args.target)
         draft = None
         if args.draft_spec != PROMPT_LOOKUP:
-            draft = load_model(args.draft_spec, device=args.device, dtype=args.dtype)
+            draft = load_model(args.draft_spec, device=args.device,
+                               dtype=resolve_draft_dtype(args.draft_dtype, args.dtype, args.device))
             from .models import check_same_vocabulary
 
             check_same_vocabulary(target, draft)

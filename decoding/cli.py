@@ -36,6 +36,7 @@ def _add_generate(sub) -> None:
     g.add_argument("--draft", default=None, help="hub id, local directory, .gguf file or 'prompt-lookup'")
     g.add_argument("--device", default=None, help="cpu, cuda, cuda:N (default: cuda when available)")
     g.add_argument("--dtype", default=None, help="float32, bfloat16, float16 (default: per device)")
+    g.add_argument("--draft-dtype", default=None, help="draft dtype (default: float16 on AVX-512 CPUs, else as --dtype; see docs)")
     g.add_argument("--lean", action="store_true", help="skip top-k lists in the trace (timing runs)")
     g.add_argument("--ignore-eos", action="store_true", help="always generate max-new-tokens")
     g.add_argument("--json", action="store_true", help="one JSON trace record per line, then a summary")
@@ -126,7 +127,7 @@ def _print_json(obj) -> None:
 
 def cmd_generate(args) -> int:
     from .energy import make_meter
-    from .models import ModelLoadError, load_model
+    from .models import ModelLoadError, load_model, resolve_draft_dtype
     from .runner import decode, summarize
     from .strategies import METHODS, USES_DRAFTER, RunConfig
     from .warp import SamplingConfig
@@ -152,7 +153,8 @@ def cmd_generate(args) -> int:
         draft_spec = args.draft or default_draft_for(args.target)
         draft = None
         if args.method in USES_DRAFTER and draft_spec != "prompt-lookup":
-            draft = load_model(draft_spec, device=args.device, dtype=args.dtype)
+            draft = load_model(draft_spec, device=args.device,
+                               dtype=resolve_draft_dtype(args.draft_dtype, args.dtype, args.device))
         prompt_ids = target.encode_prompt(args.prompt, args.chat)
         meter = make_meter(target.device)
         generator = decode(target, draft if draft is not None else "prompt-lookup", prompt_ids, config, meter)

@@ -177,6 +177,8 @@ def eval_model_draft(target: LoadedModel, draft: LoadedModel, side: TargetSide, 
         "draft": draft.name,
         "draft_spec": draft.spec,
         "draft_params": draft.n_params,
+        "draft_dtype": str(draft.dtype).removeprefix("torch."),
+        "target_dtype": str(target.dtype).removeprefix("torch."),
         "alpha": mins / max(n_alpha, 1),
         "greedy_agreement": agree / max(n_greedy, 1),
         "tokens_per_call_gamma4": tokens / max(calls, 1),
@@ -325,7 +327,8 @@ def format_table(report: dict) -> str:
     for r in report["results"]:
         cov = f"{r['coverage']:.2f}" if "coverage" in r else "1.00"
         params = f"{r['draft_params'] / 1e6:.1f}M" if r["draft_params"] else "0"
-        lines.append(f"| {r['draft']} | {params} | {r['alpha']:.3f} | {cov} | {r['greedy_agreement']:.3f} | "
+        name = f"{r['draft']} ({r['draft_dtype']})" if r.get("draft_dtype") else r["draft"]
+        lines.append(f"| {name} | {params} | {r['alpha']:.3f} | {cov} | {r['greedy_agreement']:.3f} | "
                      f"{r['tokens_per_call_gamma4']:.2f} | {r['c']:.3f} |")
     return "\n".join(lines)
 
@@ -351,6 +354,7 @@ def add_parser(sub) -> None:
     e.add_argument("--no-cache", action="store_true", help="recompute the target's continuations")
     e.add_argument("--device", default=None)
     e.add_argument("--dtype", default=None)
+    e.add_argument("--draft-dtype", default=None, help="draft dtype (default: float16 on AVX-512 CPUs, else as --dtype; see docs)")
     e.add_argument("--json", action="store_true")
 
 
@@ -361,7 +365,7 @@ def shipped_draft_dir() -> Path:
 def run_cli(args) -> int:
     import sys
 
-    from .models import ModelLoadError, load_model
+    from .models import ModelLoadError, load_model, resolve_draft_dtype
 
     if args.max_new_tokens < 1:
         raise ValueError("max-new-tokens must be >= 1")
@@ -374,7 +378,8 @@ def run_cli(args) -> int:
         specs = ([str(shipped)] if (shipped / "config.json").is_file() else []) + [PROMPT_LOOKUP]
     try:
         target = load_model(args.target, device=args.device, dtype=args.dtype)
-        drafts = [s if s == PROMPT_LOOKUP else load_model(s, device=args.device, dtype=args.dtype) for s in specs]
+        draft_dtype = resolve_draft_dtype(args.draft_dtype, args.dtype, args.device)
+        drafts = [s if s == PROMPT_LOOKUP else load_model(s, device=args.device, dtype=draft_dtype) for s in specs]
     except ModelLoadError as exc:
         raise ValueError(str(exc)) from None
 

@@ -48,6 +48,8 @@ __all__ = [
     "check_same_vocabulary",
     "clear_model_cache",
     "default_dtype",
+    "default_draft_dtype",
+    "resolve_draft_dtype",
     "find_embedded_gguf",
     "load_model",
     "load_model_cached",
@@ -243,6 +245,32 @@ def default_dtype(device: torch.device) -> torch.dtype:
     if torch.device(device).type == "cuda":
         return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
     return torch.float32
+
+
+def default_draft_dtype(device: torch.device) -> torch.dtype:
+    """A draft's default dtype: as the target's, except float16 on CPUs with AVX-512.
+
+    A draft's precision cannot touch exactness: q is computed in float32 from whatever logits the
+    draft produced, and acceptance corrects toward p for any q. A single-token step of these small
+    models is bound by reading the weights, so half-precision weights nearly halve it (measured on
+    this project's AVX-512 CPU: the 16.8M shipped draft steps in 4.5-4.8 ms in float16 against
+    10.6-10.9 ms in float32). Without AVX-512 the float16 kernels are not measured; stay float32.
+    """
+    dev = torch.device(device)
+    if dev.type == "cpu" and torch.backends.cpu.get_cpu_capability() in ("AVX512", "AMX"):
+        return torch.float16
+    return default_dtype(dev)
+
+
+def resolve_draft_dtype(draft_dtype, dtype, device) -> torch.dtype:
+    """The dtype a draft loads in: `draft_dtype` when given, else `dtype` (the target's, when the
+    user chose one), else `default_draft_dtype`."""
+    dev = resolve_device(device)
+    if draft_dtype is not None and str(draft_dtype).strip().lower() != "auto":
+        return _resolve_dtype(draft_dtype, dev)
+    if dtype is not None and str(dtype).strip().lower() != "auto":
+        return _resolve_dtype(dtype, dev)
+    return default_draft_dtype(dev)
 
 
 _DTYPE_NAMES = {
