@@ -36,7 +36,11 @@ class ModelDrafter:
     def calls(self) -> int:
         return self.lm.calls
 
-    def propose(self, sequence: list[int], gamma: int, sampling: SamplingConfig, generator: torch.Generator) -> Proposal:
+    def propose(self, sequence: list[int], gamma: int, sampling: SamplingConfig, generator: torch.Generator,
+                keep_going=None) -> Proposal:
+        """Up to `gamma` tokens. `keep_going(i, confidence)`, when given, is asked after token i
+        with the draft's unwarped probability of it and ends the draft early on False (the token
+        stays in): stopping depends on the draft side only, so exactness is untouched."""
         tokens: list[int] = []
         rows = []
         logits = self.lm.extend(sequence, keep=1)[-1]
@@ -46,6 +50,8 @@ class ModelDrafter:
             tokens.append(x)
             rows.append(q)
             if i + 1 < gamma:
+                if keep_going is not None and not keep_going(i, float(torch.softmax(logits, -1)[x])):
+                    break
                 logits = self.lm.forward([x])[-1]
         return Proposal(tokens, torch.stack(rows) if rows else torch.empty(0, self.lm.vocab_width))
 
@@ -83,8 +89,9 @@ class PromptLookupDrafter:
                         return list(continuation)
         return []
 
-    def propose(self, sequence: list[int], gamma: int, sampling: SamplingConfig, generator: torch.Generator) -> Proposal:
-        tokens = self.find(sequence, gamma)
+    def propose(self, sequence: list[int], gamma: int, sampling: SamplingConfig, generator: torch.Generator,
+                keep_going=None) -> Proposal:
+        tokens = self.find(sequence, gamma)  # a copied span has no confidence: keep_going is unused
         q_rows = torch.zeros(len(tokens), self.vocab_width, device=self.device)
         for i, x in enumerate(tokens):
             q_rows[i, x] = 1.0

@@ -18,6 +18,13 @@ Selected by `RunConfig.extra["gamma_schedule"]` (CLI: `--gamma-schedule`):
   (t_verify(n) = t_verify(1)) and the choice is `theory.optimal_gamma(alpha, c)`. gamma 0 (a
   plain target step) wins when drafting does not pay; while at 0 a one-token probe is drafted
   every `probe_every` iterations so the estimates keep moving.
+  gamma is a cap: a model draft also stops early once drafting one more token no longer pays in
+  expectation. After token i with unwarped draft confidences c_1..c_i, the next token is reached
+  and accepted with probability about alpha * prod(c_1..c_i) (the chain must survive; alpha for the
+  next one), worth one target step t_verify(1); it costs a draft step plus the verify-time growth
+  of one more token, b. So drafting goes on while alpha * prod(c) >= (t_draft + b) / t_verify(1)
+  (the same idea as transformers' assistant confidence threshold, with the threshold derived from
+  this run's costs instead of a constant 0.4).
 - ``heuristic``: transformers' assisted-generation schedule: start at `config.gamma`, +2 after
   an iteration whose whole draft was accepted, -1 (not below 1) otherwise.
 
@@ -89,6 +96,28 @@ class GammaPolicy:
         if fit is None:
             return t1  # no multi-token pass seen yet: taken flat (optimistic, so drafting gets tried)
         return fit[0] + fit[1] * (n_tokens - 2)
+
+    def stop_threshold(self) -> float | None:
+        """(t_draft + b) / t_verify(1): the confidence mass below which one more draft token does
+        not pay (auto only; None until both costs were measured)."""
+        t_d, t_1 = self.t_draft(), self.t_verify(1)
+        if self.schedule != "auto" or t_d is None or t_1 is None:
+            return None
+        fit = self.verify_fit()
+        return (t_d + (fit[1] if fit else 0.0)) / t_1
+
+    def draft_stopper(self):
+        """`keep_going(i, confidence)` for ModelDrafter.propose (see the module docstring), or None."""
+        threshold = self.stop_threshold()
+        if threshold is None:
+            return None
+        alpha, mass = self.alpha, [1.0]
+
+        def keep_going(i: int, confidence: float) -> bool:
+            mass[0] *= confidence
+            return alpha * mass[0] >= threshold
+
+        return keep_going
 
     def c(self) -> float | None:
         t_d, t_1 = self.t_draft(), self.t_verify(1)
@@ -163,6 +192,7 @@ class GammaPolicy:
             "t_verify_1": self.t_verify(1),
             "t_verify_2": self.t_verify(2),
             "t_verify_per_extra_token": None if fit is None else fit[1],
+            "stop_threshold": self.stop_threshold(),
         }
 
 

@@ -4,6 +4,7 @@ the HF transformers peer on the tiny pair, and the gamma schedules (auto, heuris
 import json
 
 import pytest
+import torch
 
 from decoding.bench import Variant, measure_memory, parse_gammas
 from decoding.cli import main
@@ -143,3 +144,41 @@ def test_heuristic_policy_matches_hf_rule():
     for _ in range(10):
         p.update(1, 1, 0, [], 0, 0, 2, False)
     assert p.next_gamma() == 1  # never below 1
+
+
+def test_auto_draft_stopper_threshold_and_rule():
+    fixed = GammaPolicy("fixed", 4)
+    assert fixed.draft_stopper() is None and fixed.stop_threshold() is None
+    p = GammaPolicy("auto", 4, prior_alpha=0.5, prior_weight=1.0)
+    assert p.draft_stopper() is None  # nothing measured yet
+    # draft step 2 ms per token; single-token pass 20 ms; multi-token passes 30 ms + 1 ms per extra token
+    p.update(0, 0, 0, [], 0.0, 0.020, 1, False)
+    for n in (2, 3, 5):
+        p.update(n - 1, n - 1, 0, [], 0.002 * (n - 1), 0.030 + 0.001 * (n - 2), n, False)
+    assert p.stop_threshold() == pytest.approx((0.002 + 0.001) / 0.020)  # 0.15
+    keep = p.draft_stopper()
+    a = p.alpha
+    # continue while alpha * prod(confidences) >= 0.15
+    assert keep(0, 0.9) == (a * 0.9 >= 0.15)
+    keep = p.draft_stopper()
+    assert keep(0, 0.5) is (a * 0.5 >= 0.15)
+    assert keep(1, 0.5) is (a * 0.25 >= 0.15)
+
+
+def test_model_drafter_stops_when_told(tiny_pair):
+    from decoding.drafters import ModelDrafter
+
+    target, draft = tiny_pair
+    drafter = ModelDrafter(draft.model, draft.device, min(target.vocab_size, draft.vocab_size), draft.name)
+    seq = target.encode_prompt("hello world", chat=False)
+    seen = []
+
+    def stop_after_two(i, confidence):
+        seen.append(confidence)
+        return i < 1
+
+    proposal = drafter.propose(seq, 6, GREEDY, torch.Generator().manual_seed(0), stop_after_two)
+    assert len(proposal.tokens) == 2 and proposal.q_rows.shape[0] == 2
+    assert len(seen) == 2 and all(0.0 < c <= 1.0 for c in seen)
+    drafter.rollback(len(seq) - 1)
+    assert len(drafter.propose(seq, 6, GREEDY, torch.Generator().manual_seed(0)).tokens) == 6

@@ -58,7 +58,8 @@ def chain_loop(name: str, verify: VerifyFn, target, drafter, prompt_ids: list[in
 
         # Step 1: draft
         with state.timed("draft"):
-            proposal = drafter.propose(state.sequence, gamma, config.sampling, state.generator) if gamma else None
+            proposal = (drafter.propose(state.sequence, gamma, config.sampling, state.generator, policy.draft_stopper())
+                        if gamma else None)
         draft = proposal.tokens if proposal else []
         k = len(draft)
 
