@@ -146,6 +146,19 @@ def pq_figure(record: IterationRecord | None, position: int | None = None) -> Fi
     if position is None or not (0 <= position < len(record.draft)):
         position = default_position(record)
     d = record.draft[position]
+    if record.method == "ppd":  # no draft distribution: the candidate came from a prompt token's guess
+        cands = _top_with(d.top, Candidate(d.token_id, d.text, d.p))
+        if not cands:
+            return empty_figure("No top-k lists in this trace (lean run).", "p (target)")
+        labels = _labels(cands)
+        verdict = {True: "accepted", False: "rejected", None: "not examined"}[d.accepted]
+        fig = _fig([_bar(labels, [c.p for c in cands], "p (target)", P_COLOUR,
+                         [3 if c.token_id == d.token_id else 0 for c in cands])],
+                   f"Iteration {record.iteration}, depth {position + 1}: p where {visible(d.text)!r} was checked "
+                   f"(prompt guess q = {d.q:.2f})",
+                   yaxis={"title": {"text": "probability"}})
+        _highlight(fig, labels, cands, d.token_id, f"candidate: {visible(d.text)} ({verdict})", max(c.p for c in cands))
+        return fig
     cands = _top_with(d.top, Candidate(d.token_id, d.text, d.p, d.q))
     labels = _labels(cands)
     widths = [3 if c.token_id == d.token_id else 0 for c in cands]
@@ -532,3 +545,69 @@ def mjsd_ratio_figure(record: IterationRecord | None) -> Fig:
     return _fig(data, f"Iteration {record.iteration}: B = {info.get('beams', '?')} beams, τ = {tau:g}, "
                       f"drafted {len(js)}, kept η = {eta}", height=480, margin={"t": 70, "b": 120},
                 legend={"y": -0.24, "yanchor": "top", "x": 0, "xanchor": "left"}, **layout)
+
+
+# ------------------------------------------------------------------------------------- PPD
+LAT_COLOUR = "#D55E00"  # L(n): vermillion
+TPS_COLOUR = "#0072B2"  # T(n): blue
+SPEED_COLOUR = "#009E73"  # Speedup(n): bluish green
+CHOSEN_COLOUR = "#E69F00"  # the chosen n*: orange star
+
+
+def ppd_tuning_figure(tuning: dict | None, run_size: int | None = None, found: bool = True) -> Fig:
+    """The hardware-aware tree size (`002_*`, section 4.2) as three stacked rows sharing n: L(n), the
+    latency of one PPD step (ms), T(n), tokens per step, and the relative Speedup(n) = T(n)/L(n),
+    with the chosen n* (star, dotted line) and this run's tree size (dashed, when different)."""
+    title = "Hardware-aware tree size: L(n), T(n), Speedup(n)"
+    if not tuning or not tuning.get("n"):
+        from .render import NOT_TUNED
+
+        why = "" if found else "<br>(this trace carries no tuning data)"
+        head, cmd = NOT_TUNED.split(": run ")
+        text = (f"<b>{head[0].upper() + head[1:]}:</b><br><b>run {cmd}</b>{why}<br>It measures the latency L(n) of a "
+                "step at<br>each tree size n and the tokens per step T(n),<br>then picks n* = argmax T(n)/L(n).")
+        return _fig([], title, height=240, xaxis={"visible": False}, yaxis={"visible": False},
+                    annotations=[{"text": text, "showarrow": False, "x": 0.5, "y": 0.45, "xref": "paper",
+                                  "yref": "paper", "font": {"size": 12}}])
+    ns = [int(n) for n in tuning["n"]]
+    lat = [_finite(v) for v in tuning.get("latency_ms") or []]
+    tps = [_finite(v) for v in tuning.get("tokens_per_step") or []]
+    speed = [_finite(v) for v in tuning.get("speedup_rel") or []]
+    model = [_finite(v) for v in tuning.get("model_tokens_per_step") or []]
+    chosen = tuning.get("chosen")
+    layout = _rows_layout(3, ["L(n): latency of one PPD step (ms), measured on this device",
+                              "T(n): tokens per step (accepted candidates + 1)",
+                              "Speedup(n) = T(n) / L(n), relative to the smallest n"], gap=0.12)
+    layout["xaxis3"]["title"] = {"text": "tree size n (candidates + prompt-token inputs)"}
+    for axis in ("xaxis", "xaxis2", "xaxis3"):
+        layout[axis].update({"tickmode": "array", "tickvals": ns, "ticktext": [str(n) for n in ns]})
+    line = lambda ys, name, colour, row, **kw: {  # noqa: E731
+        "type": "scatter", "mode": "lines+markers", "x": ns, "y": ys, "name": name, "line": {"color": colour, **kw},
+        "xaxis": f"x{row if row > 1 else ''}", "yaxis": f"y{row if row > 1 else ''}"}
+    data = [line(lat, "L(n) latency (ms)", LAT_COLOUR, 1),
+            line(tps, "T(n) tokens per step", TPS_COLOUR, 2)]
+    if any(v is not None for v in model):
+        data.append({**line(model, "T(n) predicted by the tree model", "#999999", 2, dash="dot"), "mode": "lines"})
+    data.append(line(speed, "Speedup(n) = T(n)/L(n)", SPEED_COLOUR, 3))
+    shapes = []
+    if chosen in ns:
+        i = ns.index(chosen)
+        data.append({"type": "scatter", "mode": "markers", "x": [chosen], "y": [speed[i]], "name": f"chosen n* = {chosen}",
+                     "marker": {"symbol": "star", "size": 16, "color": CHOSEN_COLOUR, "line": {"width": 1, "color": "#000"}},
+                     "xaxis": "x3", "yaxis": "y3"})
+        shapes.append({"type": "line", "xref": "x", "yref": "paper", "x0": chosen, "x1": chosen, "y0": 0, "y1": 1,
+                       "line": {"color": CHOSEN_COLOUR, "width": 2, "dash": "dot"}})
+        layout["annotations"].append({"text": f"<b>n* = {chosen}</b>", "x": chosen, "y": 1, "xref": "x", "yref": "paper",
+                                      "yanchor": "bottom", "xanchor": "left", "showarrow": False,
+                                      "font": {"size": 11, "color": "#8a5d00"}, "yshift": 12})
+    if run_size is not None and run_size != chosen:
+        shapes.append({"type": "line", "xref": "x", "yref": "paper", "x0": run_size, "x1": run_size, "y0": 0, "y1": 1,
+                       "line": {"color": "#555555", "width": 1, "dash": "dash"}})
+        left = chosen is not None and run_size < chosen
+        layout["annotations"].append({"text": f"this run: n = {run_size}", "x": run_size, "y": 1, "xref": "x",
+                                      "yref": "paper", "yanchor": "bottom", "xanchor": "right" if left else "left",
+                                      "showarrow": False, "font": {"size": 11, "color": "#555555"}, "yshift": 12})
+    layout["shapes"] = shapes
+    device = tuning.get("device") or "this device"
+    return _fig(data, f"Tuned on {device}: chosen n* = {chosen} (the peak of T(n)/L(n))", height=540,
+                margin={"t": 84, "b": 120}, legend={"y": -0.2, "yanchor": "top", "x": 0, "xanchor": "left"}, **layout)

@@ -77,6 +77,11 @@ def _position(position) -> int | None:
 
 def theory_panel(session: Session, upto: int | None = None):
     records = session.records[: (upto + 1) if upto is not None else None]
+    if records and records[-1].method == "ppd":
+        msg = ("This panel models a separate draft model (Leviathan et al.: acceptance rate α, cost ratio c). PPD has no "
+               "draft model: the target guesses ahead inside its own forward pass, so its trade-off is the tree size n. "
+               "See the PPD panel above: tokens per step T(n) against the latency of a step L(n).")
+        return charts.empty_figure("PPD has no draft model: see the PPD panel's T(n) vs L(n) chart.", "Theory"), msg
     alpha, c, how = measured_alpha_c(records)
     drafted = [r for r in records if r.draft]
     if alpha is None or c is None or not drafted:
@@ -122,9 +127,10 @@ def theory_panel(session: Session, upto: int | None = None):
     return charts.theory_figure(a, c, gamma), "\n\n".join(lines)
 
 
-def method_panel(record: IterationRecord | None, position=None) -> tuple:
+def method_panel(record: IterationRecord | None, position=None, records: list[IterationRecord] | None = None) -> tuple:
     """The method-specific panel for a record: (panel visibility, explanation, table/tree HTML,
-    chart A, visibility of chart B's column, chart B). Shown only for mentored and MJSD records."""
+    chart A, visibility of chart B's column, chart B). Shown only for mentored, MJSD and PPD records.
+    `records` (the whole run) supplies PPD's hardware-aware tuning, which only its first record carries."""
     method = record.method if record is not None else None
     if method == "mentored":
         d = charts.mentored_info(record)
@@ -139,6 +145,17 @@ def method_panel(record: IterationRecord | None, position=None) -> tuple:
                 else "### MJSD panel")
         return (gr.update(visible=True), f"{head}\n{texts.MJSD}", render.mjsd_table_html(record),
                 gr.update(value=charts.mjsd_ratio_figure(record), label="Joint ratio per prefix length j, against τ"),
+                gr.update(visible=False), None)
+    if method == "ppd":
+        info = render.ppd_info(record) or {}
+        found, tuning = render.ppd_tuning(records if records is not None else [record])
+        rule = "typical acceptance (lossy)" if render.ppd_lossy(record) else "exact match (lossless)"
+        head = f"### PPD panel: {rule}, tree size n = {info.get('tree_size', '?')}"
+        status = render.ppd_status_html(record, found, tuning)
+        size = info.get("tree_size")
+        return (gr.update(visible=True), f"{head}\n\n{status}\n\n{texts.PPD}", render.ppd_table_html(record),
+                gr.update(value=charts.ppd_tuning_figure(tuning, size if isinstance(size, int) else None, found),
+                          label="Hardware-aware tree size: L(n), T(n) and Speedup(n) on this device"),
                 gr.update(visible=False), None)
     return gr.update(visible=False), "", "", None, gr.update(visible=False), None
 
@@ -175,7 +192,7 @@ def view(session: Session, upto=None, position=None, final: bool = False, note: 
         theory_md,
         cli,
         download,
-        *method_panel(record, position),
+        *method_panel(record, position, records),
     )
 
 
@@ -195,7 +212,7 @@ def _settings(preset, custom_target, custom_draft, prompt, chat, method, gamma, 
 
 def load_pair(target_spec: str, draft_spec: str, need_draft: bool, progress=None):
     """Load (memoized) target and draft; gr.Error with the loader's one-line reason otherwise."""
-    from decoding.models import ModelLoadError, check_same_vocabulary, load_model_cached
+    from decoding.models import ModelLoadError, check_same_vocabulary, load_model_cached, resolve_draft_dtype
     from .session import MAX_PARAMS
 
     def reporter(offset, label):
@@ -209,7 +226,8 @@ def load_pair(target_spec: str, draft_spec: str, need_draft: bool, progress=None
         target = load_model_cached(target_spec, progress=reporter(0.0, "target"))
         draft = PROMPT_LOOKUP
         if need_draft and draft_spec != PROMPT_LOOKUP:
-            draft = load_model_cached(draft_spec, progress=reporter(0.5, "draft"))
+            draft = load_model_cached(draft_spec, dtype=resolve_draft_dtype(None, None, target.device),
+                                      progress=reporter(0.5, "draft"))
             check_same_vocabulary(target, draft)
     except ModelLoadError as exc:
         raise gr.Error(f"Could not load the model pair: {exc}", title="Model pair not loaded") from None
@@ -589,7 +607,8 @@ def build_demo() -> gr.Blocks:
                         kl_bound = gr.Slider(0.0, 2.0, value=0.1, step=0.01, label="KL bound D (mentored)", visible=False)
                         beams = gr.Slider(1, MAX_BEAMS, value=4, step=1, label="Beams B (MJSD)", visible=False)
                         tau = gr.Slider(0.0, 1.0, value=0.1, step=0.01, label="τ: joint-likelihood threshold (MJSD)", visible=False)
-                        tree_budget = gr.Slider(1, 64, value=16, step=1, label="Tree budget (PPD)", visible=False)
+                        tree_budget = gr.Slider(0, 64, value=0, step=1, visible=False,
+                                                label="Tree size n (PPD): 0 = auto, the n* tuned for this device (else 12)")
                         temperature = gr.Slider(0.0, 2.0, value=0.7, step=0.05, label="Temperature (0 = greedy)")
                         top_k = gr.Slider(0, 100, value=0, step=1, label="Top-k (0 = off)")
                         top_p = gr.Slider(0.05, 1.0, value=1.0, step=0.05, label="Top-p (1 = off)")
@@ -623,7 +642,7 @@ def build_demo() -> gr.Blocks:
                         draft_row = gr.HTML(label="This iteration's draft", elem_id="draft-row")
                         with gr.Accordion("How to read the draft row", open=False):
                             gr.Markdown(texts.DRAFT_ROW)
-                        # the panel of the shown run's method (mentored, MJSD); hidden for the others
+                        # the panel of the shown run's method (mentored, MJSD, PPD); hidden for the others
                         with gr.Column(visible=False, elem_id="method-panel", elem_classes="methodpanel") as method_box:
                             method_md = gr.Markdown(elem_classes="explain")
                             with gr.Row(elem_classes="plots"):

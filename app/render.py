@@ -103,6 +103,9 @@ def threshold_label(record: IterationRecord) -> str:
     """What the threshold column means for this record's rule."""
     if record.method == "mentored":
         return "mentored threshold (KL ≤ D)"
+    if record.method == "ppd":
+        return ("typical threshold min(ε, δ·e^(−H(p)))" if ppd_lossy(record)
+                else "exact match: the target's argmax")
     if mjsd_prefix(record, 0) is not None:
         return "joint ratio min(1, p(x₁..ⱼ)/q(x₁..ⱼ)) vs τ"
     if record.draft and all(d.coin is None for d in record.draft if d.accepted is not None):
@@ -113,7 +116,10 @@ def threshold_label(record: IterationRecord) -> str:
 def _draft_tip(d, kind_label: str, record: IterationRecord) -> str:
     lines = [f"{kind_label} {visible(d.text)!r} (iteration {record.iteration}, draft position {d.position + 1})"]
     joint = mjsd_prefix(record, d.position)
-    if joint is not None:
+    if record.method == "ppd":
+        lines.append(f"p(x) = {fmt(d.p)} (target)   q(x) = {fmt(d.q)} (the prompt token's guess probability)")
+        lines.append(ppd_rule_text(record, d))
+    elif joint is not None:
         prefix, tau = joint
         lines.append(f"p(x) = {fmt(d.p)}   q(x) = {fmt(d.q)}")
         lines.append(f"joint ratio min(1, p(x₁..ⱼ)/q(x₁..ⱼ)) = {fmt(prefix.get('ratio'))} vs τ = {fmt(tau)}"
@@ -215,7 +221,8 @@ def draft_row_html(record: IterationRecord | None) -> str:
             why = "The drafter proposed nothing this time (e.g. prompt lookup found no matching n-gram), so the target produced one token itself."
         final = "".join(record_chips(record))
         return f'<div class="draftrow">{head}<p>{why}</p><div class="chips">{final}</div></div>'
-    greedy = all(d.coin is None for d in record.draft if d.accepted is not None) and mjsd_prefix(record, 0) is None
+    greedy = (all(d.coin is None for d in record.draft if d.accepted is not None) and mjsd_prefix(record, 0) is None
+              and record.method != "ppd")
     rows = []
     for d in record.draft:
         ratio = (d.p / d.q) if d.q else None
@@ -228,7 +235,12 @@ def draft_row_html(record: IterationRecord | None) -> str:
         joint = mjsd_prefix(record, d.position)
         coin = fmt(d.coin) if d.coin is not None else ("greedy" if d.accepted is not None and joint is None else "—")
         threshold = fmt(d.threshold)
-        if joint is not None:
+        if record.method == "ppd":
+            coin = "—"
+            if not ppd_lossy(record):
+                top = ppd_argmax(d)
+                threshold = f"argmax {visible(top.text)!r}" if top is not None else "—"
+        elif joint is not None:
             threshold = f"{fmt(joint[0].get('ratio'))} vs τ = {fmt(joint[1])}"
         rows.append(
             f'<tr class="{cls}"><td>{d.position + 1}</td>'
@@ -248,6 +260,8 @@ def draft_row_html(record: IterationRecord | None) -> str:
         t = final[0]
         how = (
             "drawn from the residual norm(max(0, p − q)) at the first rejected position"
+            if t.kind == CORRECTION and record.residual is not None
+            else "the target's own token after the kept prefix (this method has no residual)"
             if t.kind == CORRECTION else "a bonus token drawn from p after all drafts were accepted"
         )
         tail = f'<p>Then: <span class="chip chip-{t.kind}">{token_html(t.text)}</span> — {how}.</p>'
@@ -261,9 +275,50 @@ def draft_row_html(record: IterationRecord | None) -> str:
 
 
 # ------------------------------------------------------------------------------------- tree
+# Legend of the draft tree, kind -> (label, Okabe-Ito colour, description). As for the chips, each
+# kind also has its own border style (assets/app.css), so the tree reads without colour too.
+TREE_KINDS = {
+    "root": ("root", "#000000", "the last committed token: the tree grows from it (solid black border)"),
+    "candidate": ("candidate", "#0072B2", "a guessed token the target checks in this pass (solid blue border)"),
+    "prompt": ("prompt token", "#CC79A7", "a prompt token: its top guess of a token further ahead, checked in "
+                                         "a LATER step (dotted purple border, italic)"),
+    "accepted": ("accepted path", "#009E73", "the candidates the target accepted (green, thick border)"),
+    "rejected": ("rejected", "#D55E00", "checked by the target and not kept (dashed vermillion border)"),
+}
+
+
+def tree_legend_html(kinds=None) -> str:
+    """A small legend of the tree's node styles (all of TREE_KINDS, or only `kinds`)."""
+    items = []
+    for key, (label, _colour, desc) in TREE_KINDS.items():
+        if kinds is not None and key not in kinds:
+            continue
+        cls = {"accepted": "acc kind-candidate", "rejected": "rej kind-candidate", "prompt": "guess kind-prompt"}.get(
+            key, f"kind-{key}")
+        items.append(f'<span class="legenditem" title="{_attr(desc)}"><span class="node {cls}">{html.escape(label)}</span></span>')
+    return f'<div class="treelegend" role="note" aria-label="Legend of the draft tree">{"".join(items)}</div>'
+
+
+def _prompt_chains(children, n) -> list[list]:
+    """The chains of prompt tokens owned by node n: each starts at a prompt child of n and follows
+    the prompt child of each prompt token (distance 1, 2, ... from its owner)."""
+    chains = []
+    for first in (k for k in children.get(n.index, []) if k.kind == "prompt"):
+        chain, cur = [], first
+        while cur is not None and len(chain) < 64:
+            chain.append(cur)
+            cur = next((k for k in children.get(cur.index, []) if k.kind == "prompt"), None)
+        chains.append(chain)
+    return chains
+
+
 def tree_html(record: IterationRecord | None, chosen: set[int] | None = None) -> str:
     """Render the record's draft-tree nodes generically (chain, beams, sparse trees); node indices
-    in `chosen` (e.g. MJSD's chosen beam) get a thick outline."""
+    in `chosen` (e.g. MJSD's chosen beam) get a thick outline.
+
+    PPD trees (kinds root / candidate / prompt): a node's prompt tokens hang under it as one row
+    (+2, +3, ...: which token ahead each one guesses), before its candidate children; a candidate
+    is accepted (green), rejected (checked and not kept: its parent was accepted) or not reached."""
     if record is None or not record.tree:
         return '<div class="tree empty">No draft tree in this iteration (no draft tokens).</div>'
     nodes = {n.index: n for n in record.tree[:MAX_TREE_NODES]}
@@ -274,22 +329,57 @@ def tree_html(record: IterationRecord | None, chosen: set[int] | None = None) ->
             children[n.parent].append(n)
         else:
             roots.append(n)
+    kinds = {n.kind for n in nodes.values()}
+    ppd = "prompt" in kinds or "candidate" in kinds
+
+    def state(n) -> tuple[str, str]:
+        if n.kind == "candidate":
+            if n.accepted:
+                return "acc", "accepted: on the accepted path"
+            parent = nodes.get(n.parent)
+            if parent is None or parent.accepted:
+                return "rej", "checked by the target and rejected"
+            return "skip", "not reached (a candidate above it was rejected)"
+        return ("acc", "on the accepted path") if n.accepted else ("rej", "not accepted")
+
+    def prompt_row(owner, chain) -> str:
+        parts = []
+        for k, p in enumerate(chain, start=1):
+            tip = (f"prompt token {k} of {visible(owner.text)!r}: its top guess for the token {k + 1} steps after "
+                   f"{visible(owner.text)!r} is {visible(p.text)!r}" + (f" (probability {fmt(p.score, 2)})" if p.score is not None else "")
+                   + ("; these guesses seed the next step's candidates" if p.accepted else "; not used (its owner was not the last accepted node)"))
+            parts.append(f'<span class="node {"seed" if p.accepted else "guess"} kind-prompt" title="{_attr(tip)}">'
+                         f'<span class="dist">+{k + 1}</span>{token_html(p.text)}</span>')
+        seed = '<span class="seednote">→ seeds the next step</span>' if chain and chain[0].accepted else ""
+        return f'<li class="prow"><span class="plabel">prompt tokens:</span> {" ".join(parts)}{seed}</li>'
 
     def node(n, depth_guard=0):
-        state = ("acc" if n.accepted else "rej") + (" chosen" if chosen and n.index in chosen else "")
+        st, why = state(n)
+        st += " chosen" if chosen and n.index in chosen else ""
         score = f' <span class="score">{fmt(n.score, 2)}</span>' if n.score is not None else ""
+        if n.kind == "candidate":
+            tip = f"candidate at depth {n.depth}" + (f", guessed with probability {fmt(n.score, 2)}" if n.score is not None else "") + f": {why}"
+        elif n.kind == "root":
+            tip = f"root (depth {n.depth}): the last committed token"
+        else:
+            tip = f"{n.kind}, depth {n.depth}, " + ("on the accepted path" if n.accepted else "not accepted")
         label = (
-            f'<span class="node {state} kind-{_attr(n.kind)}" title="{_attr(f"{n.kind}, depth {n.depth}, " + ("on the accepted path" if n.accepted else "not accepted"))}">'
+            f'<span class="node {st} kind-{_attr(n.kind)}" title="{_attr(tip)}">'
             f"{token_html(n.text)}</span>{score}"
         )
-        kids = children.get(n.index, [])
-        if kids and depth_guard < 200:
-            label += "<ul>" + "".join(f"<li>{node(k, depth_guard + 1)}</li>" for k in kids) + "</ul>"
+        rows = [prompt_row(n, chain) for chain in _prompt_chains(children, n)] if n.kind != "prompt" else []
+        kids = [k for k in children.get(n.index, []) if k.kind != "prompt" or n.kind == "prompt"]
+        if depth_guard < 200:
+            rows += [f"<li>{node(k, depth_guard + 1)}</li>" for k in kids]
+        if rows:
+            label += "<ul>" + "".join(rows) + "</ul>"
         return label
 
     body = "".join(f"<li>{node(r)}</li>" for r in roots)
     more = f"<p>({len(record.tree) - MAX_TREE_NODES} more nodes not shown)</p>" if len(record.tree) > MAX_TREE_NODES else ""
-    return f'<div class="tree" role="tree" aria-label="Draft tree"><ul>{body}</ul>{more}</div>'
+    legend = tree_legend_html() if ppd else ""
+    cls = "tree ppdtree" if ppd else "tree"
+    return f'<div class="{cls}" role="tree" aria-label="Draft tree">{legend}<ul>{body}</ul>{more}</div>'
 
 
 # ------------------------------------------------------------------------------------- stats
@@ -332,6 +422,8 @@ def caption(record: IterationRecord | None) -> str:
     """One plain sentence saying what happened in an iteration (for the classroom)."""
     if record is None:
         return ""
+    if record.method == "ppd" and ppd_info(record) is not None:
+        return ppd_caption(record)
     if not record.draft:
         tok = record.emitted[0].text if record.emitted else ""
         return f"Iteration {record.iteration}: one target call produced {visible(tok)!r}."
@@ -460,3 +552,176 @@ def mjsd_table_html(record: IterationRecord | None) -> str:
             "The chosen draft (thick outline) is the best beam of the last step.</p>"
             + tree_html(record, chosen_path(record, info.get("chosen_beam"))))
     return f'<div class="methodtable">{table}{tree}</div>'
+
+
+# ------------------------------------------------------------------------------------- PPD
+NOT_TUNED = "not tuned on this device: run `python -m decoding.ppd tune`"
+CHOSEN_BY = {
+    "flag": "set by hand (the Tree size slider, or --tree-size)",
+    "hardware-aware (tuned)": "hardware-aware: n* = argmax T(n)/L(n), measured on this device",
+}
+
+
+def ppd_info(record: IterationRecord | None) -> dict | None:
+    info = (record.extra or {}).get("ppd") if record is not None else None
+    return info if isinstance(info, dict) else None
+
+
+def ppd_lossy(record: IterationRecord | None) -> bool:
+    """Typical acceptance (sampling) is lossy; exact match (greedy) is lossless."""
+    info = ppd_info(record) or {}
+    return "typical" in str(info.get("verification", "")) or "lossy" in str(info.get("verification", ""))
+
+
+def ppd_tuning(records: list[IterationRecord] | None) -> tuple[bool, dict | None]:
+    """The latest hardware-aware tuning a run's records carry (the engine puts it on the first PPD
+    record only): (found, curves). found False: no record carries the key (an older trace);
+    curves None: the run's device was not tuned."""
+    for r in reversed(records or []):
+        info = ppd_info(r)
+        if info is not None and "tuning" in info:
+            curves = info["tuning"]
+            return True, curves if isinstance(curves, dict) and curves.get("n") else None
+    return False, None
+
+
+def ppd_argmax(d) -> Candidate | None:
+    """The target's most likely token where draft token d was checked (from its top list)."""
+    return max(d.top, key=lambda c: c.p) if d.top else None
+
+
+def ppd_rule_text(record: IterationRecord, d) -> str:
+    """One line: why PPD kept or rejected candidate d."""
+    if ppd_lossy(record):
+        op = ">" if d.accepted else "≤"
+        return (f"typical acceptance: p(x) = {fmt(d.p)} {op} min(ε, δ·e^(−H(p))) = {fmt(d.threshold)}"
+                f" → {'kept' if d.accepted else 'rejected'}")
+    top = ppd_argmax(d)
+    if top is None:
+        return f"exact match with the target's argmax → {'kept' if d.accepted else 'rejected'}"
+    same = "=" if top.token_id == d.token_id else "≠"
+    return (f"exact match: the target's argmax here is {visible(top.text)!r} {same} {visible(d.text)!r}"
+            f" → {'kept' if d.accepted else 'rejected'}")
+
+
+def _final_token(record: IterationRecord):
+    return next((t for t in reversed(record.emitted) if t.kind != ACCEPTED), None)
+
+
+def ppd_caption(record: IterationRecord) -> str:
+    info = ppd_info(record) or {}
+    n_cand, n_prompt = int(info.get("n_candidates") or 0), int(info.get("n_prompt_inputs") or 0)
+    final = _final_token(record)
+    then = f" Then the target's own token {visible(final.text)!r}." if final is not None else ""
+    if n_cand == 0:
+        return (f"Iteration {record.iteration}: no candidates yet (no guesses before the first step): one target pass "
+                f"gave {visible(final.text) if final else ''!r}, and its {n_prompt} prompt token(s) guessed the next tokens.")
+    kept = [d for d in record.draft if d.accepted]
+    s = (f"Iteration {record.iteration}: one target pass over the root, {n_cand} candidates and {n_prompt} "
+         f"prompt-token inputs; accepted {len(kept)} candidate(s)"
+         + (f" ({', '.join(repr(visible(d.text)) for d in kept)})." if kept else "."))
+    rejected = next((d for d in record.draft if d.accepted is False), None)
+    if rejected is not None:
+        s += f" Candidate {visible(rejected.text)!r} was rejected ({ppd_rule_text(record, rejected).split(' → ')[0]})."
+    return s + then
+
+
+def ppd_status_html(record: IterationRecord | None, tuning_found: bool = False, tuning: dict | None = None) -> str:
+    """The PPD panel's headline block: the verification rule with a lossless / LOSSY badge, whether the
+    prompt embeddings are trained, the tree size and how it was chosen, the hardware-aware tuning."""
+    info = ppd_info(record)
+    if info is None:
+        return '<div class="ppdstatus empty">No PPD data in this iteration.</div>'
+    lines = []
+    if ppd_lossy(record):
+        eps, delta = info.get("typical_epsilon"), info.get("typical_delta")
+        lines.append('<div class="ppdline"><span class="badge lossy" title="the output does not follow the target '
+                     'distribution exactly">LOSSY</span> <b>Verification: typical acceptance</b> (temperature &gt; 0): '
+                     f"a candidate x is kept when p(x) &gt; min(ε, δ·e<sup>−H(p)</sup>), ε = {_num(eps, 3)}, "
+                     f"δ = {_num(delta, 3)}. Any token the target finds plausible enough passes, so the text "
+                     "<b>no longer follows the target's distribution exactly</b>.</div>")
+    else:
+        lines.append('<div class="ppdline"><span class="badge lossless">lossless</span> <b>Verification: exact '
+                     "match</b> (temperature 0): a candidate is kept only if it is the target's own argmax, so the "
+                     "text is exactly the target's greedy output.</div>")
+    source = html.escape(str(info.get("embeddings") or "unknown"))
+    if info.get("trained_embeddings"):
+        lines.append(f'<div class="ppdline">Prompt-token embeddings: <b>trained</b> ({source}).</div>')
+    else:
+        source = source.removeprefix("untrained: ").removeprefix("untrained")
+        lines.append(f'<div class="ppdline warnbox" role="alert"><b>⚠ The prompt-token embeddings are untrained</b> '
+                     f"({'initialised as the ' + source if source else 'not trained'}), so their guesses, and the candidates built from them, are poor: expect few "
+                     "accepted candidates and little speed-up. Verification never trusts the guesses, so the output "
+                     "rule above still holds.</div>")
+    size, how = info.get("tree_size"), str(info.get("tree_size_chosen_by") or "?")
+    lines.append(
+        f'<div class="ppdline">Tree size <b>n = {html.escape(str(size))}</b>, {html.escape(CHOSEN_BY.get(how, how))}. '
+        f"This step: {int(info.get('n_candidates') or 0)} candidates + {int(info.get('n_prompt_inputs') or 0)} "
+        f"prompt-token inputs, m = {html.escape(str(info.get('prompt_tokens')))} prompt tokens, "
+        f"EPT = {html.escape(str(info.get('ept')))}.</div>")
+    if tuning:
+        chosen = tuning.get("chosen")
+        extra = ""
+        if tuning.get("embeddings") and tuning.get("embeddings") != info.get("embeddings"):
+            extra = f" (tuned with other embeddings: {html.escape(str(tuning.get('embeddings')))})"
+        lines.append(f'<div class="ppdline">Hardware-aware choice on {html.escape(str(tuning.get("device", "this device")))}: '
+                     f"<b>n* = {html.escape(str(chosen))}</b>{extra} (chart below).</div>")
+    else:
+        why = "" if tuning_found else " (this trace carries no tuning data)"
+        lines.append(f'<div class="ppdline notuned">Hardware-aware tree size: {html.escape(NOT_TUNED.split("`")[0])}'
+                     f"<code>python -m decoding.ppd tune</code>{why}.</div>")
+    return f'<div class="ppdstatus">{"".join(lines)}</div>'
+
+
+def ppd_path_html(record: IterationRecord | None) -> str:
+    """The path verification walked: the accepted candidates, then the first rejected one."""
+    info = ppd_info(record)
+    if info is None:
+        return '<div class="methodtable empty">No PPD data in this iteration.</div>'
+    if not record.draft:
+        final = _final_token(record)
+        tok = f'<span class="chip chip-{final.kind}">{token_html(final.text)}</span>' if final else "—"
+        return ("<p>No candidates in this step: there were no guesses yet (the first step). The target produced "
+                f"{tok}, and its prompt tokens guessed the tokens after it: they seed the next step's tree.</p>")
+    lossy = ppd_lossy(record)
+    rows = []
+    for d in record.draft:
+        if lossy:
+            rule = f"{fmt(d.p)} {'&gt;' if d.accepted else '≤'} {fmt(d.threshold)}"
+        else:
+            top = ppd_argmax(d)
+            rule = (f'<span class="chip chip-target">{token_html(top.text)}</span> '
+                    f"{'=' if top.token_id == d.token_id else '≠'} x") if top is not None else "—"
+        verdict = '<span class="mark acc">✓ accept</span>' if d.accepted else '<span class="mark rej">✗ reject</span>'
+        token = f'<span class="chip chip-{ACCEPTED if d.accepted else REJECTED}">{token_html(d.text)}</span>'
+        rows.append(f'<tr class="{"acc" if d.accepted else "rej"}"><td>{d.position + 1}</td><td>{token}</td>'
+                    f"<td>{fmt(d.q)}</td><td>{fmt(d.p)}</td><td>{rule}</td><td>{verdict}</td></tr>")
+    head = ("p(x) &gt; typical threshold min(ε, δ·e<sup>−H(p)</sup>)?" if lossy
+            else "target's argmax at the parent = x?")
+    final = _final_token(record)
+    tail = (f'<p>Then the target adds its own token at the last accepted node: <span class="chip chip-{final.kind}">'
+            f'{token_html(final.text)}</span>. This step produced {len(record.emitted)} token(s) from one target pass.</p>'
+            if final is not None else "")
+    missing = "" if any(d.accepted is False for d in record.draft) else (
+        "<p>Every candidate on this path was accepted, down to a leaf of the tree.</p>")
+    return (
+        '<div class="tablewrap"><table class="drafttable">'
+        f"<caption>Verification path of iteration {record.iteration}: the accepted candidates, then the best-ranked "
+        "child of the last accepted node (the first rejection)</caption>"
+        "<thead><tr><th>depth</th><th>candidate x</th><th>q(x): the prompt token's probability</th>"
+        f"<th>target p(x)</th><th>{head}</th><th>verdict</th></tr></thead>"
+        f'<tbody>{"".join(rows)}</tbody></table></div>{missing}{tail}'
+    )
+
+
+def ppd_table_html(record: IterationRecord | None) -> str:
+    """The PPD panel's details: the verification path table, then the tree with its legend."""
+    if ppd_info(record) is None:
+        return '<div class="methodtable empty">No PPD data in this iteration.</div>'
+    tree = ('<p class="note">This step\'s tree: the candidates the target checked in this pass, and under each node '
+            "its prompt tokens (+2 = the token two steps after that node, …) whose guesses build the NEXT step's "
+            "candidates; only the prompt tokens of the last accepted node are used. A candidate is green (accepted), "
+            "dashed vermillion (checked and rejected) or plain blue (not reached: a candidate above it was rejected). "
+            "Numbers: the probability the prompt token gave that candidate. Hover a node for details.</p>"
+            + tree_html(record))
+    return f'<div class="methodtable">{ppd_path_html(record)}{tree}</div>'

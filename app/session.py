@@ -217,6 +217,8 @@ def make_settings(prompt, chat, method, gamma, temperature, top_k, top_p, lenien
     for name, value in (extra or {}).items():
         if name in knobs and value is not None:
             kept[name] = _whole(value, name) if name in ("beams", "tree_budget") else _number(value, name)
+    if "tree_budget" in kept and not (0 <= kept["tree_budget"] <= 512):
+        raise ValueError(f"tree size must be from 0 (automatic) to 512 (got {kept['tree_budget']}).")
     if "beams" in kept and not (1 <= kept["beams"] <= MAX_BEAMS):
         raise ValueError(f"beams must be from 1 to {MAX_BEAMS} (got {kept['beams']}).")
     settings = Settings(prompt, bool(chat), method, gamma, temperature, top_k, top_p, lenience, seed, max_new,
@@ -237,6 +239,8 @@ def cli_command(s: Settings) -> str:
     if s.lenience != 1.0:
         parts += ["--lenience", f"{s.lenience:g}"]
     for name, value in sorted(s.extra.items()):
+        if name == "tree_budget" and not value:  # 0: PPD's automatic (hardware-aware) tree size
+            continue
         if isinstance(value, bool):  # a switch such as --beam-sample (a replayed MJSD trace carries it)
             parts += [f"--{name.replace('_', '-')}"] if value else []
             continue

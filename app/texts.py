@@ -39,6 +39,8 @@ gives back exactly p — that is the whole trick.
 TREE = """
 **The draft tree.** Plain speculative decoding drafts a chain (one path); beam and tree methods
 draft several branches and verify them together. The accepted path is highlighted in green.
+In a PPD tree, blue nodes (solid border) are candidates the target checks now, and the purple rows
+(dotted border) under a node are its prompt tokens: guesses for a *later* step, not checked yet.
 """
 
 RUNNING = """
@@ -111,4 +113,31 @@ drafts with a higher joint q, at more draft compute (B = 1 is a single chain).
 ratio still use temperature 1 after top-k/top-p (argmax would make every likelihood 0 or 1), and
 the extra token is the target's argmax. The beam tree is drawn below the table (and in the "Draft
 tree" panel): each node's number is the joint log q of its prefix; the chosen beam has a thick outline.
+"""
+
+PPD = """
+**Parallel prompt decoding (PPD): the target drafts for itself.** There is no draft model. PPD appends a few
+**prompt tokens** after the text: small trained embedding vectors (m = 3 by default; they are all PPD
+trains, the target stays frozen). In the same forward pass that gives the next token, prompt token 1 guesses the token
+**2 ahead**, prompt token 2 the token **3 ahead**, and so on: several future tokens from one pass.
+
+**A sparse tree of candidates.** The previous step's guesses become this step's **candidates**: the top few
+guesses at each distance, arranged as a tree (a child continues its parent). Likelier candidates get more
+children, and more prompt tokens of their own, hanging under them (dotted purple) to guess the next step's
+candidates. The **tree size n** counts everything added to the pass: candidates + prompt-token inputs.
+
+**Verification in that same pass.** The root, all candidates and all prompt tokens go through the target
+**once**, with a *tree attention* mask: each node sees the committed text and its own ancestors only, so every
+branch is scored as if it were alone. Then the target walks the tree from the root and keeps the longest
+path it agrees with, plus one token of its own at the end (so every step yields at least one token):
+
+* **Temperature 0, exact match:** a candidate is kept only if it is the target's own argmax there. The text is
+  exactly the target's greedy output: **lossless**.
+* **Temperature > 0, typical acceptance:** a candidate x is kept when p(x) > min(ε, δ·exp(−H(p))), i.e. the
+  target finds it plausible enough (H is the entropy of p). Faster, but **lossy**: unlike speculative
+  sampling, the text no longer follows the target's distribution exactly.
+
+**Hardware-aware tree size.** A bigger tree gives more tokens per step, T(n), but each pass gets slower, L(n):
+the chart shows both, measured on this device, and n* = argmax T(n)/L(n) is the tree size PPD uses by default
+once tuned (`python -m decoding.ppd tune`).
 """

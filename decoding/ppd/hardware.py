@@ -162,7 +162,7 @@ def tuning_curves(target, m: int = 3, ept: int = 1) -> dict | None:
     the dynamic-tree model's expected tokens per step at the same sizes (Prop. 4.4 with the
     measured acceptance table). None when this device/model has not been tuned."""
     entry = cached_tuning(target)
-    if not entry:
+    if not entry or not all(k in entry for k in ("latency_s", "tokens_per_step", "speedup_rel", "tree_size")):
         return None
     sizes = sorted(int(n) for n in entry["latency_s"])
     get = lambda d, n: d.get(str(n), d.get(n))  # noqa: E731  JSON keys are strings

@@ -22,7 +22,9 @@ Trace: the tree holds the root, every candidate (kind "candidate", score = the p
 probability of it, accepted = on the accepted path) and one node per (owner, distance) prompt
 token (kind "prompt", token = its top-1 guess, score = that guess's probability, accepted = its
 guesses seeded the next tree). record.extra["ppd"] holds the settings, the tree as index paths
-and the next predictions (top ids per distance).
+and the next predictions (top ids per distance); the first record also holds "tuning": the
+hardware-aware curves of `decoding.ppd.hardware.tuning_curves` (None when not tuned here), so a
+saved trace carries them to the app.
 """
 
 from __future__ import annotations
@@ -85,8 +87,33 @@ def ppd(target, drafter, prompt_ids: list[int], config: RunConfig, meter=None) -
             settings["tree_size"], settings["chosen_by"] = DEFAULT_TREE_SIZE, "default (not tuned on this device)"
     if settings["tree_size"] < prompts.ept:
         raise ValueError(f"tree size must be >= ept = {prompts.ept}")
+    settings["tuning"] = _tuning(target, prompts)
     trees = dynamic_trees(settings["tree_size"], prompts.m, prompts.ept, settings["acceptance"])
     return _ppd(target, prompt_ids, config, meter, settings, prompts, trees)
+
+
+_TUNING_MEMO: dict = {}
+
+
+def _tuning(target, prompts) -> dict | None:
+    """The hardware-aware curves L(n), T(n), Speedup(n) of this device and model, for the trace
+    (None when `python -m decoding.ppd tune` has not been run here, or its cache is unreadable).
+    Memoized on the tuning file's mtime: benchmarks and `tune` itself start many runs."""
+    from ..ppd.hardware import device_key, tuning_curves, tuning_path
+
+    try:
+        stamp = tuning_path().stat().st_mtime_ns
+    except OSError:
+        return None
+    key = (str(tuning_path()), stamp, device_key(target.device), target.name, prompts.m, prompts.ept)
+    if key not in _TUNING_MEMO:
+        try:
+            _TUNING_MEMO.clear()
+            _TUNING_MEMO[key] = tuning_curves(target, prompts.m, prompts.ept)
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError):  # a stale or partial cache entry
+            _TUNING_MEMO[key] = None
+    curves = _TUNING_MEMO[key]
+    return None if curves is None else {k: list(v) if isinstance(v, list) else v for k, v in curves.items()}
 
 
 def _ppd(target, prompt_ids, config: RunConfig, meter, settings, prompts, trees) -> Iterator[IterationRecord]:
@@ -147,6 +174,26 @@ def _ppd(target, prompt_ids, config: RunConfig, meter, settings, prompts, trees)
         lm.length = context_length + len(verdict.accepted)
         preds = prompt_predictions(buffers, logits, last, ept)
 
+        info = {
+            "tree_size": settings["tree_size"],
+            "tree_size_chosen_by": settings["chosen_by"],
+            "prompt_tokens": settings["m"],
+            "ept": ept,
+            "state": k,
+            "n_candidates": buffers.n_candidates,
+            "n_prompt_inputs": buffers.size - n_tok,
+            "tree": tree.as_dict(),
+            "verification": "exact match (lossless)" if greedy else "typical acceptance (lossy)",
+            "typical_epsilon": settings["epsilon"],
+            "typical_delta": settings["delta"],
+            "embeddings": prompts.source,
+            "trained_embeddings": bool(prompts.trained),
+            "last_accepted_node": last,
+            "next_predictions": [torch.topk(row, min(PREDICTION_TOP, row.shape[-1])).indices.tolist()
+                                 for row in preds],
+        }
+        if state.iteration == 0:  # the hardware-aware curves ride on the first record only
+            info["tuning"] = settings["tuning"]
         record = state.record(
             context_length=context_length,
             gamma=tree.depth,
@@ -157,24 +204,7 @@ def _ppd(target, prompt_ids, config: RunConfig, meter, settings, prompts, trees)
             next_top=state.top_candidates(nxt),
             tree=_trace_tree(state, buffers, tree_ids, logits, top, verdict, ept),
             target_calls=lm.calls,
-            extra={"ppd": {
-                "tree_size": settings["tree_size"],
-                "tree_size_chosen_by": settings["chosen_by"],
-                "prompt_tokens": settings["m"],
-                "ept": ept,
-                "state": k,
-                "n_candidates": buffers.n_candidates,
-                "n_prompt_inputs": buffers.size - n_tok,
-                "tree": tree.as_dict(),
-                "verification": "exact match (lossless)" if greedy else "typical acceptance (lossy)",
-                "typical_epsilon": settings["epsilon"],
-                "typical_delta": settings["delta"],
-                "embeddings": prompts.source,
-                "trained_embeddings": bool(prompts.trained),
-                "last_accepted_node": last,
-                "next_predictions": [torch.topk(row, min(PREDICTION_TOP, row.shape[-1])).indices.tolist()
-                                     for row in preds],
-            }},
+            extra={"ppd": info},
         )
         yield record
 
