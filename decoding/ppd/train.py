@@ -58,7 +58,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--alpha", type=float, default=0.8, help="decay ratio of the KL loss")
     p.add_argument("--reverse-kl", action="store_true", help="KL(P || Q) as eq. 1 is written")
     p.add_argument("--lr", type=float, default=0.01)
-    p.add_argument("--steps", type=int, default=2000)
+    p.add_argument("--steps", type=int, default=600, help="optimizer steps (the shipped embeddings: 600)")
     p.add_argument("--batch", type=int, default=4, help="sequences per step")
     p.add_argument("--seq-len", type=int, default=256)
     p.add_argument("--inserts", type=int, default=16, help="random insertion points per sequence")
