@@ -212,7 +212,7 @@ def _settings(preset, custom_target, custom_draft, prompt, chat, method, gamma, 
 
 def load_pair(target_spec: str, draft_spec: str, need_draft: bool, progress=None):
     """Load (memoized) target and draft; gr.Error with the loader's one-line reason otherwise."""
-    from decoding.models import ModelLoadError, check_same_vocabulary, load_model_cached, resolve_draft_dtype
+    from decoding.models import ModelLoadError, check_same_vocabulary, load_draft, load_model_cached
     from .session import MAX_PARAMS
 
     def reporter(offset, label):
@@ -226,8 +226,7 @@ def load_pair(target_spec: str, draft_spec: str, need_draft: bool, progress=None
         target = load_model_cached(target_spec, progress=reporter(0.0, "target"))
         draft = PROMPT_LOOKUP
         if need_draft and draft_spec != PROMPT_LOOKUP:
-            draft = load_model_cached(draft_spec, dtype=resolve_draft_dtype(None, None, target.device),
-                                      progress=reporter(0.5, "draft"))
+            draft = load_draft(draft_spec, target.device, progress=reporter(0.5, "draft"), cached=True)
             check_same_vocabulary(target, draft)
     except ModelLoadError as exc:
         raise gr.Error(f"Could not load the model pair: {exc}", title="Model pair not loaded") from None

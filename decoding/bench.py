@@ -357,7 +357,8 @@ def measure_memory(variant: Variant, args, prompt: str, timeout: float = 600) ->
     """Peak resident memory of one variant run in a fresh child process."""
     spec = {
         "variant": asdict(variant), "target": args.target, "draft": args.draft_spec, "device": args.device,
-        "dtype": args.dtype, "draft_dtype": getattr(args, "draft_dtype", None), "prompt": prompt, "max_new_tokens": args.max_new_tokens, "chat": args.chat,
+        "dtype": args.dtype, "draft_dtype": getattr(args, "draft_dtype", None), "prompt": prompt,
+        "max_new_tokens": args.max_new_tokens, "chat": args.chat,
         "temperature": args.sampling.temperature, "top_k": args.sampling.top_k, "top_p": args.sampling.top_p,
         "seed": args.seed, "threads": torch.get_num_threads(),
     }
@@ -376,7 +377,7 @@ def measure_memory(variant: Variant, args, prompt: str, timeout: float = 600) ->
 def _memory_child(spec_json: str) -> int:
     from types import SimpleNamespace
 
-    from .models import load_model, resolve_draft_dtype
+    from .models import load_draft, load_model
 
     spec = json.loads(spec_json)
     torch.set_num_threads(spec["threads"])
@@ -384,8 +385,7 @@ def _memory_child(spec_json: str) -> int:
     target = load_model(spec["target"], device=spec["device"], dtype=spec["dtype"])
     draft = None
     if variant.drafts and spec["draft"] != PROMPT_LOOKUP:
-        draft = load_model(spec["draft"], device=spec["device"],
-                           dtype=resolve_draft_dtype(spec.get("draft_dtype"), spec["dtype"], spec["device"]))
+        draft = load_draft(spec["draft"], spec["device"], spec["dtype"], spec.get("draft_dtype"))
     loaded_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     reset = _reset_peak_rss()
     rss_before_kb = _proc_status_kb("VmRSS")
@@ -830,7 +830,7 @@ def add_parser(sub) -> None:
 
 def run_cli(args) -> int:
     from .cli import UsageError, default_draft_for
-    from .models import ModelLoadError, load_model, resolve_draft_dtype
+    from .models import ModelLoadError, load_draft, load_model
 
     if args.repeats < 1 or args.warmup < 0 or args.max_new_tokens < 1:
         raise UsageError("--repeats must be >= 1, --warmup >= 0 and --max-new-tokens >= 1")
@@ -850,8 +850,7 @@ def run_cli(args) -> int:
         args.draft_spec = args.draft or default_draft_for(args.target)
         draft = None
         if args.draft_spec != PROMPT_LOOKUP:
-            draft = load_model(args.draft_spec, device=args.device,
-                               dtype=resolve_draft_dtype(args.draft_dtype, args.dtype, args.device))
+            draft = load_draft(args.draft_spec, args.device, args.dtype, args.draft_dtype)
             from .models import check_same_vocabulary
 
             check_same_vocabulary(target, draft)

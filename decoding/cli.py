@@ -127,7 +127,7 @@ def _print_json(obj) -> None:
 
 def cmd_generate(args) -> int:
     from .energy import make_meter
-    from .models import ModelLoadError, load_model, resolve_draft_dtype
+    from .models import ModelLoadError, load_draft, load_model
     from .runner import decode, summarize
     from .strategies import METHODS, USES_DRAFTER, RunConfig
     from .warp import SamplingConfig
@@ -153,8 +153,7 @@ def cmd_generate(args) -> int:
         draft_spec = args.draft or default_draft_for(args.target)
         draft = None
         if args.method in USES_DRAFTER and draft_spec != "prompt-lookup":
-            draft = load_model(draft_spec, device=args.device,
-                               dtype=resolve_draft_dtype(args.draft_dtype, args.dtype, args.device))
+            draft = load_draft(draft_spec, args.device, args.dtype, args.draft_dtype)
         prompt_ids = target.encode_prompt(args.prompt, args.chat)
         meter = make_meter(target.device)
         generator = decode(target, draft if draft is not None else "prompt-lookup", prompt_ids, config, meter)

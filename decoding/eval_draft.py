@@ -365,7 +365,7 @@ def shipped_draft_dir() -> Path:
 def run_cli(args) -> int:
     import sys
 
-    from .models import ModelLoadError, load_model, resolve_draft_dtype
+    from .models import ModelLoadError, load_draft, load_model
 
     if args.max_new_tokens < 1:
         raise ValueError("max-new-tokens must be >= 1")
@@ -378,8 +378,7 @@ def run_cli(args) -> int:
         specs = ([str(shipped)] if (shipped / "config.json").is_file() else []) + [PROMPT_LOOKUP]
     try:
         target = load_model(args.target, device=args.device, dtype=args.dtype)
-        draft_dtype = resolve_draft_dtype(args.draft_dtype, args.dtype, args.device)
-        drafts = [s if s == PROMPT_LOOKUP else load_model(s, device=args.device, dtype=draft_dtype) for s in specs]
+        drafts = [s if s == PROMPT_LOOKUP else load_draft(s, args.device, args.dtype, args.draft_dtype) for s in specs]
     except ModelLoadError as exc:
         raise ValueError(str(exc)) from None
 

@@ -51,6 +51,7 @@ __all__ = [
     "default_draft_dtype",
     "resolve_draft_dtype",
     "find_embedded_gguf",
+    "load_draft",
     "load_model",
     "load_model_cached",
     "resolve_device",
@@ -271,6 +272,14 @@ def resolve_draft_dtype(draft_dtype, dtype, device) -> torch.dtype:
     if dtype is not None and str(dtype).strip().lower() != "auto":
         return _resolve_dtype(dtype, dev)
     return default_draft_dtype(dev)
+
+
+def load_draft(spec: str, device=None, dtype=None, draft_dtype=None, progress: Progress | None = None,
+               cached: bool = False) -> "LoadedModel":
+    """Load a draft model: `load_model` (or `load_model_cached`) in the dtype
+    `resolve_draft_dtype(draft_dtype, dtype, device)` picks. Every entry point loads drafts here."""
+    loader = load_model_cached if cached else load_model
+    return loader(spec, device=device, dtype=resolve_draft_dtype(draft_dtype, dtype, device), progress=progress)
 
 
 _DTYPE_NAMES = {

@@ -41,10 +41,10 @@ def main(argv: list[str] | None = None) -> int:
     report, command = None, ""
     if args.eval_prompts:
         from decoding.eval_draft import evaluate, read_prompts
-        from decoding.models import load_model, resolve_draft_dtype
+        from decoding.models import load_draft, load_model
 
         target = load_model(cfg.target)
-        draft = load_model(str(out), dtype=resolve_draft_dtype(None, None, target.device))
+        draft = load_draft(str(out), target.device)
         report = evaluate(target, [draft, "prompt-lookup"], read_prompts(args.eval_prompts), 128)
         report["prompt_file"] = args.eval_prompts
         (out / "eval.json").write_text(json.dumps(report, indent=1))

@@ -27,7 +27,7 @@ def main() -> None:
     from gradio_client import Client
 
     from app.layout import build_demo, launch_kwargs
-    from decoding.models import load_model_cached, resolve_draft_dtype
+    from decoding.models import load_draft, load_model_cached
     from decoding.runner import decode
     from decoding.strategies import RunConfig
     from decoding.warp import SamplingConfig
@@ -36,8 +36,7 @@ def main() -> None:
 
     pair = _presets()[0]  # the app's default pair: run the very same pair headless
     target = load_model_cached(pair.target)
-    draft = pair.draft if pair.draft == "prompt-lookup" else load_model_cached(
-        pair.draft, dtype=resolve_draft_dtype(None, None, target.device))
+    draft = pair.draft if pair.draft == "prompt-lookup" else load_draft(pair.draft, target.device, cached=True)
     config = RunConfig(method="speculative", max_new_tokens=args.max_new_tokens, sampling=SamplingConfig(0.7),
                        gamma=4, seed=0, chat=True, stop_at_eos=True)
     ids = target.encode_prompt(args.prompt, True)

@@ -33,7 +33,7 @@ sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
 
-from decoding.models import load_model, resolve_draft_dtype  # noqa: E402
+from decoding.models import load_draft, load_model  # noqa: E402
 from decoding.runner import decode  # noqa: E402
 from decoding.strategies import RunConfig  # noqa: E402
 from decoding.warp import SamplingConfig  # noqa: E402
@@ -109,8 +109,7 @@ def main(argv=None) -> int:
     if args.limit:
         prompts = prompts[: args.limit]
     target = load_model(args.target, device="cpu" if args.draft == "int8" else None)
-    draft = int8_draft(target) if args.draft == "int8" else load_model(
-        args.draft, device=str(target.device), dtype=resolve_draft_dtype(None, None, target.device))
+    draft = int8_draft(target) if args.draft == "int8" else load_draft(args.draft, target.device)
     # warm-up (first-call allocations), not measured
     list(decode(target, draft, target.encode_prompt("Hi", True),
                 RunConfig(method="speculative", max_new_tokens=4, lean=True)))

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from decoding.drafters import ModelDrafter
-from decoding.models import default_dtype, load_model, resolve_draft_dtype
+from decoding.models import default_dtype, load_draft, load_model, resolve_draft_dtype
 from decoding.strategies import RunConfig
 from decoding.warp import SamplingConfig, warp_logits
 
@@ -37,6 +37,13 @@ def half_pair(tiny_target_dir, tiny_draft_dir):
 def half_close_pair(tiny_target_dir, tiny_close_draft_dir):
     return (load_model(str(tiny_target_dir), device="cpu"),
             load_model(str(tiny_close_draft_dir), device="cpu", dtype="float16"))
+
+
+def test_load_draft_applies_the_rule(tiny_draft_dir, monkeypatch):
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX512")
+    assert load_draft(str(tiny_draft_dir), "cpu").model.dtype == torch.float16
+    assert load_draft(str(tiny_draft_dir), "cpu", dtype="float32").model.dtype == torch.float32
+    assert load_draft(str(tiny_draft_dir), "cpu", draft_dtype="bf16", cached=True).model.dtype == torch.bfloat16
 
 
 def test_half_draft_is_half(half_pair):
