@@ -14,8 +14,8 @@ from decoding.cached_lm import CachedLM
 from decoding.ppd.engine import compact_cache, prompt_predictions, tree_forward, typical_threshold, verify_greedy, verify_typical
 from decoding.ppd.hardware import acceptance_table, cached_choice, choose_tree_size, measure_latency, save_tuning
 from decoding.ppd.prompts import load_prompt_tokens, untrained_prompt_tokens
-from decoding.ppd.train import decayed_kl, insertion_forward
-from decoding.ppd.tree import make_tree, tree_buffers
+from decoding.ppd.train import cached_insertion_step, decayed_kl, insertion_forward
+from decoding.ppd.tree import dynamic_trees, make_tree, tree_buffers
 from decoding.strategies import METHODS, RunConfig
 from decoding.trace import IterationRecord
 from decoding.warp import SamplingConfig
@@ -173,6 +173,12 @@ def test_hardware_aware_tree_size(tiny, tmp_path, monkeypatch):
     assert cached_choice(tiny) == 6
     r = run(tiny, "ppd", ids, n=2)[0]
     assert r.extra["ppd"]["tree_size"] == 6 and r.extra["ppd"]["tree_size_chosen_by"].startswith("hardware")
+    # an explicit tree size also builds its trees from the tuned acceptance table
+    flat = [[0.5] * 10] * 3
+    explicit = run(tiny, "ppd", ids, n=2, tree_size=8)[0].extra["ppd"]
+    assert explicit["tree_size_chosen_by"] == "flag"
+    assert explicit["tree"] == dynamic_trees(8, 3, 1, flat).trees[explicit["state"]].as_dict()
+    assert dynamic_trees(8, 3, 1, flat).trees[3].as_dict() != dynamic_trees(8, 3, 1).trees[3].as_dict()
     table = acceptance_table([run(tiny, "ppd", ids, n=20, tree_size=8)], m=3)
     assert len(table) == 3 and all(0.0 <= v <= 1.0 for row in table for v in row)
 
@@ -226,14 +232,52 @@ def test_training_mask_matches_inference_and_decayed_kl(tiny):
     for k, row in enumerate(prompt_predictions(buffers, logits, 0, 2)):
         torch.testing.assert_close(student[1, k], row, atol=1e-5, rtol=0)
     # decayed KL: zero when the student is the teacher at i + k; alpha^(k-1) weights otherwise
-    L, V = 10, 6
-    t = torch.randn(L, V)
-    s = torch.stack([t[2 + 1], t[2 + 2]])[None]
-    assert float(decayed_kl(t, s, [2], 0.5)) == pytest.approx(0.0, abs=1e-6)
-    s_uniform = torch.zeros(1, 2, V)
+    V = 6
+    t = torch.randn(2, V)
+    assert float(decayed_kl(t[None], t[None], 0.5)) == pytest.approx(0.0, abs=1e-6)
     kl = lambda row: float((row.softmax(-1) * (row.log_softmax(-1) + math.log(V))).sum())  # noqa: E731
-    assert float(decayed_kl(t, s_uniform, [2], 0.5)) == pytest.approx((kl(t[3]) + 0.5 * kl(t[4])) / 2, rel=1e-5)
-    assert float(decayed_kl(t, s_uniform, [L - 2], 0.5)) == pytest.approx(kl(t[L - 1]) / 2, rel=1e-5)  # past the end
+    uniform = torch.zeros(1, 2, V)
+    assert float(decayed_kl(t[None], uniform, 0.5)) == pytest.approx((kl(t[0]) + 0.5 * kl(t[1])) / 2, rel=1e-5)
+    past_end = torch.stack([t[0], torch.full((V,), float("nan"))])[None]
+    assert float(decayed_kl(past_end, uniform, 0.5)) == pytest.approx(kl(t[0]) / 2, rel=1e-5)
+    # hard_weight 1: pure cross-entropy on the teacher's argmax, with the same decay
+    ce = lambda k: float(-t[k].log_softmax(-1)[t[k].argmax()] * 0 - uniform[0, k].log_softmax(-1)[t[k].argmax()])  # noqa: E731
+    assert float(decayed_kl(t[None], uniform, 0.5, hard_weight=1.0)) == pytest.approx((ce(0) + 0.5 * ce(1)) / 2, rel=1e-5)
+    assert float(decayed_kl(t[None], t[None], 0.5, hard_weight=0.5)) == pytest.approx(
+        0.5 * (float(-t[0].log_softmax(-1).max()) + 0.5 * float(-t[1].log_softmax(-1).max())) / 2, rel=1e-5)
+
+
+def test_cached_training_step_matches_full_pass_and_greedy_chain(tiny):
+    """The two-part training pass (cache of x, then prompt rows with grad) gives the same prompt
+    logits as the one-pass `insertion_forward`; data labels are the target's rows at i + k and
+    chain labels the target's distributions after its own greedy continuation of x_0..x_i."""
+    prompts = untrained_prompt_tokens(tiny, 3, 2)
+    prompts.weight.data += 0.1 * torch.randn_like(prompts.weight)
+    x = torch.tensor(tiny.encode_prompt(PROMPT + " jumps over", False))
+    L = x.shape[0]
+    points = [2, 5, L - 2]
+    with torch.no_grad():
+        full_teacher, full_student = insertion_forward(tiny.model, x, points, prompts)
+        teacher, student = cached_insertion_step(tiny.model, x, points, prompts, labels="data")
+    torch.testing.assert_close(student, full_student, atol=1e-5, rtol=0)
+    for n, i in enumerate(points):
+        for k in range(1, 4):
+            if i + k < L:
+                torch.testing.assert_close(teacher[n, k - 1], full_teacher[i + k], atol=1e-5, rtol=0)
+            else:
+                assert torch.isnan(teacher[n, k - 1]).all()
+    chain_teacher, chain_student = cached_insertion_step(tiny.model, x, points, prompts, labels="chain")
+    torch.testing.assert_close(chain_student.detach(), full_student, atol=1e-5, rtol=0)
+    with torch.no_grad():
+        for n, i in enumerate(points):
+            seq = x[: i + 1].tolist()
+            for k in range(1, 4):
+                seq.append(int(tiny.model(torch.tensor([seq])).logits[0, -1].argmax()))  # g_k
+                expected = tiny.model(torch.tensor([seq])).logits[0, -1].float()
+                torch.testing.assert_close(chain_teacher[n, k - 1], expected, atol=1e-4, rtol=0)
+    loss = decayed_kl(chain_teacher, chain_student, 0.8)
+    loss.backward()
+    assert prompts.weight.grad is not None and float(prompts.weight.grad.abs().sum()) > 0
 
 
 def test_training_smoke_resume_and_export(tiny_target_dir, tmp_path):
@@ -261,6 +305,14 @@ def test_training_smoke_resume_and_export(tiny_target_dir, tmp_path):
                   ppd_embeddings=str(tmp_path / "a" / "prompt_tokens.pt"))
     assert tokens(records) == tokens(run(target, "autoregressive", target.encode_prompt(PROMPT, False), n=10))
     assert records[0].extra["ppd"]["trained_embeddings"] is True
+    # --init seeds every ensemble copy from an EPT-1 file; a file of another shape is a clear error
+    init = common + ["--out", str(tmp_path / "ck2"), "--init", str(tmp_path / "a" / "prompt_tokens.pt"), "--steps", "0"]
+    train(build_parser().parse_args(init + ["--ept", "2"]), logs.append)
+    seeded = torch.load(tmp_path / "ck2" / "ckpt.pt", weights_only=False)["weight"]
+    assert seeded.shape[1] == 2 and not torch.equal(seeded[:, 0], seeded[:, 1])
+    torch.testing.assert_close(seeded, trained.weight.cpu().expand_as(seeded), atol=0.05, rtol=0)
+    with pytest.raises(ValueError, match="--init"):
+        train(build_parser().parse_args(init + ["--m", "2", "--fresh"]), logs.append)
 
 
 @pytest.mark.slow
