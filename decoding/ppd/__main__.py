@@ -18,7 +18,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--ppd-embeddings", default=None)
     t.add_argument("--sizes", default="2,4,8,12,16,24,32")
     t.add_argument("--prompts", default=str(Path(__file__).resolve().parents[3] / "shared" / "prompts" / "dev.jsonl"))
-    t.add_argument("--limit", type=int, default=4, help="validation prompts used for T(n)")
+    t.add_argument("--limit", type=int, default=8, help="validation prompts used for T(n)")
     t.add_argument("--max-new-tokens", type=int, default=32)
     t.add_argument("--context", type=int, default=64, help="cached context length for L(n)")
     t.add_argument("--reps", type=int, default=5)
@@ -52,10 +52,14 @@ def cmd_tune(args) -> dict:
     rows = [json.loads(line)["prompt"] for line in Path(args.prompts).read_text().splitlines() if line.strip()]
     ids = [target.encode_prompt(p, True) for p in rows[: args.limit]]
     latency = measure_latency(target, prompts, sizes, args.context, args.reps)
-    tokens, runs = tokens_per_step(target, ids, sizes, args.max_new_tokens, args.ppd_embeddings)
+    # The acceptance table of these prompt tokens first (runs at the largest size, prior trees),
+    # then T(n) with the trees built from it: the trees `--method ppd` will use once tuned.
+    _, runs = tokens_per_step(target, ids, [sizes[-1]], args.max_new_tokens, args.ppd_embeddings)
+    acceptance = acceptance_table(runs, prompts.m)
+    tokens, _ = tokens_per_step(target, ids, sizes, args.max_new_tokens, args.ppd_embeddings, acceptance)
     best, curve = choose_tree_size(latency, tokens)
     entry = {"tree_size": best, "latency_s": latency, "tokens_per_step": tokens, "speedup_rel": curve,
-             "acceptance": acceptance_table(runs, prompts.m), "embeddings": prompts.source,
+             "acceptance": acceptance, "embeddings": prompts.source,
              "device": device_key(target.device), "prompts": args.prompts, "limit": args.limit}
     if not args.no_save:
         entry["saved_to"] = str(save_tuning(target, entry))

@@ -75,14 +75,15 @@ def ppd(target, drafter, prompt_ids: list[int], config: RunConfig, meter=None) -
     settings = ppd_settings(config)  # validate before the first iteration
     prompts = load_prompt_tokens(target, settings["embeddings"], settings["m"], settings["ept"])
     settings["m"], settings["ept"] = prompts.m, prompts.ept
-    if settings["tree_size"] is None:
-        from ..ppd.hardware import cached_tuning
+    from ..ppd.hardware import cached_tuning
 
-        tuned = cached_tuning(target)
-        if tuned and tuned.get("embeddings") == prompts.source and "tree_size" in tuned:
+    tuned = cached_tuning(target)
+    tuned = tuned if tuned and tuned.get("embeddings") == prompts.source else None
+    if settings["acceptance"] is None and tuned:  # trees from these prompt tokens' measured acceptance
+        settings["acceptance"] = tuned.get("acceptance")
+    if settings["tree_size"] is None:
+        if tuned and "tree_size" in tuned:
             settings["tree_size"], settings["chosen_by"] = int(tuned["tree_size"]), "hardware-aware (tuned)"
-            if settings["acceptance"] is None:
-                settings["acceptance"] = tuned.get("acceptance")
         else:
             settings["tree_size"], settings["chosen_by"] = DEFAULT_TREE_SIZE, "default (not tuned on this device)"
     if settings["tree_size"] < prompts.ept:
