@@ -681,7 +681,10 @@ def ppd_path_html(record: IterationRecord | None) -> str:
     if not record.draft:
         final = _final_token(record)
         tok = f'<span class="chip chip-{final.kind}">{token_html(final.text)}</span>' if final else "—"
-        return ("<p>No candidates in this step: there were no guesses yet (the first step). The target produced "
+        why = ("there were no guesses yet (the first step)" if record.iteration == 0 else
+               "the previous step's last accepted node carried no prompt tokens (a tree of this size gives them to "
+               "its likeliest nodes only), so nothing had been guessed")
+        return (f"<p>No candidates in this step: {why}. The target produced "
                 f"{tok}, and its prompt tokens guessed the tokens after it: they seed the next step's tree.</p>")
     lossy = ppd_lossy(record)
     rows = []

@@ -166,6 +166,14 @@ def test_verification_path_table():
     assert "4 candidates and 3 prompt-token inputs" in caption and "argmax here is 'e'" in caption
 
 
+def test_step_without_candidates_says_why():
+    for iteration, why in ((0, "no guesses yet (the first step)"), (7, "carried no prompt tokens")):
+        rec = _ppd_record(iteration=iteration)
+        rec.draft = []
+        html = render.ppd_path_html(rec)
+        assert why in html and "seed the next step" in html
+
+
 def test_tuning_figure_has_the_three_curves_and_the_chosen_n():
     fig = charts.ppd_tuning_figure(TUNING, run_size=16)
     json.loads(fig.to_json())

@@ -160,6 +160,16 @@ def test_cli_generate_ppd(tiny_target_dir, capsys):
     assert main(base + ["--method", "ppd", "--lenience", "0.5"]) == 2
 
 
+def test_embeddings_inside_the_repo_are_named_by_relative_path(tmp_path):
+    """Traces and the tuning cache record the embeddings' source: repo files by repo-relative path."""
+    from decoding.ppd.prompts import ASSETS, PromptTokens, _display_path
+
+    assert _display_path(ASSETS / "m" / "prompt_tokens.pt") == "assets/ppd/m/prompt_tokens.pt"
+    outside = tmp_path / "prompt_tokens.pt"
+    PromptTokens(3, 1, 4, trained=True).save(outside)
+    assert PromptTokens.load(outside).source == str(outside)
+
+
 def test_hardware_aware_tree_size(tiny, tmp_path, monkeypatch):
     monkeypatch.setenv("SPECDEC_CACHE", str(tmp_path))
     best, curve = choose_tree_size({2: 1.0, 8: 1.2, 32: 3.0}, {2: 1.3, 8: 1.9, 32: 2.5})

@@ -45,6 +45,7 @@ def cmd_tune(args) -> dict:
     from .hardware import (acceptance_table, choose_tree_size, device_key, measure_latency, save_tuning,
                            tokens_per_step)
     from .prompts import load_prompt_tokens
+    from .tree import PRIOR_ACCEPTANCE
 
     sizes = sorted({int(s) for s in args.sizes.split(",") if s.strip()})
     target = load_model(args.target, device=args.device, dtype=args.dtype)
@@ -52,9 +53,10 @@ def cmd_tune(args) -> dict:
     rows = [json.loads(line)["prompt"] for line in Path(args.prompts).read_text().splitlines() if line.strip()]
     ids = [target.encode_prompt(p, True) for p in rows[: args.limit]]
     latency = measure_latency(target, prompts, sizes, args.context, args.reps)
-    # The acceptance table of these prompt tokens first (runs at the largest size, prior trees),
+    # The acceptance table of these prompt tokens first (runs at the largest size, trees from the
+    # prior table, never from an earlier tuning),
     # then T(n) with the trees built from it: the trees `--method ppd` will use once tuned.
-    _, runs = tokens_per_step(target, ids, [sizes[-1]], args.max_new_tokens, args.ppd_embeddings)
+    _, runs = tokens_per_step(target, ids, [sizes[-1]], args.max_new_tokens, args.ppd_embeddings, PRIOR_ACCEPTANCE)
     acceptance = acceptance_table(runs, prompts.m)
     tokens, _ = tokens_per_step(target, ids, sizes, args.max_new_tokens, args.ppd_embeddings, acceptance)
     best, curve = choose_tree_size(latency, tokens)

@@ -67,10 +67,20 @@ class PromptTokens(nn.Module):
     def load(cls, path: str | Path, device=None) -> "PromptTokens":
         data = torch.load(Path(path), map_location="cpu", weights_only=True)
         weight = data["weight"]
-        module = cls(weight.shape[0], weight.shape[1], weight.shape[2], trained=True, source=str(path))
+        module = cls(weight.shape[0], weight.shape[1], weight.shape[2], trained=True, source=_display_path(path))
         module.weight.data.copy_(weight)
         module.meta = data.get("meta", {})
         return module.to(device) if device is not None else module
+
+
+def _display_path(path: str | Path) -> str:
+    """A file inside the repository as its repo-relative path (what traces and the tuning cache
+    record, so that shared traces do not carry this machine's directories); others as given."""
+    root = ASSETS.parents[1]
+    try:
+        return str(Path(path).resolve().relative_to(root))
+    except ValueError:
+        return str(path)
 
 
 def neutral_token_id(tokenizer) -> int:
