@@ -413,6 +413,27 @@ def open_example(session, title, position):
     return _open_trace(session, examples[title], title, "example", position)
 
 
+CONTROL_ORDER = ("prompt", "chat", "method", "gamma", "lenience", "kl_bound", "beams", "tau", "tree_budget",
+                 "temperature", "top_k", "top_p", "seed", "max_new_tokens")
+
+
+def controls_from_session(session):
+    """After a trace is opened: the left-hand controls take that run's settings (CONTROL_ORDER), so
+    Run repeats it on the loaded pair. A trace without a summary leaves the controls as they are;
+    a knob the run did not use keeps its current value."""
+    s = session.settings if isinstance(session, Session) else None
+    if s is None:
+        return tuple(gr.skip() for _ in CONTROL_ORDER)
+    extra = s.extra or {}
+    tree = extra.get("tree_budget", extra.get("tree_size"))
+    tree = 0 if tree in ("auto", None) and s.method == "ppd" else tree
+    values = {"prompt": s.prompt, "chat": s.chat, "method": s.method, "gamma": min(max(s.gamma, 1), MAX_GAMMA),
+              "lenience": s.lenience, "kl_bound": extra.get("kl_bound"), "beams": extra.get("beams"),
+              "tau": extra.get("tau"), "tree_budget": tree, "temperature": s.temperature, "top_k": s.top_k,
+              "top_p": s.top_p, "seed": s.seed, "max_new_tokens": min(max(s.max_new_tokens, 1), MAX_NEW_TOKENS)}
+    return tuple(gr.skip() if values[name] is None else values[name] for name in CONTROL_ORDER)
+
+
 def on_load(session, position):
     """Show the first shipped example trace before any model has been loaded."""
     session = session if isinstance(session, Session) else Session()
@@ -726,8 +747,12 @@ def build_demo() -> gr.Blocks:
                        show_progress="hidden", trigger_mode="always_last")
         position.change(show_position, [state, timeline, position], [pq_plot, method_plot2], api_name=False,
                         show_progress="hidden")
-        upload.upload(open_trace, [state, upload, position], [state, *view_outputs], api_name=False)
-        example_pick.input(open_example, [state, example_pick, position], [state, *view_outputs], api_name=False)
+        controls = [prompt, chat, method, gamma, lenience, kl_bound, beams, tau, tree_budget, temperature, top_k, top_p,
+                    seed, max_new]  # CONTROL_ORDER
+        upload.upload(open_trace, [state, upload, position], [state, *view_outputs], api_name=False).then(
+            controls_from_session, state, controls, api_name=False)
+        example_pick.input(open_example, [state, example_pick, position], [state, *view_outputs], api_name=False).then(
+            controls_from_session, state, controls, api_name=False)
         load_btn.click(load_models, [preset, custom_target, custom_draft, method], load_msg, api_name=False, **model_events)
         prompt_pick.input(on_prompt_pick, prompt_pick, [prompt, chat], api_name=False)
         preset.change(on_preset, preset, [custom_target, custom_draft, chat, preset_note], api_name=False)
