@@ -153,29 +153,40 @@ def build_data(target, args, out: Path, log=print) -> list[tuple[int, list[int]]
 
 # ---- the training forward --------------------------------------------------------------------
 
+def _prompt_rows(prompts: PromptTokens, points: torch.Tensor, L: int, dtype):
+    """The m * EPT prompt rows after each insertion point, in (point, k, j) order: their input
+    embeddings (P, H), positions i + k (P,), which x columns they see (P, L: x_0..x_i) and which
+    prompt rows they see (P, P: the rows (i, k' <= k, j) of their own EPT group)."""
+    N, m, ept = points.shape[0], prompts.m, prompts.ept
+    device = points.device
+    grid = lambda t: t.expand(N, m, ept).reshape(-1)  # noqa: E731
+    row_point = grid(points[:, None, None])
+    row_k = grid(torch.arange(1, m + 1, device=device)[None, :, None])
+    row_j = grid(torch.arange(ept, device=device)[None, None, :])
+    row_ins = grid(torch.arange(N, device=device)[:, None, None])
+    sees_x = torch.arange(L, device=device)[None, :] <= row_point[:, None]
+    sees_prompts = ((row_ins[:, None] == row_ins[None, :]) & (row_j[:, None] == row_j[None, :])
+                    & (row_k[None, :] <= row_k[:, None]))
+    embeds = prompts.weight[None].expand(N, m, ept, prompts.hidden).reshape(N * m * ept, -1).to(dtype)
+    return embeds, row_point + row_k, sees_x, sees_prompts
+
+
 def insertion_forward(model, x: torch.Tensor, points: list[int], prompts: PromptTokens):
     """One pass over x (L,) plus m * ept prompt tokens after each insertion point. Returns
     (logits of x rows (L, V), prompt logits (len(points), m, V) averaged over EPT)."""
     L, m, ept = x.shape[0], prompts.m, prompts.ept
     embed = model.get_input_embeddings()
     dtype = embed.weight.dtype
-    P = len(points) * m * ept
-    prompt_embeds = prompts.weight[None].expand(len(points), m, ept, prompts.hidden).reshape(P, -1).to(dtype)
+    pts = torch.tensor(points, dtype=torch.long, device=x.device)
+    prompt_embeds, prompt_positions, sees_x, sees_prompts = _prompt_rows(prompts, pts, L, dtype)
+    P = prompt_embeds.shape[0]
     inputs = torch.cat([embed(x[None])[0], prompt_embeds], dim=0)[None]
-    pts = torch.tensor(points, dtype=torch.long)
-    k = torch.arange(1, m + 1)
-    # prompt row order: (point, k, j)
-    row_point = pts[:, None, None].expand(len(points), m, ept).reshape(-1)
-    row_k = k[None, :, None].expand(len(points), m, ept).reshape(-1)
-    row_j = torch.arange(ept)[None, None, :].expand(len(points), m, ept).reshape(-1)
-    row_ins = torch.arange(len(points))[:, None, None].expand(len(points), m, ept).reshape(-1)
-    positions = torch.cat([torch.arange(L), row_point + row_k])[None].to(x.device)
-    allowed = torch.zeros(L + P, L + P, dtype=torch.bool)
-    allowed[:L, :L] = torch.ones(L, L, dtype=torch.bool).tril()
-    allowed[L:, :L] = torch.arange(L)[None, :] <= row_point[:, None]
-    allowed[L:, L:] = ((row_ins[:, None] == row_ins[None, :]) & (row_j[:, None] == row_j[None, :])
-                       & (row_k[None, :] <= row_k[:, None]))
-    mask = additive_mask(allowed.to(x.device), dtype)[None, None]
+    positions = torch.cat([torch.arange(L, device=x.device), prompt_positions])[None]
+    allowed = torch.zeros(L + P, L + P, dtype=torch.bool, device=x.device)
+    allowed[:L, :L] = torch.ones(L, L, dtype=torch.bool, device=x.device).tril()
+    allowed[L:, :L] = sees_x
+    allowed[L:, L:] = sees_prompts
+    mask = additive_mask(allowed, dtype)[None, None]
     logits = model(inputs_embeds=inputs, attention_mask=mask, position_ids=positions, use_cache=False).logits[0]
     teacher = logits[:L].detach().float()
     student = logits[L:].float().reshape(len(points), m, ept, -1).mean(dim=2)
@@ -239,17 +250,10 @@ def cached_insertion_step(model, x: torch.Tensor, points: list[int], prompts: Pr
                 nxt = out.argmax(-1)
             teacher = torch.stack(rows, dim=1)
     extra = cache.get_seq_length() - L  # chain rows, hidden from the prompts
-    P = N * m * ept
-    row_point = pts[:, None, None].expand(N, m, ept).reshape(-1)
-    row_k = torch.arange(1, m + 1, device=device)[None, :, None].expand(N, m, ept).reshape(-1)
-    row_j = torch.arange(ept, device=device)[None, None, :].expand(N, m, ept).reshape(-1)
-    row_ins = torch.arange(N, device=device)[:, None, None].expand(N, m, ept).reshape(-1)
-    allowed = torch.cat([cols_x[None, :] <= row_point[:, None],
-                         torch.zeros(P, extra, dtype=torch.bool, device=device),
-                         (row_ins[:, None] == row_ins[None, :]) & (row_j[:, None] == row_j[None, :])
-                         & (row_k[None, :] <= row_k[:, None])], dim=1)
-    prompt_embeds = prompts.weight[None].expand(N, m, ept, prompts.hidden).reshape(P, -1).to(dtype)
-    student = _extend_cache_forward(model, cache, prompt_embeds, row_point + row_k, allowed, grad=True)
+    prompt_embeds, positions, sees_x, sees_prompts = _prompt_rows(prompts, pts, L, dtype)
+    hidden_chain = torch.zeros(sees_x.shape[0], extra, dtype=torch.bool, device=device)
+    allowed = torch.cat([sees_x, hidden_chain, sees_prompts], dim=1)
+    student = _extend_cache_forward(model, cache, prompt_embeds, positions, allowed, grad=True)
     return teacher, student.reshape(N, m, ept, -1).mean(dim=2)
 
 
