@@ -181,6 +181,9 @@ def test_hardware_aware_tree_size(tiny, tmp_path, monkeypatch):
     assert run(tiny, "ppd", ids, n=2)[0].extra["ppd"]["tree_size_chosen_by"].startswith("default")
     save_tuning(tiny, {"tree_size": 6, "embeddings": prompts.source, "acceptance": [[0.5] * 10] * 3})
     assert cached_choice(tiny) == 6
+    # the latency curve belongs to the weights' dtype too: a bfloat16 copy is not tuned
+    import dataclasses
+    assert cached_choice(dataclasses.replace(tiny, dtype=torch.bfloat16)) is None
     r = run(tiny, "ppd", ids, n=2)[0]
     assert r.extra["ppd"]["tree_size"] == 6 and r.extra["ppd"]["tree_size_chosen_by"].startswith("hardware")
     # an explicit tree size also builds its trees from the tuned acceptance table
@@ -191,6 +194,24 @@ def test_hardware_aware_tree_size(tiny, tmp_path, monkeypatch):
     assert dynamic_trees(8, 3, 1, flat).trees[3].as_dict() != dynamic_trees(8, 3, 1).trees[3].as_dict()
     table = acceptance_table([run(tiny, "ppd", ids, n=20, tree_size=8)], m=3)
     assert len(table) == 3 and all(0.0 <= v <= 1.0 for row in table for v in row)
+
+
+def test_latency_is_timed_round_robin(tiny, monkeypatch):
+    """Every round times each size once, starting one size later than the round before, so noise
+    on a shared machine spreads over all sizes (after one untimed warm-up pass per size)."""
+    import decoding.ppd.hardware as hardware
+
+    seen = []
+    real = hardware.tree_forward
+
+    def spy(model, cache, cached, pre, tree_ids, buffers, *rest, **kw):
+        seen.append(buffers.size - 1)  # tree size n = rows after the root
+        return real(model, cache, cached, pre, tree_ids, buffers, *rest, **kw)
+
+    monkeypatch.setattr(hardware, "tree_forward", spy)
+    latency = measure_latency(tiny, untrained_prompt_tokens(tiny), [1, 3, 6], context=8, reps=3)
+    assert set(latency) == {1, 3, 6}
+    assert seen == [1, 3, 6] + [1, 3, 6] + [3, 6, 1] + [6, 1, 3]
 
 
 def test_tune_cli(tiny_target_dir, tmp_path, monkeypatch, capsys):

@@ -21,7 +21,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--limit", type=int, default=8, help="validation prompts used for T(n)")
     t.add_argument("--max-new-tokens", type=int, default=32)
     t.add_argument("--context", type=int, default=64, help="cached context length for L(n)")
-    t.add_argument("--reps", type=int, default=5)
+    t.add_argument("--reps", type=int, default=11, help="timed passes per tree size (round-robin over sizes)")
     t.add_argument("--no-save", action="store_true")
     t.add_argument("--json", action="store_true")
     r = sub.add_parser("report", help="the README table: accepted length, tokens/s, speedup vs AR per tree size")
@@ -62,7 +62,7 @@ def cmd_tune(args) -> dict:
     best, curve = choose_tree_size(latency, tokens)
     entry = {"tree_size": best, "latency_s": latency, "tokens_per_step": tokens, "speedup_rel": curve,
              "acceptance": acceptance, "embeddings": prompts.source,
-             "device": device_key(target.device), "prompts": args.prompts, "limit": args.limit}
+             "device": device_key(target.device, target.dtype), "prompts": args.prompts, "limit": args.limit}
     if not args.no_save:
         entry["saved_to"] = str(save_tuning(target, entry))
     return entry

@@ -24,11 +24,15 @@ from .engine import compact_cache, tree_forward
 from .tree import dynamic_trees, tree_buffers
 
 
-def device_key(device: torch.device) -> str:
+def device_key(device: torch.device, dtype: torch.dtype | None = None) -> str:
+    """What L(n) depends on: the device (CPU: architecture and thread count) and the weights'
+    dtype (a bfloat16 target has a different latency curve from a float32 one)."""
     device = torch.device(device)
     if device.type == "cuda":
-        return f"cuda:{torch.cuda.get_device_name(device)}"
-    return f"{device.type}:{platform.machine()}:{platform.processor() or 'cpu'}:{torch.get_num_threads()}threads"
+        key = f"cuda:{torch.cuda.get_device_name(device)}"
+    else:
+        key = f"{device.type}:{platform.machine()}:{platform.processor() or 'cpu'}:{torch.get_num_threads()}threads"
+    return key if dtype is None else f"{key}:{str(dtype).removeprefix('torch.')}"
 
 
 def tuning_path() -> Path:
@@ -45,7 +49,7 @@ def _read() -> dict:
 
 def save_tuning(target, entry: dict) -> Path:
     data = _read()
-    data.setdefault(device_key(target.device), {})[target.name] = entry
+    data.setdefault(device_key(target.device, target.dtype), {})[target.name] = entry
     path = tuning_path()
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
@@ -55,7 +59,7 @@ def save_tuning(target, entry: dict) -> Path:
 
 
 def cached_tuning(target) -> dict | None:
-    return _read().get(device_key(target.device), {}).get(target.name)
+    return _read().get(device_key(target.device, target.dtype), {}).get(target.name)
 
 
 def cached_choice(target, embeddings_source: str | None = None) -> int | None:
@@ -70,34 +74,46 @@ def cached_choice(target, embeddings_source: str | None = None) -> int | None:
 
 
 @torch.inference_mode()
-def measure_latency(target, prompts, sizes, context: int = 64, reps: int = 5) -> dict[int, float]:
+def measure_latency(target, prompts, sizes, context: int = 64, reps: int = 11) -> dict[int, float]:
     """Median seconds of one PPD forward pass (state-m tree of each size) over a cached context of
-    `context` tokens; the cache is compacted back after every pass."""
+    `context` tokens; the cache is compacted back after every pass.
+
+    The sizes are timed round-robin (one pass of each size per round, the starting size rotating),
+    so a burst of noise on a shared machine lands on every size instead of on the one being timed;
+    a size-by-size loop let one noisy stretch flip n* between runs."""
     from ..cached_lm import CachedLM
 
     lm = CachedLM(target.model, target.device, target.vocab_size)
     ids = [int(target.tokenizer.eos_token_id or 0)] * context
     lm.forward(ids[:-1])
-    out = {}
+    sizes = [int(n) for n in sizes]
+    passes = {}
     for n in sizes:
-        trees = dynamic_trees(n, prompts.m, prompts.ept)
-        tree = trees.trees[prompts.m]
-        buffers = tree_buffers(tree, prefix_length=context - 1, ept=prompts.ept)
-        tree_ids = [ids[-1]] * (1 + buffers.n_candidates)
-        times = []
-        for rep in range(reps + 1):
-            if target.device.type == "cuda":
-                torch.cuda.synchronize(target.device)
-            t0 = time.perf_counter()
-            tree_forward(target.model, lm.cache, context - 1, [], tree_ids, buffers, prompts, target.device,
-                         target.vocab_size)
-            if target.device.type == "cuda":
-                torch.cuda.synchronize(target.device)
-            if rep:  # the first pass warms up
-                times.append(time.perf_counter() - t0)
-            compact_cache(lm.cache, context - 1, [])
-        out[int(n)] = statistics.median(times)
-    return out
+        buffers = tree_buffers(dynamic_trees(n, prompts.m, prompts.ept).trees[prompts.m], prefix_length=context - 1,
+                               ept=prompts.ept)
+        passes[n] = (buffers, [ids[-1]] * (1 + buffers.n_candidates))
+
+    def one_pass(n: int) -> float:
+        buffers, tree_ids = passes[n]
+        if target.device.type == "cuda":
+            torch.cuda.synchronize(target.device)
+        t0 = time.perf_counter()
+        tree_forward(target.model, lm.cache, context - 1, [], tree_ids, buffers, prompts, target.device,
+                     target.vocab_size)
+        if target.device.type == "cuda":
+            torch.cuda.synchronize(target.device)
+        elapsed = time.perf_counter() - t0
+        compact_cache(lm.cache, context - 1, [])
+        return elapsed
+
+    for n in sizes:  # warm-up pass of every size, not timed
+        one_pass(n)
+    times: dict[int, list[float]] = {n: [] for n in sizes}
+    for rep in range(max(1, reps)):
+        start = rep % len(sizes)
+        for n in sizes[start:] + sizes[:start]:
+            times[n].append(one_pass(n))
+    return {n: statistics.median(times[n]) for n in sizes}
 
 
 def tokens_per_step(target, prompt_ids_list, sizes, max_new_tokens: int = 32, embeddings=None,
@@ -175,5 +191,5 @@ def tuning_curves(target, m: int = 3, ept: int = 1) -> dict | None:
                                   if n >= ept else None for n in sizes],
         "chosen": int(entry["tree_size"]),
         "embeddings": entry.get("embeddings"),
-        "device": device_key(target.device),
+        "device": device_key(target.device, target.dtype),
     }
