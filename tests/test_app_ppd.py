@@ -275,4 +275,3 @@ def test_generic_panels_speak_ppd():
     session.records = [rec]
     theory_md = view(session, 0, 0)[11]
     assert "PPD has no draft model" in theory_md and "α =" not in theory_md
-

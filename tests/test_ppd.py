@@ -3,6 +3,7 @@ and KV compaction against fresh forward passes, typical acceptance, the trace, t
 tree size and a training smoke test, on the tiny random models (plus one short run on the real
 target)."""
 
+import dataclasses
 import json
 import math
 
@@ -182,7 +183,6 @@ def test_hardware_aware_tree_size(tiny, tmp_path, monkeypatch):
     save_tuning(tiny, {"tree_size": 6, "embeddings": prompts.source, "acceptance": [[0.5] * 10] * 3})
     assert cached_choice(tiny) == 6
     # the latency curve belongs to the weights' dtype too: a bfloat16 copy is not tuned
-    import dataclasses
     assert cached_choice(dataclasses.replace(tiny, dtype=torch.bfloat16)) is None
     r = run(tiny, "ppd", ids, n=2)[0]
     assert r.extra["ppd"]["tree_size"] == 6 and r.extra["ppd"]["tree_size_chosen_by"].startswith("hardware")
@@ -272,7 +272,7 @@ def test_training_mask_matches_inference_and_decayed_kl(tiny):
     past_end = torch.stack([t[0], torch.full((V,), float("nan"))])[None]
     assert float(decayed_kl(past_end, uniform, 0.5)) == pytest.approx(kl(t[0]) / 2, rel=1e-5)
     # hard_weight 1: pure cross-entropy on the teacher's argmax, with the same decay
-    ce = lambda k: float(-t[k].log_softmax(-1)[t[k].argmax()] * 0 - uniform[0, k].log_softmax(-1)[t[k].argmax()])  # noqa: E731
+    ce = lambda k: float(-uniform[0, k].log_softmax(-1)[t[k].argmax()])  # noqa: E731
     assert float(decayed_kl(t[None], uniform, 0.5, hard_weight=1.0)) == pytest.approx((ce(0) + 0.5 * ce(1)) / 2, rel=1e-5)
     assert float(decayed_kl(t[None], t[None], 0.5, hard_weight=0.5)) == pytest.approx(
         0.5 * (float(-t[0].log_softmax(-1).max()) + 0.5 * float(-t[1].log_softmax(-1).max())) / 2, rel=1e-5)

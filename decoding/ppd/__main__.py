@@ -62,7 +62,7 @@ def cmd_tune(args) -> dict:
     best, curve = choose_tree_size(latency, tokens)
     entry = {"tree_size": best, "latency_s": latency, "tokens_per_step": tokens, "speedup_rel": curve,
              "acceptance": acceptance, "embeddings": prompts.source,
-             "device": device_key(target.device, target.dtype), "prompts": args.prompts, "limit": args.limit}
+             "device": device_key(target), "prompts": args.prompts, "limit": args.limit}
     if not args.no_save:
         entry["saved_to"] = str(save_tuning(target, entry))
     return entry

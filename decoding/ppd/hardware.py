@@ -24,15 +24,15 @@ from .engine import compact_cache, tree_forward
 from .tree import dynamic_trees, tree_buffers
 
 
-def device_key(device: torch.device, dtype: torch.dtype | None = None) -> str:
-    """What L(n) depends on: the device (CPU: architecture and thread count) and the weights'
-    dtype (a bfloat16 target has a different latency curve from a float32 one)."""
-    device = torch.device(device)
+def device_key(target) -> str:
+    """What the target's L(n) depends on: its device (CPU: architecture and thread count) and its
+    weights' dtype (a bfloat16 target has a different latency curve from a float32 one)."""
+    device = torch.device(target.device)
     if device.type == "cuda":
         key = f"cuda:{torch.cuda.get_device_name(device)}"
     else:
         key = f"{device.type}:{platform.machine()}:{platform.processor() or 'cpu'}:{torch.get_num_threads()}threads"
-    return key if dtype is None else f"{key}:{str(dtype).removeprefix('torch.')}"
+    return f"{key}:{str(target.dtype).removeprefix('torch.')}"
 
 
 def tuning_path() -> Path:
@@ -49,7 +49,7 @@ def _read() -> dict:
 
 def save_tuning(target, entry: dict) -> Path:
     data = _read()
-    data.setdefault(device_key(target.device, target.dtype), {})[target.name] = entry
+    data.setdefault(device_key(target), {})[target.name] = entry
     path = tuning_path()
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
@@ -59,7 +59,7 @@ def save_tuning(target, entry: dict) -> Path:
 
 
 def cached_tuning(target) -> dict | None:
-    return _read().get(device_key(target.device, target.dtype), {}).get(target.name)
+    return _read().get(device_key(target), {}).get(target.name)
 
 
 def cached_choice(target, embeddings_source: str | None = None) -> int | None:
@@ -191,5 +191,5 @@ def tuning_curves(target, m: int = 3, ept: int = 1) -> dict | None:
                                   if n >= ept else None for n in sizes],
         "chosen": int(entry["tree_size"]),
         "embeddings": entry.get("embeddings"),
-        "device": device_key(target.device, target.dtype),
+        "device": device_key(target),
     }

@@ -106,7 +106,7 @@ def _tuning(target, prompts) -> dict | None:
         stamp = tuning_path().stat().st_mtime_ns
     except OSError:
         return None
-    key = (str(tuning_path()), stamp, device_key(target.device, target.dtype), target.name, prompts.m, prompts.ept)
+    key = (str(tuning_path()), stamp, device_key(target), target.name, prompts.m, prompts.ept)
     if key not in _TUNING_MEMO:
         try:
             _TUNING_MEMO.clear()
