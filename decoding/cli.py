@@ -11,20 +11,18 @@ import argparse
 import json
 import sys
 
+from .errors import UsageError
 from .strategies import MAX_GAMMA
 
 EXIT_BAD_INPUT = 2
 
 
-class UsageError(Exception):
-    """Bad input: printed as `error: ...` with exit code 2."""
-
-
-def _add_generate(sub) -> None:
+def _add_generate(sub, methods=None) -> None:
     g = sub.add_parser("generate", help="decode a prompt with one method, optionally as a JSON trace")
     g.add_argument("--prompt", required=True)
     g.add_argument("--chat", action="store_true", help="apply the model's chat template")
-    g.add_argument("--method", default="speculative", help="autoregressive | speculative | mentored | mjsd | ...")
+    g.add_argument("--method", default="speculative", help="one of the registry's methods (decoding/methods.py): "
+                   "autoregressive | speculative | mentored | mjsd | ppd")
     g.add_argument("--gamma", type=int, default=4, help=f"draft length, 1..{MAX_GAMMA}")
     g.add_argument("--temperature", type=float, default=1.0, help="0 means greedy")
     g.add_argument("--top-k", type=int, default=0, help="0 means off")
@@ -40,23 +38,35 @@ def _add_generate(sub) -> None:
     g.add_argument("--lean", action="store_true", help="skip top-k lists in the trace (timing runs)")
     g.add_argument("--ignore-eos", action="store_true", help="always generate max-new-tokens")
     g.add_argument("--json", action="store_true", help="one JSON trace record per line, then a summary")
-    g.add_argument("--kl-bound", type=float, default=0.0,
-                   help="mentored: D >= 0, the bound on KL(p_target || output) per token; 0 is exact")
-    g.add_argument("--beams", type=int, default=8, help="mjsd: number of draft beams B, 1..8")
-    g.add_argument("--tau", type=float, default=0.1, help="mjsd: joint-likelihood ratio threshold tau in [0, 1]")
-    g.add_argument("--beam-sample", action="store_true", help="mjsd: beam sampling instead of beam search")
-    g.add_argument("--tree-size", "--tree-budget", dest="tree_size", type=int, default=None,
-                   help="ppd: candidate + prompt-token inputs per step (default: the size tuned for this "
-                        "device by `python -m decoding.ppd tune`, else 12)")
-    g.add_argument("--ppd-embeddings", default=None, help="ppd: prompt-token embeddings file (default: shipped asset)")
-    g.add_argument("--prompt-tokens", type=int, default=None, help="ppd: prompt tokens m (untrained only; default 3)")
-    g.add_argument("--ept", type=int, default=None, help="ppd: ensemble embeddings per prompt token (untrained only)")
-    g.add_argument("--typical-epsilon", type=float, default=0.09,
-                   help="ppd sampling (lossy typical acceptance): accept x when p(x) > min(epsilon, delta*exp(-H(p)))")
-    g.add_argument("--typical-delta", type=float, default=0.3, help="ppd sampling: delta of typical acceptance")
-    g.add_argument("--gamma-schedule", default="fixed", choices=["fixed", "auto", "heuristic"],
-                   help="speculative/mentored: fixed gamma, auto (from running alpha and costs; may pick 0), "
-                        "or HF's heuristic (+2 after a full accept, -1 otherwise); --gamma is the start")
+    add_method_flags(g, methods)
+
+
+def add_method_flags(parser, methods=None) -> None:
+    """One flag per knob of every method's settings dataclass (`decoding.methods`), defaults and help
+    from the field; a knob that several methods share (the gamma schedule) is added once."""
+    import dataclasses
+    import typing
+
+    from .methods import METHODS
+
+    seen: dict[str, object] = {}
+    for spec in (METHODS if methods is None else methods).values():
+        hints = typing.get_type_hints(spec.settings)
+        for f, k in spec.settings.knobs():
+            if f.name in seen:
+                if seen[f.name] is not k:
+                    raise ValueError(f"two methods declare the setting {f.name!r} differently")
+                continue
+            seen[f.name] = k
+            kind = hints[f.name]
+            flags = [k.flag, *k.aliases]
+            default = f.default if f.default is not dataclasses.MISSING else None
+            if kind is bool:
+                parser.add_argument(*flags, dest=f.name, action="store_true", default=bool(default), help=k.help)
+                continue
+            base = next((t for t in (int, float, str) if kind is t or t in typing.get_args(kind)), str)
+            parser.add_argument(*flags, dest=f.name, type=base, default=default, help=k.help,
+                                **({"choices": list(k.choices)} if k.choices else {}))
 
 
 def _add_sample(sub) -> None:
@@ -79,10 +89,11 @@ def _add_theory(sub) -> None:
     t.add_argument("--json", action="store_true")
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(methods=None) -> argparse.ArgumentParser:
+    """The CLI's parser; `methods` (default: the registry) supplies generate's method flags."""
     parser = argparse.ArgumentParser(prog="python -m decoding", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
-    _add_generate(sub)
+    _add_generate(sub, methods)
     _add_sample(sub)
     _add_theory(sub)
     from .eval_draft import add_parser as _add_eval_draft
@@ -127,15 +138,16 @@ def _print_json(obj) -> None:
 
 def cmd_generate(args) -> int:
     from .energy import make_meter
-    from .models import ModelLoadError, load_draft, load_model
+    from .methods import method_spec
+    from .models import ModelLoadError
+    from .pair import load_pair
     from .runner import decode, summarize
-    from .strategies import METHODS, USES_DRAFTER, RunConfig
+    from .strategies import RunConfig
     from .warp import SamplingConfig
 
     if not args.prompt.strip():
         raise UsageError("the prompt is empty")
-    if args.method not in METHODS:
-        raise UsageError(f"unknown method {args.method!r}; choose one of: {', '.join(METHODS)}")
+    spec = method_spec(args.method)
     config = RunConfig(
         method=args.method,
         max_new_tokens=args.max_new_tokens,
@@ -148,17 +160,14 @@ def cmd_generate(args) -> int:
         lean=args.lean,
         extra=method_extra(args),
     )
+    spec.settings.from_config(config)  # the method's own checks, before any model loads
     try:
-        target = load_model(args.target, device=args.device, dtype=args.dtype)
-        draft_spec = args.draft or default_draft_for(args.target)
-        draft = None
-        if args.method in USES_DRAFTER and draft_spec != "prompt-lookup":
-            draft = load_draft(draft_spec, args.device, args.dtype, args.draft_dtype)
+        target, draft = load_pair(args.target, args.draft, device=args.device, dtype=args.dtype,
+                                  draft_dtype=args.draft_dtype, need_draft=spec.uses_drafter)
         prompt_ids = target.encode_prompt(args.prompt, args.chat)
         meter = make_meter(target.device)
-        generator = decode(target, draft if draft is not None else "prompt-lookup", prompt_ids, config, meter)
         records = []
-        for record in generator:
+        for record in decode(target, draft, prompt_ids, config, meter):
             records.append(record)
             if args.json:
                 _print_json(record.to_dict())
@@ -167,7 +176,7 @@ def cmd_generate(args) -> int:
                 sys.stdout.flush()
     except ModelLoadError as exc:
         raise UsageError(str(exc)) from None
-    summary = summarize(records, config, args.prompt, target, draft or "prompt-lookup")
+    summary = summarize(records, config, args.prompt, target, draft)
     if args.json:
         _print_json(summary.to_dict())
     else:
@@ -183,28 +192,12 @@ def cmd_generate(args) -> int:
     return 0
 
 
-def method_extra(args) -> dict:
-    """The method-specific knobs that go into RunConfig.extra (validated by the strategies)."""
-    if args.method == "mentored":
-        return {"kl_bound": args.kl_bound}
-    if args.method == "mjsd":
-        return {"beams": args.beams, "tau": args.tau, "beam_sample": args.beam_sample}
-    if args.method == "ppd":
-        return {"tree_size": args.tree_size, "ppd_embeddings": args.ppd_embeddings,
-                "prompt_tokens": args.prompt_tokens, "ept": args.ept,
-                "typical_epsilon": args.typical_epsilon, "typical_delta": args.typical_delta}
-    if getattr(args, "gamma_schedule", "fixed") != "fixed":
-        return {"gamma_schedule": args.gamma_schedule}
-    return {}
+def method_extra(args, methods=None) -> dict:
+    """The chosen method's own settings (`RunConfig.extra`), read from the flags its dataclass declares."""
+    from .methods import method_spec
 
-
-def default_draft_for(target_spec: str) -> str:
-    """The shipped distilled draft for the embedded target; prompt lookup for any other target."""
-    from .eval_draft import shipped_draft_dir
-
-    if target_spec == "default" and (shipped_draft_dir() / "config.json").is_file():
-        return str(shipped_draft_dir())
-    return "prompt-lookup"
+    spec = method_spec(args.method, methods)
+    return {f.name: getattr(args, f.name) for f, _ in spec.settings.knobs()}
 
 
 def cmd_sample(args) -> int:

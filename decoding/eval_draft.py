@@ -7,7 +7,7 @@ For every prompt of a prompt file (JSON lines with a "prompt" field, or plain li
   depend on the draft, so they are cached (per prompt file, target, settings) under
   `cache_dir()/eval-draft/`;
 - ``alpha``: mean over the positions of the sampled continuations of sum_x min(p(x), q(x)) at
-  temperature 1 (the expected acceptance of one draft token, Leviathan et al. `003_*`), with p and
+  temperature 1 (the expected acceptance of one draft token, Leviathan et al.), with p and
   q from one teacher-forced forward pass of each model over prompt + continuation;
 - ``greedy_agreement``: how often the draft's argmax equals the target's greedy token, over the
   positions of the greedy continuations (teacher-forced);
@@ -18,8 +18,8 @@ For every prompt of a prompt file (JSON lines with a "prompt" field, or plain li
   The engine's real speculative run is executed on the first `engine_check` prompts and its
   figures are reported beside the replay's (`"engine_check"`), as is whether its output equals
   the greedy autoregressive one;
-- ``c``: the draft's single-token step time over the target's, both timed in this run on this
-  device, interleaved, median of `timing_repeats` steps each at the same context.
+- ``c``: the draft's single-token step time over the target's (`metrics.c_step`), both timed in
+  this run on this device, interleaved, median of `timing_repeats` steps each at the same context.
 
 Prompt lookup proposes nothing where no n-gram of the context matches: its alpha (the target's
 probability of the copied token, since its q is one-hot) and greedy agreement are over the
@@ -38,24 +38,11 @@ from pathlib import Path
 import torch
 
 from .drafters import PROMPT_LOOKUP, PromptLookupDrafter
+from .metrics import c_step
 from .models import LoadedModel, cache_dir, check_same_vocabulary
+from .prompt_files import read_prompts
 
 GAMMA = 4
-
-
-def read_prompts(path: str | Path) -> list[str]:
-    prompts = []
-    for line in Path(path).read_text().splitlines():
-        line = line.strip()
-        if not line:
-            continue
-        if line.startswith("{"):
-            prompts.append(json.loads(line)["prompt"])
-        else:
-            prompts.append(line)
-    if not prompts:
-        raise ValueError(f"no prompts in {path}")
-    return prompts
 
 
 @dataclass
@@ -150,7 +137,7 @@ def measure_c(target: LoadedModel, draft: LoadedModel, context: list[int], repea
         t_times += _time_step(target, context, 5)
         d_times += _time_step(draft, context, 5)
     t_med, d_med = statistics.median(t_times), statistics.median(d_times)
-    return {"c": d_med / t_med, "target_step_ms": 1000 * t_med, "draft_step_ms": 1000 * d_med}
+    return {"c": c_step(d_med, t_med), "target_step_ms": 1000 * t_med, "draft_step_ms": 1000 * d_med}
 
 
 def eval_model_draft(target: LoadedModel, draft: LoadedModel, side: TargetSide, engine_check: int = 2,
@@ -192,7 +179,11 @@ def eval_model_draft(target: LoadedModel, draft: LoadedModel, side: TargetSide, 
 
 
 def _engine_check(target, draft, side: TargetSide, prompts: list[str], chat: bool, n: int) -> dict:
-    """Run the engine's greedy speculative decoding (gamma 4) on the first n prompts."""
+    """Run the engine's greedy speculative decoding (gamma 4) on the first n prompts; `draft` as
+    `runner.decode` takes it."""
+    from .pair import as_draft
+
+    draft = as_draft(draft)
     from .runner import generate
     from .strategies import RunConfig
     from .warp import SamplingConfig
@@ -208,12 +199,11 @@ def _engine_check(target, draft, side: TargetSide, prompts: list[str], chat: boo
         tokens += len(summary.token_ids)
         calls += summary.target_calls
         equal += int(list(summary.token_ids) == list(greedy))
-        if draft == PROMPT_LOOKUP:
-            matches = _lookup_matches(side.prompt_ids[i], greedy, target.vocab_size, target.device)[1]
+        if draft.model is None:
+            t, c = _replay_lookup(side.prompt_ids[i], greedy, target)
         else:
-            q = _probs(draft, side.prompt_ids[i], greedy, min(target.vocab_size, draft.vocab_size))
-            matches = (q.argmax(-1) == torch.tensor(greedy)).tolist()
-        t, c = replay_greedy(matches) if draft != PROMPT_LOOKUP else _replay_lookup(side.prompt_ids[i], greedy, target)
+            q = _probs(draft.model, side.prompt_ids[i], greedy, min(target.vocab_size, draft.model.vocab_size))
+            t, c = replay_greedy((q.argmax(-1) == torch.tensor(greedy)).tolist())
         replay_tokens, replay_calls = replay_tokens + t, replay_calls + c
     return {
         "prompts": min(n, len(prompts)),
@@ -283,7 +273,7 @@ def eval_prompt_lookup(target: LoadedModel, side: TargetSide, engine_check: int 
         "greedy_agreement": agree / max(proposed_g, 1),
         "greedy_coverage": proposed_g / max(sum(len(g) for g in side.greedy), 1),
         "tokens_per_call_gamma4": tokens / max(calls, 1),
-        "c": lookup_s / target_s,
+        "c": c_step(lookup_s, target_s),
         "target_step_ms": 1000 * target_s,
         "draft_step_ms": 1000 * lookup_s,
         "positions_sampled": positions,
@@ -297,15 +287,18 @@ def eval_prompt_lookup(target: LoadedModel, side: TargetSide, engine_check: int 
 def evaluate(target: LoadedModel, drafts: list, prompts: list[str], max_new_tokens: int = 128,
              chat: bool = True, seed: int = 0, engine_check: int = 2, use_cache: bool = True,
              timing_repeats: int = 20, progress=None) -> dict:
-    """Evaluate each draft (a LoadedModel or "prompt-lookup") against `target` on `prompts`."""
+    """Evaluate each draft (a `pair.Draft`; a LoadedModel or "prompt-lookup" also do) against
+    `target` on `prompts`."""
+    from .pair import as_draft
+
     t0 = time.perf_counter()
     side = target_side(target, prompts, max_new_tokens, chat, seed, use_cache, progress)
     results = []
-    for draft in drafts:
-        if draft == PROMPT_LOOKUP:
+    for draft in map(as_draft, drafts):
+        if draft.model is None:
             results.append(eval_prompt_lookup(target, side, engine_check, chat, prompts, timing_repeats))
         else:
-            results.append(eval_model_draft(target, draft, side, engine_check, chat, prompts, timing_repeats))
+            results.append(eval_model_draft(target, draft.model, side, engine_check, chat, prompts, timing_repeats))
     return {
         "target": target.name,
         "prompts": len(prompts),
@@ -358,14 +351,12 @@ def add_parser(sub) -> None:
     e.add_argument("--json", action="store_true")
 
 
-def shipped_draft_dir() -> Path:
-    return Path(__file__).resolve().parent.parent / "assets" / "draft-smollm2-135m"
-
-
 def run_cli(args) -> int:
     import sys
 
-    from .models import ModelLoadError, load_draft, load_model
+    from .models import ModelLoadError
+    from .pair import load_draft_value, load_pair
+    from .paths import SHIPPED_DRAFT
 
     if args.max_new_tokens < 1:
         raise ValueError("max-new-tokens must be >= 1")
@@ -374,11 +365,10 @@ def run_cli(args) -> int:
         prompts = prompts[: args.limit]
     specs = [args.draft] if args.draft else []
     if not specs:
-        shipped = shipped_draft_dir()
-        specs = ([str(shipped)] if (shipped / "config.json").is_file() else []) + [PROMPT_LOOKUP]
+        specs = ([str(SHIPPED_DRAFT)] if (SHIPPED_DRAFT / "config.json").is_file() else []) + [PROMPT_LOOKUP]
     try:
-        target = load_model(args.target, device=args.device, dtype=args.dtype)
-        drafts = [s if s == PROMPT_LOOKUP else load_draft(s, args.device, args.dtype, args.draft_dtype) for s in specs]
+        target, _ = load_pair(args.target, device=args.device, dtype=args.dtype, need_draft=False)
+        drafts = [load_draft_value(s, target, args.dtype, args.draft_dtype) for s in specs]
     except ModelLoadError as exc:
         raise ValueError(str(exc)) from None
 

@@ -1,6 +1,6 @@
 """How many tokens to draft next: a fixed gamma, an automatic one, or HF's heuristic schedule.
 
-Selected by `RunConfig.extra["gamma_schedule"]` (CLI: `--gamma-schedule`):
+Selected by the chain methods' `gamma_schedule` setting (CLI: `--gamma-schedule`):
 
 - ``fixed`` (default): always `config.gamma`.
 - ``auto``: every iteration, pick the gamma in 0..max_gamma that maximizes expected tokens per
@@ -35,8 +35,10 @@ all schedules reproduce greedy autoregressive decoding exactly.
 from __future__ import annotations
 
 from . import theory
+from .metrics import c_step
 
 SCHEDULES = ("fixed", "auto", "heuristic")
+MAX_GAMMA = 64  # the longest draft any run may ask for
 
 
 def validate_schedule(name: str) -> str:
@@ -120,8 +122,8 @@ class GammaPolicy:
         return keep_going
 
     def c(self) -> float | None:
-        t_d, t_1 = self.t_draft(), self.t_verify(1)
-        return None if t_d is None or t_1 is None else t_d / t_1
+        """Leviathan's c from this run's estimates (`metrics.c_step`)."""
+        return c_step(self.t_draft(), self.t_verify(1))
 
     # --- choice ------------------------------------------------------------------------------
     def next_gamma(self) -> int:
@@ -161,7 +163,7 @@ class GammaPolicy:
         tokens the verify pass fed (the prefill pass is left out of the verify fit)."""
         if self.schedule == "heuristic":
             if asked:
-                self.gamma = min(self.gamma + 2, theory_max()) if drafted and accepted == drafted else max(1, self.gamma - 1)
+                self.gamma = min(self.gamma + 2, MAX_GAMMA) if drafted and accepted == drafted else max(1, self.gamma - 1)
             return
         if self.schedule != "auto":
             return
@@ -194,15 +196,3 @@ class GammaPolicy:
             "t_verify_per_extra_token": None if fit is None else fit[1],
             "stop_threshold": self.stop_threshold(),
         }
-
-
-def theory_max() -> int:
-    from .strategies.base import MAX_GAMMA
-
-    return MAX_GAMMA
-
-
-def policy_for(config) -> GammaPolicy:
-    extra = config.extra or {}
-    schedule = validate_schedule(str(extra.get("gamma_schedule", "fixed")))
-    return GammaPolicy(schedule, config.gamma, max_gamma=int(extra.get("max_gamma", 16)))

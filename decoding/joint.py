@@ -27,13 +27,6 @@ from .warp import SamplingConfig, warp_logits
 MAX_BEAMS = 8
 
 
-def validate_mjsd(beams, tau) -> None:
-    if isinstance(beams, bool) or int(beams) != beams or not (1 <= beams <= MAX_BEAMS):
-        raise ValueError(f"beams must be a whole number from 1 to {MAX_BEAMS} (got {beams})")
-    if not isinstance(tau, (int, float)) or not (0.0 <= tau <= 1.0):  # also rejects NaN
-        raise ValueError(f"tau must be a number in [0, 1] (got {tau})")
-
-
 def likelihood_sampling(sampling: SamplingConfig) -> SamplingConfig:
     """The warping used for joint likelihoods: the run's, with temperature 0 read as temperature 1."""
     if sampling.greedy:

@@ -10,64 +10,52 @@ from __future__ import annotations
 import math
 from typing import Iterator
 
-from .drafters import PROMPT_LOOKUP, ModelDrafter, PromptLookupDrafter
-from .models import LoadedModel, check_same_vocabulary
-from .strategies import METHODS, USES_DRAFTER, RunConfig
+from .methods import method_spec
+from .metrics import RunCounts
+from .models import LoadedModel
+from .pair import as_draft
+from .strategies import RunConfig
 from .trace import IterationRecord, RunSummary
 
 
-def make_drafter(target: LoadedModel, draft: LoadedModel | str | None):
-    """A fresh drafter (drafters hold per-run KV caches): a draft LM or prompt lookup."""
-    if draft is None or draft == PROMPT_LOOKUP:
-        return PromptLookupDrafter(target.vocab_size, target.device)
-    if isinstance(draft, str):
-        raise ValueError(f"unknown draft {draft!r}: load it with decoding.models.load_model first")
-    check_same_vocabulary(target, draft)
-    width = min(target.vocab_size, draft.vocab_size)
-    return ModelDrafter(draft.model, draft.device, width, draft.name)
-
-
 def decode(target: LoadedModel, draft, prompt_ids: list[int], config: RunConfig, meter=None) -> Iterator[IterationRecord]:
-    """The trace generator of `config.method` for one run."""
-    if config.method not in METHODS:
-        raise ValueError(f"unknown method {config.method!r}; choose one of: {', '.join(METHODS)}")
-    drafter = make_drafter(target, draft) if config.method in USES_DRAFTER else None
-    return METHODS[config.method](target, drafter, prompt_ids, config, meter)
+    """The trace generator of `config.method` for one run. `draft`: a `pair.Draft` (a LoadedModel,
+    "prompt-lookup" or None, meaning prompt lookup, are accepted too); ignored by methods without one."""
+    spec = method_spec(config.method)
+    drafter = as_draft(draft).drafter(target) if spec.uses_drafter else None
+    return spec(target, drafter, prompt_ids, config, meter)
 
 
 def summarize(records: list[IterationRecord], config: RunConfig, prompt: str, target: LoadedModel,
-              draft: "LoadedModel | str | None", stop_reason: str | None = None) -> RunSummary:
-    """`draft` is the draft model, or its name ("prompt-lookup") when it has no weights."""
-    draft_name = getattr(draft, "name", draft)
-    uses_draft = config.method in USES_DRAFTER
+              draft, stop_reason: str | None = None) -> RunSummary:
+    """The summary line of a finished (or stopped) run; `draft` as for `decode`."""
+    spec = method_spec(config.method)
+    draft = as_draft(draft) if spec.uses_drafter else None
+    counts = RunCounts.from_records(records)
     token_ids = [t.token_id for r in records for t in r.emitted]
-    drafted = [r for r in records if r.draft]
     last = records[-1] if records else None
-    wall = last.elapsed if last else 0.0
-    target_calls = last.target_calls if last else 0
     return RunSummary(
         method=config.method,
         prompt=prompt,
         settings=config.as_dict(),
         token_ids=token_ids,
         text=target.tokenizer.decode(token_ids, skip_special_tokens=True),
-        iterations=len(records),
-        target_calls=target_calls,
-        draft_calls=last.draft_calls if last else 0,
-        mean_accepted=(sum(r.accepted_length for r in drafted) / len(drafted))
-        if config.method != "autoregressive" and drafted else None,
-        tokens_per_call=len(token_ids) / target_calls if target_calls else 0.0,
-        tokens_per_second=len(token_ids) / wall if wall > 0 else 0.0,
-        wall_seconds=wall,
+        iterations=counts.iterations,
+        target_calls=counts.target_calls,
+        draft_calls=counts.draft_calls,
+        mean_accepted=counts.mean_accepted if config.method != "autoregressive" else None,
+        tokens_per_call=counts.tokens_per_call,
+        tokens_per_second=counts.tokens_per_second,
+        wall_seconds=counts.seconds,
         energy_joules=last.energy_joules if last else None,
         energy_note=last.energy_note if last else "no iterations",
         stop_reason=stop_reason or (last.stop_reason if last and last.finished else "stopped"),
         models={
             "target": target.name,
-            "draft": draft_name if uses_draft else None,
+            "draft": draft.name if draft is not None else None,
             # bytes of weights per forward pass: what the weight-bytes-read energy proxy multiplies
             "target_weight_bytes": target.weight_bytes,
-            "draft_weight_bytes": getattr(draft, "weight_bytes", 0) if uses_draft else None,
+            "draft_weight_bytes": draft.weight_bytes if draft is not None else None,
         },
         target_perplexity=target_perplexity(records),
     )
@@ -92,4 +80,4 @@ def generate(target: LoadedModel, draft, prompt: str, config: RunConfig, meter=N
     """Blocking convenience: encode, run to the end, summarize."""
     prompt_ids = target.encode_prompt(prompt, config.chat)
     records = list(decode(target, draft, prompt_ids, config, meter))
-    return records, summarize(records, config, prompt, target, draft or "prompt-lookup")
+    return records, summarize(records, config, prompt, target, draft)

@@ -12,7 +12,9 @@ Counting conventions (DESIGN.md): `accepted_length` counts accepted *draft* toke
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any
+from typing import Any, ClassVar
+
+from .plain import ByName, from_plain
 
 # Kinds of emitted token, in the order the app's legend shows them.
 ACCEPTED, CORRECTION, BONUS, TARGET = "accepted", "correction", "bonus", "target"
@@ -87,6 +89,30 @@ class Timings:
     other: float = 0.0
 
 
+class StepData(ByName):
+    """Base of a method's own per-iteration data, the typed form of `record.extra[KEY]`.
+
+    Records keep the plain form (`to_dict()`), so a record stays JSON data; readers get the typed
+    form with `Cls.of(record)`, which checks every field's type (PlainDataError otherwise). Every
+    field has a default, so partial data (an older trace, a lean run) still reads.
+    """
+
+    KEY: ClassVar[str]
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict):
+        return from_plain(cls, data, where=f"extra.{cls.KEY}")
+
+    @classmethod
+    def of(cls, record: "IterationRecord | None"):
+        """This method's data in `record`, typed; None when the record carries none."""
+        data = (record.extra or {}).get(cls.KEY) if record is not None else None
+        return None if data is None else cls.from_dict(data)
+
+
 @dataclass
 class IterationRecord:
     method: str
@@ -108,7 +134,7 @@ class IterationRecord:
     energy_note: str
     finished: bool
     stop_reason: str = ""  # set on the last record: "eos" | "max_new_tokens" | "context"
-    extra: dict[str, Any] = field(default_factory=dict)  # method-specific data
+    extra: dict[str, Any] = field(default_factory=dict)  # method-specific data (StepData.to_dict() by KEY)
 
     def to_dict(self) -> dict:
         data = asdict(self)
@@ -176,30 +202,3 @@ def _build(cls, data: dict):
             value = _build(Timings, value)
         kwargs[f.name] = value
     return cls(**kwargs)
-
-
-def load_trace_lines(lines) -> tuple[list[IterationRecord], RunSummary | None]:
-    """Parse a saved run (JSON lines as written by `python -m decoding generate --json`)."""
-    import json
-
-    records, summary = [], None
-    for number, line in enumerate(lines, 1):
-        line = line.strip()
-        if not line:
-            continue
-        try:
-            data = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"line {number} of the trace is not JSON: {exc.msg}") from None
-        if not isinstance(data, dict) or "summary" not in data:
-            raise ValueError(f"line {number} of the trace is not a trace record (no 'summary' key)")
-        try:
-            if data["summary"]:
-                summary = RunSummary.from_dict(data)
-            else:
-                records.append(IterationRecord.from_dict(data))
-        except TypeError as exc:
-            raise ValueError(f"line {number} of the trace is missing fields: {exc}") from None
-    if not records:
-        raise ValueError("the trace holds no iteration records")
-    return records, summary

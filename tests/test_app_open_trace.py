@@ -11,7 +11,9 @@ from app.session import Session
 
 def test_opening_a_trace_moves_the_controls_to_its_settings():
     """Open an example trace: the controls take its method, knobs and sampling settings."""
-    from app.layout import CONTROL_ORDER, controls_from_session, example_traces, open_example
+    from app.controls import CONTROL_ORDER
+    from app.handlers import controls_from_session, open_example
+    from app.session import example_traces
 
     titles = {Path(path).name: title for title, path in example_traces().items()}
     session = open_example(Session(), titles["07_list_ppd_tree16.jsonl"], 0)[0]

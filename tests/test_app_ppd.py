@@ -7,8 +7,9 @@ import json
 
 import pytest
 
-from app import charts, render
-from app.layout import method_panel, view
+from app import charts, charts_methods, render, render_methods
+from app.panels import method_panel
+from app.view import view
 from app.session import Session, read_trace, write_trace
 from decoding.trace import (
     ACCEPTED,
@@ -170,12 +171,12 @@ def test_step_without_candidates_says_why():
     for iteration, why in ((0, "no guesses yet (the first step)"), (7, "carried no prompt tokens")):
         rec = _ppd_record(iteration=iteration)
         rec.draft = []
-        html = render.ppd_path_html(rec)
+        html = render_methods.ppd_path_html(rec)
         assert why in html and "seed the next step" in html
 
 
 def test_tuning_figure_has_the_three_curves_and_the_chosen_n():
-    fig = charts.ppd_tuning_figure(TUNING, run_size=16)
+    fig = charts_methods.ppd_tuning_figure(TUNING, run_size=16)
     json.loads(fig.to_json())
     names = [t["name"] for t in fig.data]
     for name in ("L(n) latency (ms)", "T(n) tokens per step", "Speedup(n) = T(n)/L(n)"):
@@ -189,7 +190,7 @@ def test_tuning_figure_has_the_three_curves_and_the_chosen_n():
 
 
 def test_no_tuning_message():
-    fig = charts.ppd_tuning_figure(None)
+    fig = charts_methods.ppd_tuning_figure(None)
     text = fig.text().lower()
     assert "not tuned on this device:" in text and "run `python -m decoding.ppd tune`" in text
     assert fig.data == []
@@ -207,8 +208,8 @@ def test_the_app_keeps_the_tuning_of_the_first_record():
     for i in range(4):
         plot = view(session, i, 0)[-3]["value"]
         assert any(t["name"] == "chosen n* = 8" for t in plot.data)
-    assert render.ppd_tuning(session.records) == (True, TUNING)
-    assert render.ppd_tuning([_ppd_record(0, tuning=None), _ppd_record(1)]) == (True, None)
+    assert render_methods.ppd_tuning(session.records) == (True, TUNING)
+    assert render_methods.ppd_tuning([_ppd_record(0, tuning=None), _ppd_record(1)]) == (True, None)
 
 
 # ------------------------------------------------------------------------ real PPD runs (tiny target)
@@ -229,7 +230,7 @@ def tuned_cache(tiny_pair, tmp_path, monkeypatch):
 
 
 def test_engine_records_carry_the_tuning_on_the_first_record_only(tiny_pair, tuned_cache, tmp_path):
-    from decoding.ppd.hardware import save_tuning
+    from decoding.ppd.tuning import save_tuning
     from decoding.ppd.prompts import load_prompt_tokens
 
     target = tiny_pair[0]

@@ -5,18 +5,11 @@ import json
 
 import pytest
 
-from app import charts, render
-from app.session import (
-    MAX_GAMMA,
-    Session,
-    cli_command,
-    example_traces,
-    make_settings,
-    measured_alpha_c,
-    read_trace,
-    settings_from_summary,
-    write_trace,
-)
+from app import charts, charts_methods, render, render_methods
+from app.html_text import num
+from app.session import Session, example_traces, read_trace, write_trace
+from app.settings import MAX_GAMMA, cli_command, make_settings, settings_from_summary
+from decoding.metrics import measured_alpha_c
 from decoding.trace import (
     ACCEPTED,
     BONUS,
@@ -178,7 +171,8 @@ def test_running_and_theory_figures(rejected_record, bonus_record):
 def test_example_traces_replay_without_a_model():
     examples = example_traces()
     assert examples, "assets/examples must hold precomputed traces"
-    from app.layout import _open_trace, view
+    from app.handlers import open_trace_file as _open_trace
+    from app.view import view
 
     for title, path in examples.items():
         assert path.stat().st_size < 300_000
@@ -238,7 +232,7 @@ def test_settings_from_summary_of_example():
     examples = example_traces()
     path = next(iter(examples.values()))
     records, summary = read_trace(path)
-    s = settings_from_summary(summary, records)
+    s = settings_from_summary(summary)
     assert s is not None and s.method == summary.method and s.prompt == summary.prompt
 
 
@@ -273,7 +267,7 @@ def test_numeric_token_texts_stay_categories():
 def test_uploaded_trace_opens_and_a_bad_one_is_refused(tmp_path):
     import gradio as gr
 
-    from app.layout import open_trace
+    from app.handlers import open_trace
 
     path = next(iter(example_traces().values()))
     out = open_trace(None, str(path), 0)
@@ -308,7 +302,7 @@ def _panel_shown(out) -> bool:
 
 
 def test_mentored_panel_renders_from_engine_records(tiny_pair):
-    from app.layout import method_panel
+    from app.panels import method_panel
 
     records = _engine_records(tiny_pair, "mentored", {"kl_bound": 0.3})
     rec = next(r for r in records if r.extra.get("mentored", {}).get("positions"))
@@ -317,7 +311,7 @@ def test_mentored_panel_renders_from_engine_records(tiny_pair):
     assert _panel_shown(out) and "D = 0.3" in out[1] and "D = 0 is exactly speculative sampling" in out[1]
     html = out[2]
     assert "mentored r(x)" in html and "KL(p‖output)" in html and rows[0]["rule"] in html
-    assert render._num(rows[0]["kl_to_target"]) in html  # the KL value itself
+    assert num(rows[0]["kl_to_target"]) in html  # the KL value itself
     acc = out[3]["value"]
     _strict_json(acc)
     names = [t["name"] for t in acc.data]
@@ -334,14 +328,14 @@ def test_mentored_panel_renders_from_engine_records(tiny_pair):
     dist = out[5]
     _strict_json(dist)
     assert [t["name"] for t in dist.data] == ["p (target)", "q (draft)", "output of one mentored step"]
-    row = charts.mentored_position(rec, None)
+    row = charts_methods.mentored_position(rec, None)
     assert f"KL(p‖output) = {row['kl_to_target']:.3f} ≤ D = 0.3" in dist.layout["title"]["text"]
-    first = charts.mentored_output_figure(rec, rows[0]["position"])
+    first = charts_methods.mentored_output_figure(rec, rows[0]["position"])
     assert f"Draft position {rows[0]['position'] + 1}" in first.layout["title"]["text"]
 
 
 def test_mentored_panel_survives_infinite_kl_and_lean_records():
-    from app.layout import method_panel
+    from app.panels import method_panel
 
     draft = [DraftToken(0, 8, "8", q=0.9, p=0.0, coin=0.4, threshold=0.35, accepted=True, overlap=0.1)]
     rec = _record(0, draft, [EmittedToken(8, "8", ACCEPTED), EmittedToken(4, "4", BONUS)], method="mentored")
@@ -361,7 +355,7 @@ def test_mentored_panel_survives_infinite_kl_and_lean_records():
 
 
 def test_mjsd_panel_renders_from_engine_records(tiny_pair):
-    from app.layout import method_panel
+    from app.panels import method_panel
 
     records = _engine_records(tiny_pair, "mjsd", {"beams": 3, "tau": 0.1})
     rec = next(r for r in records if r.draft)
@@ -387,7 +381,7 @@ def test_mjsd_panel_renders_from_engine_records(tiny_pair):
 
 def test_mjsd_panel_marks_the_longest_passing_prefix_not_the_first_failure():
     """The joint ratio is not monotone: j = 2 fails, j = 3 passes again, so eta = 3."""
-    from app.layout import method_panel
+    from app.panels import method_panel
 
     draft = [DraftToken(i, 30 + i, t, q=0.5, p=0.4, coin=None, threshold=None, accepted=True, overlap=0.5)
              for i, t in enumerate("abc")]
@@ -410,7 +404,8 @@ def test_mjsd_panel_marks_the_longest_passing_prefix_not_the_first_failure():
 
 @pytest.mark.parametrize("method", ["speculative", "autoregressive"])
 def test_method_panel_hidden_for_other_methods(method, rejected_record):
-    from app.layout import method_panel, view
+    from app.panels import method_panel
+    from app.view import view
 
     rejected_record.method = method
     out = method_panel(rejected_record, 0)
@@ -422,7 +417,7 @@ def test_method_panel_hidden_for_other_methods(method, rejected_record):
 
 
 def test_view_shows_the_panel_of_a_mentored_run(tiny_pair):
-    from app.layout import view
+    from app.view import view
 
     session = Session()
     session.records = _engine_records(tiny_pair, "mentored", {"kl_bound": 0.3})

@@ -11,7 +11,8 @@ import pytest
 import torch
 
 from decoding.drafters import ModelDrafter
-from decoding.eval_draft import evaluate, replay_greedy, shipped_draft_dir
+from decoding.eval_draft import evaluate, replay_greedy
+from decoding.paths import SHIPPED_DRAFT
 from decoding.models import check_same_vocabulary, load_model
 from decoding.runner import generate
 from decoding.strategies import RunConfig
@@ -139,7 +140,7 @@ def test_eval_draft_cli_json(tiny_target_dir, tiny_draft_dir, tmp_path, monkeypa
 
 
 def _shipped():
-    path = shipped_draft_dir()
+    path = SHIPPED_DRAFT
     if not (path / "config.json").is_file():
         pytest.fail(f"the distilled draft is not shipped in {path}")
     return path

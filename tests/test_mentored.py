@@ -187,7 +187,7 @@ def test_engine_d_zero_reproduces_speculative(tiny_pair, temperature):
 
 @pytest.mark.parametrize("temperature", [0.0, 1.0])
 def test_engine_trace_fields(tiny_pair, temperature):
-    from decoding.trace import load_trace_lines
+    from decoding.trace_file import load_trace_lines
     from decoding.warp import SamplingConfig
     import json
 

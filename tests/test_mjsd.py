@@ -10,7 +10,7 @@ from decoding.cached_lm import CachedLM
 from decoding.joint import beam_draft, joint_verify, likelihood_sampling, select_expansions
 from decoding.runner import decode, generate, summarize
 from decoding.strategies import RunConfig
-from decoding.trace import load_trace_lines
+from decoding.trace_file import load_trace_lines
 from decoding.warp import SamplingConfig, warp_logits
 
 PROMPT = "the cat sat on"

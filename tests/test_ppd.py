@@ -13,11 +13,13 @@ from transformers import DynamicCache
 
 from decoding.cached_lm import CachedLM
 from decoding.ppd.engine import compact_cache, prompt_predictions, tree_forward, typical_threshold, verify_greedy, verify_typical
-from decoding.ppd.hardware import acceptance_table, cached_choice, choose_tree_size, measure_latency, save_tuning
+from decoding.ppd.hardware import acceptance_table, choose_tree_size, measure_latency
+from decoding.ppd.tuning import cached_choice, save_tuning
 from decoding.ppd.prompts import load_prompt_tokens, untrained_prompt_tokens
 from decoding.ppd.train import cached_insertion_step, decayed_kl, insertion_forward
 from decoding.ppd.tree import dynamic_trees, make_tree, tree_buffers
-from decoding.strategies import METHODS, RunConfig
+from decoding.methods import METHODS
+from decoding.strategies import RunConfig
 from decoding.trace import IterationRecord
 from decoding.warp import SamplingConfig
 
@@ -226,7 +228,7 @@ def test_tune_cli(tiny_target_dir, tmp_path, monkeypatch, capsys):
     entry = json.loads(capsys.readouterr().out)
     assert entry["tree_size"] in (1, 4) and (tmp_path / "ppd" / "tuning.json").exists()
     from decoding.models import load_model
-    from decoding.ppd.hardware import tuning_curves
+    from decoding.ppd.tuning import tuning_curves
 
     curves = tuning_curves(load_model(str(tiny_target_dir), device="cpu"))
     assert curves["n"] == [1, 4] and curves["chosen"] == entry["tree_size"] and len(curves["latency_ms"]) == 2

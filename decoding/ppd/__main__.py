@@ -1,4 +1,4 @@
-"""`python -m decoding.ppd {tune,report,train}`: see decoding/ppd/hardware.py, report.py and train.py."""
+"""`python -m decoding.ppd {tune,report,train}`: see decoding/ppd/hardware.py, tuning.py, report.py and train.py."""
 
 from __future__ import annotations
 
@@ -42,8 +42,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 def cmd_tune(args) -> dict:
     from ..models import load_model
-    from .hardware import (acceptance_table, choose_tree_size, device_key, measure_latency, save_tuning,
-                           tokens_per_step)
+    from .hardware import acceptance_table, choose_tree_size, measure_latency, tokens_per_step
+    from .tuning import device_key, save_tuning
     from .prompts import load_prompt_tokens
     from .tree import PRIOR_ACCEPTANCE
 

@@ -1,76 +1,22 @@
-"""Hardware-aware tree size (`002_*`, section 4.2): Speedup(n) = T(n) / L(n).
+"""Hardware-aware tree size (PPD paper, section 4.2): Speedup(n) = T(n) / L(n), measured here.
 
-  L(n)  forward latency of one PPD step with a tree of size n on THIS device (measured, cached
-        per device and model in `<cache dir>/ppd/tuning.json`);
+  L(n)  forward latency of one PPD step with a tree of size n on THIS device;
   T(n)  tokens per step (accepted candidates + the one target token) at tree size n, from
         validation prompts (the paper's tau(n); not MJSD's tau);
   n*    = argmax_n T(n) / L(n), the default tree size of `--method ppd` on this device once tuned.
 
-`python -m decoding.ppd tune` measures both and stores n* (see decoding/ppd/__main__.py).
+`python -m decoding.ppd tune` measures both and stores n* in the tuning cache (`tuning.py`).
 """
 
 from __future__ import annotations
 
-import json
-import platform
 import statistics
 import time
-from pathlib import Path
 
 import torch
 
-from ..models import cache_dir
 from .engine import compact_cache, tree_forward
 from .tree import dynamic_trees, tree_buffers
-
-
-def device_key(target) -> str:
-    """What the target's L(n) depends on: its device (CPU: architecture and thread count) and its
-    weights' dtype (a bfloat16 target has a different latency curve from a float32 one)."""
-    device = torch.device(target.device)
-    if device.type == "cuda":
-        key = f"cuda:{torch.cuda.get_device_name(device)}"
-    else:
-        key = f"{device.type}:{platform.machine()}:{platform.processor() or 'cpu'}:{torch.get_num_threads()}threads"
-    return f"{key}:{str(target.dtype).removeprefix('torch.')}"
-
-
-def tuning_path() -> Path:
-    return cache_dir() / "ppd" / "tuning.json"
-
-
-def _read() -> dict:
-    path = tuning_path()
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
-
-
-def save_tuning(target, entry: dict) -> Path:
-    data = _read()
-    data.setdefault(device_key(target), {})[target.name] = entry
-    path = tuning_path()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, indent=1))
-    tmp.replace(path)
-    return path
-
-
-def cached_tuning(target) -> dict | None:
-    return _read().get(device_key(target), {}).get(target.name)
-
-
-def cached_choice(target, embeddings_source: str | None = None) -> int | None:
-    """The tuned tree size for this device and model (None when not tuned, or tuned with other
-    prompt embeddings)."""
-    entry = cached_tuning(target)
-    if not entry or "tree_size" not in entry:
-        return None
-    if embeddings_source is not None and entry.get("embeddings") not in (None, embeddings_source):
-        return None
-    return int(entry["tree_size"])
 
 
 @torch.inference_mode()
@@ -144,7 +90,9 @@ def tokens_per_step(target, prompt_ids_list, sizes, max_new_tokens: int = 32, em
 
 def acceptance_table(runs, m: int, ranks: int = 10) -> list[list[float]]:
     """P(rank-r prompt guess at distance d is the token actually emitted there), from PPD runs'
-    records (extra.ppd.next_predictions of each step vs the tokens emitted after its last one)."""
+    records (PPDStep.next_predictions of each step vs the tokens emitted after its last one)."""
+    from ..strategies.ppd import PPDStep
+
     hits = [[0] * ranks for _ in range(m)]
     total = [0] * m
     for records in runs:
@@ -152,7 +100,7 @@ def acceptance_table(runs, m: int, ranks: int = 10) -> list[list[float]]:
         end = 0
         for r in records:
             end += len(r.emitted)  # tokens[end - 1] is this step's target token (next root)
-            for d, ids in enumerate(r.extra["ppd"]["next_predictions"][:m]):
+            for d, ids in enumerate(PPDStep.of(r).next_predictions[:m]):
                 pos = end + d  # distance d + 1 beyond the last accepted node = d after the root
                 if pos >= len(tokens):
                     break
@@ -173,23 +121,3 @@ def choose_tree_size(latency: dict[int, float], tokens: dict[int, float]) -> tup
     return max(sizes, key=lambda n: (curve[n], -n)), curve
 
 
-def tuning_curves(target, m: int = 3, ept: int = 1) -> dict | None:
-    """What the app plots: the tuned L(n) (ms), T(n) and relative Speedup(n) on this device, plus
-    the dynamic-tree model's expected tokens per step at the same sizes (Prop. 4.4 with the
-    measured acceptance table). None when this device/model has not been tuned."""
-    entry = cached_tuning(target)
-    if not entry or not all(k in entry for k in ("latency_s", "tokens_per_step", "speedup_rel", "tree_size")):
-        return None
-    sizes = sorted(int(n) for n in entry["latency_s"])
-    get = lambda d, n: d.get(str(n), d.get(n))  # noqa: E731  JSON keys are strings
-    return {
-        "n": sizes,
-        "latency_ms": [1000 * get(entry["latency_s"], n) for n in sizes],
-        "tokens_per_step": [get(entry["tokens_per_step"], n) for n in sizes],
-        "speedup_rel": [get(entry["speedup_rel"], n) for n in sizes],
-        "model_tokens_per_step": [dynamic_trees(n, m, ept, entry.get("acceptance")).expected_tokens_per_step
-                                  if n >= ept else None for n in sizes],
-        "chosen": int(entry["tree_size"]),
-        "embeddings": entry.get("embeddings"),
-        "device": device_key(target),
-    }

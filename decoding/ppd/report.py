@@ -17,7 +17,8 @@ from pathlib import Path
 
 
 def _run(target, method, ids, n, extra):
-    from ..strategies import METHODS, RunConfig
+    from ..methods import METHODS
+    from ..strategies import RunConfig
     from ..warp import SamplingConfig
 
     config = RunConfig(method=method, max_new_tokens=n, sampling=SamplingConfig(0.0), stop_at_eos=False, lean=True,

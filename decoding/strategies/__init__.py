@@ -1,19 +1,14 @@
-"""One generator per decoding method; `METHODS` maps the CLI/app name to it."""
+"""One generator per decoding method (`decoding.methods.METHODS` registers them with their settings).
+
+A strategy is `method(target, drafter, prompt_ids, config, meter)`: it checks its settings, then
+returns a generator yielding one `IterationRecord` per iteration (see `base.py`).
+"""
 
 from .autoregressive import autoregressive
 from .base import MAX_GAMMA, RunConfig, RunState
-from .speculative import speculative
 from .mentored import mentored
 from .mjsd import mjsd
 from .ppd import ppd
+from .speculative import speculative
 
-METHODS = {
-    "autoregressive": autoregressive,
-    "speculative": speculative,
-    "mentored": mentored,
-    "mjsd": mjsd,
-    "ppd": ppd,
-}
-USES_DRAFTER = {"speculative", "mentored", "mjsd"}
-
-__all__ = ["METHODS", "USES_DRAFTER", "MAX_GAMMA", "RunConfig", "RunState", "autoregressive", "speculative", "mentored", "mjsd"]
+__all__ = ["MAX_GAMMA", "RunConfig", "RunState", "autoregressive", "speculative", "mentored", "mjsd", "ppd"]

@@ -2,18 +2,30 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Iterator
 
 import torch
 
 from ..cached_lm import CachedLM
+from ..method_settings import MethodSettings
 from ..trace import TARGET, IterationRecord
 from ..warp import warp_logits
 from .base import RunConfig, RunState, raw_logprobs
 
 
+@dataclass
+class AutoregressiveSettings(MethodSettings):
+    """Plain decoding has no settings of its own (gamma and lenience do not apply)."""
+
+
 def autoregressive(target, drafter, prompt_ids: list[int], config: RunConfig, meter=None) -> Iterator[IterationRecord]:
     """Yield one record per generated token; `drafter` is ignored (kept for a uniform signature)."""
+    AutoregressiveSettings.from_config(config)
+    return _autoregressive(target, prompt_ids, config, meter)
+
+
+def _autoregressive(target, prompt_ids: list[int], config: RunConfig, meter) -> Iterator[IterationRecord]:
     state = RunState("autoregressive", target, prompt_ids, config, meter)
     lm = CachedLM(target.model, target.device, target.vocab_size)
     while not state.finished:

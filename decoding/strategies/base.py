@@ -14,10 +14,9 @@ from dataclasses import asdict, dataclass, field
 import torch
 
 from ..acceptance import validate_lenience
+from ..gamma_policy import MAX_GAMMA
 from ..trace import Candidate, EmittedToken, IterationRecord, Timings
 from ..warp import SamplingConfig
-
-MAX_GAMMA = 64
 
 
 @dataclass

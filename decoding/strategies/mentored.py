@@ -13,51 +13,88 @@ coins, same residual). At temperature 0 (p, q one-hot, see `decoding/mentored.py
 that is not the target's argmax is accepted with probability 1 - exp(-D), using the run's seeded
 coins; D = 0 is exactly greedy speculative decoding.
 
-Trace: record.extra["mentored"] = {"kl_bound": D, "positions": [...]} with, per examined draft
-position, the strict threshold and the mentored one, which rule decided, the strict alpha
+Trace: record.extra["mentored"] is a `MentoredStep`: D and, per examined draft position (outside
+lean mode), the strict threshold and the mentored one, which rule decided, the strict alpha
 (sum min(p, q)) and the mentored alpha, KL(p || q) and KL(p || pi) of the mentored output
-distribution pi, and (outside lean mode) the top of pi next to p and q.
+distribution pi, and the top of pi next to p and q.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+from functools import partial
 from typing import Iterator
 
 import torch
 
 from ..acceptance import ChainVerdict
-from ..mentored import kl_divergence, mentored_decide, validate_kl_bound
-from ..trace import IterationRecord
+from ..mentored import kl_divergence, mentored_decide
+from ..method_settings import knob
+from ..plain import ByName, MayBeInfinite
+from ..trace import IterationRecord, StepData
 from .base import RunConfig, RunState
-from .speculative import chain_loop, strict_verify
+from .speculative import ChainSettings, chain_loop, strict_verify
 
 
-def kl_bound_of(config: RunConfig) -> float:
-    kl_bound = float(config.extra.get("kl_bound", 0.0))
-    validate_kl_bound(kl_bound)
-    if config.lenience != 1.0:
-        raise ValueError("mentored decoding replaces lenience: leave lenience at 1 and set the KL bound")
-    return kl_bound
+@dataclass
+class MentoredSettings(ChainSettings):
+    lenience_note = "mentored decoding replaces lenience: leave lenience at 1 and set the KL bound"
+
+    kl_bound: float = knob(
+        0.0, flag="--kl-bound", minimum=0.0, ui_maximum=2.0, step=0.01, app_default=0.1,
+        label="KL bound D (mentored)", what="the KL bound D",
+        help="mentored: D >= 0, the bound on KL(p_target || output) per token; 0 is exact")
+
+
+@dataclass
+class OutputCandidate(ByName):
+    """One token of the mentored panel's top list: p, q and the mentored output pi."""
+
+    token_id: int = 0
+    text: str = ""
+    p: float = 0.0
+    q: float = 0.0
+    output: float = 0.0
+
+
+@dataclass
+class MentoredPosition(ByName):
+    """What the mentored panel shows for one examined draft position."""
+
+    position: int = 0
+    strict_threshold: float | None = None  # min(1, p(x)/q(x))
+    threshold: float | None = None  # the mentored acceptance probability r(x) compared with the coin
+    rule: str = ""  # strict-pass | within-bound | search | strict
+    strict_alpha: float | None = None  # acceptance probability of the strict rule here
+    alpha: float | None = None  # acceptance probability of the mentored rule here
+    kl_draft: MayBeInfinite | None = None  # KL(p || q): infinite where q misses p's support
+    kl_to_target: MayBeInfinite | None = None  # KL(p || pi) of the mentored output (<= D)
+    output_top: list[OutputCandidate] = field(default_factory=list)
+
+
+@dataclass
+class MentoredStep(StepData):
+    KEY = "mentored"
+    kl_bound: float | None = None
+    positions: list[MentoredPosition] = field(default_factory=list)
 
 
 def mentored(target, drafter, prompt_ids: list[int], config: RunConfig, meter=None) -> Iterator[IterationRecord]:
-    kl_bound_of(config)  # validate before the first iteration
-    return chain_loop("mentored", mentored_verify, target, drafter, prompt_ids, config, meter)
+    settings = MentoredSettings.from_config(config)  # validate before the first iteration
+    verify = partial(mentored_verify, kl_bound=settings.kl_bound)
+    return chain_loop("mentored", verify, target, drafter, prompt_ids, config, meter, settings)
 
 
-def mentored_verify(state: RunState, p_rows, q_rows, draft: list[int], logits) -> ChainVerdict:
+def mentored_verify(state: RunState, p_rows, q_rows, draft: list[int], logits, kl_bound: float) -> ChainVerdict:
     """Steps 3-4 with the mentored rule; strict when D = 0."""
-    kl_bound = kl_bound_of(state.config)
     lean = state.config.lean
     if kl_bound == 0:
         verdict = strict_verify(state, p_rows, q_rows, draft, logits)
         if not lean:
             examined = [i for i, a in enumerate(verdict.accepted) if a is not None]
-            verdict.extra["mentored"] = {
-                "kl_bound": 0.0,
-                "positions": [_position_info(state, i, p_rows[i], q_rows[i], verdict.thresholds[i],
-                                             verdict.thresholds[i], "strict", 0.0) for i in examined],
-            }
+            verdict.extra[MentoredStep.KEY] = MentoredStep(0.0, [
+                _position_info(state, i, p_rows[i], q_rows[i], verdict.thresholds[i], verdict.thresholds[i], "strict")
+                for i in examined]).to_dict()
         return verdict
 
     k = len(draft)
@@ -74,22 +111,22 @@ def mentored_verify(state: RunState, p_rows, q_rows, draft: list[int], logits) -
         accepted[i] = decision.accepted
         if not lean:
             positions.append(_position_info(state, i, p_i, q_i, decision.strict_threshold, shown, decision.rule,
-                                            kl_bound, decision))
+                                            decision))
         if not decision.accepted:
             residual = decision.solution.s.to(p_i.dtype)
             return ChainVerdict(
                 n_accepted=i, thresholds=thresholds, coins=coins[: i + 1] + [None] * (k - i - 1),
                 accepted=accepted, next_distribution=residual, next_is_bonus=False,
                 residual_mass=1.0 - decision.solution.acceptance, residual_fell_back_to_p=False,
-                extra={"mentored": {"kl_bound": kl_bound, "positions": positions}} if not lean else {},
+                extra={MentoredStep.KEY: MentoredStep(kl_bound, positions).to_dict()} if not lean else {},
             )
     return ChainVerdict(
         n_accepted=k, thresholds=thresholds, coins=coins, accepted=accepted, next_distribution=p_rows[k],
-        next_is_bonus=True, extra={"mentored": {"kl_bound": kl_bound, "positions": positions}} if not lean else {},
+        next_is_bonus=True, extra={MentoredStep.KEY: MentoredStep(kl_bound, positions).to_dict()} if not lean else {},
     )
 
 
-def _position_info(state, i, p, q, strict_threshold, threshold, rule, kl_bound, decision=None) -> dict:
+def _position_info(state, i, p, q, strict_threshold, threshold, rule, decision=None) -> MentoredPosition:
     """What the app's mentored panel shows for one draft position (strict vs mentored acceptance, pi vs p)."""
     if decision is not None and decision.solution is not None:
         pi, alpha, kl_out = decision.output, decision.solution.acceptance, decision.solution.kl
@@ -98,18 +135,18 @@ def _position_info(state, i, p, q, strict_threshold, threshold, rule, kl_bound, 
     k = min(state.config.trace_top_k, p.shape[-1])
     ids = torch.cat([torch.topk(p, k).indices, torch.topk(q, k).indices, torch.topk(pi.to(p.dtype), k).indices]).unique()
     top = sorted(
-        ({"token_id": int(t), "text": state.target.decode_token(int(t)), "p": float(p[t]), "q": float(q[t]),
-          "output": float(pi[t])} for t in ids.tolist()),
-        key=lambda c: -max(c["p"], c["q"], c["output"]),
+        (OutputCandidate(int(t), state.target.decode_token(int(t)), float(p[t]), float(q[t]), float(pi[t]))
+         for t in ids.tolist()),
+        key=lambda c: -max(c.p, c.q, c.output),
     )
-    return {
-        "position": i,
-        "strict_threshold": strict_threshold,  # min(1, p(x)/q(x))
-        "threshold": threshold,  # the mentored acceptance probability r(x) actually compared with the coin
-        "rule": rule,  # strict-pass | within-bound | search | strict
-        "strict_alpha": float(torch.minimum(p, q).sum()),  # acceptance probability of the strict rule here
-        "alpha": alpha,  # acceptance probability of the mentored rule here
-        "kl_draft": kl_divergence(p, q) if decision is None or decision.kl_pair is None else decision.kl_pair,  # KL(p || q)
-        "kl_to_target": kl_out,  # KL(p || pi) of the mentored output distribution (<= kl_bound)
-        "output_top": top,  # top of p, q and pi with all three probabilities
-    }
+    return MentoredPosition(
+        position=i,
+        strict_threshold=strict_threshold,
+        threshold=threshold,
+        rule=rule,
+        strict_alpha=float(torch.minimum(p, q).sum()),
+        alpha=alpha,
+        kl_draft=kl_divergence(p, q) if decision is None or decision.kl_pair is None else decision.kl_pair,
+        kl_to_target=kl_out,
+        output_top=top,
+    )

@@ -20,43 +20,75 @@ the temperature-1 joint likelihoods after top-k/top-p, and the target's argmax a
 
 Trace: the tree holds every kept beam at every step (kind "beam", score = joint log-likelihood
 log q(x_1..t), accepted = on the kept prefix), `draft` is the chosen (best) beam, and
-record.extra["mjsd"] holds tau, B, the per-prefix joint log-likelihoods and ratios against tau,
-eta and the kept prefix.
+record.extra["mjsd"] is an `MjsdStep`: tau, B, the per-prefix joint log-likelihoods and ratios
+against tau, eta and the kept prefix.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Iterator
 
 import torch
 
 from ..cached_lm import CachedLM
 from ..drafters import ModelDrafter
-from ..joint import beam_draft, joint_verify, likelihood_sampling, validate_mjsd
-from ..trace import ACCEPTED, BONUS, CORRECTION, DraftToken, IterationRecord, TreeNode
+from ..joint import MAX_BEAMS, beam_draft, joint_verify, likelihood_sampling
+from ..method_settings import MethodSettings, knob
+from ..plain import ByName, MayBeInfinite
+from ..trace import ACCEPTED, BONUS, CORRECTION, DraftToken, IterationRecord, StepData, TreeNode
 from ..warp import warp_logits
 from .base import RunConfig, RunState, raw_logprobs
 from .speculative import _shared_width
 
 
-def mjsd_settings(config: RunConfig) -> tuple[int, float, bool]:
-    beams = config.extra.get("beams", 8)
-    tau = config.extra.get("tau", 0.1)
-    validate_mjsd(beams, tau)
-    if config.lenience != 1.0:
-        raise ValueError("MJSD has its own threshold tau: leave lenience at 1")
-    return int(beams), float(tau), bool(config.extra.get("beam_sample", False))
+@dataclass
+class MjsdSettings(MethodSettings):
+    lenience_note = "MJSD has its own threshold tau: leave lenience at 1"
+
+    beams: int = knob(8, flag="--beams", minimum=1, maximum=MAX_BEAMS, step=1, app_default=4,
+                      label="Beams B (MJSD)", help=f"mjsd: number of draft beams B, 1..{MAX_BEAMS}")
+    tau: float = knob(0.1, flag="--tau", minimum=0.0, maximum=1.0, step=0.01,
+                      label="τ: joint-likelihood threshold (MJSD)",
+                      help="mjsd: joint-likelihood ratio threshold tau in [0, 1]")
+    beam_sample: bool = knob(False, flag="--beam-sample", app=False, label="Beam sampling (MJSD)",
+                             help="mjsd: beam sampling instead of beam search")
+
+
+@dataclass
+class MjsdPrefix(ByName):
+    """The joint-likelihood check of the chosen beam's prefix x_1..x_length."""
+
+    length: int = 0
+    log_p: MayBeInfinite | None = None  # -inf where the target gives a token probability 0
+    log_q: MayBeInfinite | None = None
+    ratio: float | None = None  # min(1, p(x_1..j) / q(x_1..j))
+    passes: bool | None = None  # ratio > tau
+
+
+@dataclass
+class MjsdStep(StepData):
+    KEY = "mjsd"
+    tau: float | None = None
+    beams: int | None = None
+    beam_sample: bool | None = None
+    likelihood_sampling: dict | None = None  # the sampling settings the joint likelihoods were read under
+    prefixes: list[MjsdPrefix] = field(default_factory=list)
+    eta: int | None = None  # the longest passing prefix (0: none)
+    kept: list[int] = field(default_factory=list)
+    chosen_beam: list[int] = field(default_factory=list)
 
 
 def mjsd(target, drafter, prompt_ids: list[int], config: RunConfig, meter=None) -> Iterator[IterationRecord]:
-    mjsd_settings(config)  # validate before the first iteration
+    settings = MjsdSettings.from_config(config)  # validate before the first iteration
     if not isinstance(drafter, ModelDrafter):
         raise ValueError("MJSD drafts with beam search on a draft model: choose a draft model, not prompt lookup")
-    return _mjsd(target, drafter, prompt_ids, config, meter)
+    return _mjsd(target, drafter, prompt_ids, config, meter, settings)
 
 
-def _mjsd(target, drafter: ModelDrafter, prompt_ids, config: RunConfig, meter) -> Iterator[IterationRecord]:
-    beams, tau, sample = mjsd_settings(config)
+def _mjsd(target, drafter: ModelDrafter, prompt_ids, config: RunConfig, meter,
+          settings: MjsdSettings) -> Iterator[IterationRecord]:
+    beams, tau, sample = settings.beams, settings.tau, settings.beam_sample
     state = RunState("mjsd", target, prompt_ids, config, meter, drafter)
     lm = CachedLM(target.model, target.device, _shared_width(target, drafter))
     greedy = config.sampling.greedy
@@ -108,20 +140,12 @@ def _mjsd(target, drafter: ModelDrafter, prompt_ids, config: RunConfig, meter) -
             next_top=state.top_candidates(nxt),
             tree=_beam_tree(state, context_length, drafted, eta),
             target_calls=lm.calls,
-            extra={"mjsd": {
-                "tau": tau,
-                "beams": beams,
-                "beam_sample": sample,
-                "likelihood_sampling": warp.as_dict(),
-                "prefixes": [
-                    {"length": j + 1, "log_p": verdict.log_p[j], "log_q": verdict.log_q[j],
-                     "ratio": verdict.ratios[j], "passes": verdict.passes[j]}
-                    for j in range(k)
-                ],
-                "eta": eta,
-                "kept": draft[:eta],
-                "chosen_beam": draft,
-            }},
+            extra={MjsdStep.KEY: MjsdStep(
+                tau=tau, beams=beams, beam_sample=sample, likelihood_sampling=warp.as_dict(),
+                prefixes=[MjsdPrefix(j + 1, verdict.log_p[j], verdict.log_q[j], verdict.ratios[j], verdict.passes[j])
+                          for j in range(k)],
+                eta=eta, kept=draft[:eta], chosen_beam=draft,
+            ).to_dict()},
         )
 
 

@@ -14,31 +14,33 @@
   Step 5. Compact the KV cache to the committed prefix plus the accepted branch; the last accepted
           node's prompt-token logits (ensemble-averaged over EPT) seed the next tree.
 
-Knobs (RunConfig.extra): tree_size (alias tree_budget; None: the hardware-aware choice cached for this device, else
-DEFAULT_TREE_SIZE), prompt_tokens m (3), ept (1), ppd_embeddings (path; default the shipped
-asset, else untrained embeddings), typical_epsilon (0.09), typical_delta (0.3).
+Settings: `PPDSettings` (tree size n, whose 0 or None means the hardware-aware choice cached for
+this device, else DEFAULT_TREE_SIZE; prompt tokens m; EPT; the embeddings file; typical
+acceptance's epsilon and delta).
 
 Trace: the tree holds the root, every candidate (kind "candidate", score = the prompt token's
 probability of it, accepted = on the accepted path) and one node per (owner, distance) prompt
 token (kind "prompt", token = its top-1 guess, score = that guess's probability, accepted = its
-guesses seeded the next tree). record.extra["ppd"] holds the settings, the tree as index paths
-and the next predictions (top ids per distance); the first record also holds "tuning": the
-hardware-aware curves of `decoding.ppd.hardware.tuning_curves` (None when not tuned here), so a
-saved trace carries them to the app.
+guesses seeded the next tree). record.extra["ppd"] is a `PPDStep`: the settings, the tree as
+index paths and the next predictions (top ids per distance); the first record also carries
+"tuning": the hardware-aware curves of `decoding.ppd.tuning.tuning_curves` (None when not tuned
+here), so a saved trace carries them to the app.
 """
 
 from __future__ import annotations
 
+from dataclasses import asdict, dataclass, field
 from typing import Iterator
 
 import torch
 
 from ..cached_lm import CachedLM
+from ..method_settings import MethodSettings, knob
 from ..ppd.engine import (TYPICAL_DELTA, TYPICAL_EPSILON, compact_cache, prompt_predictions, tree_forward,
                           verify_greedy, verify_typical)
 from ..ppd.prompts import load_prompt_tokens
 from ..ppd.tree import dynamic_trees, tree_buffers
-from ..trace import ACCEPTED, BONUS, CORRECTION, TARGET, DraftToken, IterationRecord, TreeNode
+from ..trace import ACCEPTED, BONUS, CORRECTION, TARGET, DraftToken, IterationRecord, StepData, TreeNode
 from ..warp import warp_logits
 from .base import RunConfig, RunState, raw_logprobs
 
@@ -46,50 +48,98 @@ DEFAULT_TREE_SIZE = 12
 PREDICTION_TOP = 10  # top ids per distance kept for the trace / acceptance-table measurement
 
 
-def ppd_settings(config: RunConfig) -> dict:
-    """Validated PPD knobs from config.extra (tree_size None: decided in `ppd` from the device)."""
-    extra = config.extra
-    m = extra.get("prompt_tokens")
-    ept = extra.get("ept")
-    size = extra.get("tree_size") or extra.get("tree_budget")  # the app names the knob tree_budget
-    size = None if size in (None, "auto", 0) else int(size)
-    eps = float(extra.get("typical_epsilon", TYPICAL_EPSILON))
-    delta = float(extra.get("typical_delta", TYPICAL_DELTA))
-    if m is not None and not (1 <= int(m) <= 16):
-        raise ValueError("prompt tokens m must be 1..16")
-    if ept is not None and not (1 <= int(ept) <= 128):
-        raise ValueError("ept must be 1..128")
-    if size is not None and not (1 <= size <= 512):
-        raise ValueError(f"tree size must be 1..512 (got {size})")
-    if not (0.0 <= eps <= 1.0) or delta < 0.0:
-        raise ValueError("typical acceptance needs 0 <= epsilon <= 1 and delta >= 0")
-    if config.lenience != 1.0:
-        raise ValueError("PPD verifies by exact match / typical acceptance: leave lenience at 1")
-    return {"tree_size": size, "chosen_by": "flag", "m": None if m is None else int(m),
-            "ept": None if ept is None else int(ept), "epsilon": eps, "delta": delta,
-            "embeddings": extra.get("ppd_embeddings"), "acceptance": extra.get("ppd_acceptance")}
+@dataclass
+class PPDSettings(MethodSettings):
+    lenience_note = "PPD verifies by exact match / typical acceptance: leave lenience at 1"
+
+    tree_size: int | None = knob(
+        None, flag="--tree-size", aliases=("--tree-budget",), app_name="tree_budget", minimum=0, maximum=512,
+        ui_maximum=64, step=1, app_default=0, auto=0, what="tree size",
+        label="Tree size n (PPD): 0 = auto, the n* tuned for this device (else 12)",
+        help="ppd: candidate + prompt-token inputs per step (default: the size tuned for this device by "
+             "`python -m decoding.ppd tune`, else 12)")
+    ppd_embeddings: str | None = knob(None, flag="--ppd-embeddings", app=False, label="Prompt-token embeddings",
+                                      help="ppd: prompt-token embeddings file (default: shipped asset)")
+    prompt_tokens: int | None = knob(None, flag="--prompt-tokens", minimum=1, maximum=16, app=False,
+                                     what="prompt tokens m", label="Prompt tokens m",
+                                     help="ppd: prompt tokens m (untrained only; default 3)")
+    ept: int | None = knob(None, flag="--ept", minimum=1, maximum=128, app=False, label="EPT",
+                           help="ppd: ensemble embeddings per prompt token (untrained only)")
+    typical_epsilon: float = knob(
+        TYPICAL_EPSILON, flag="--typical-epsilon", minimum=0.0, maximum=1.0, app=False, what="typical epsilon",
+        label="Typical acceptance ε",
+        help="ppd sampling (lossy typical acceptance): accept x when p(x) > min(epsilon, delta*exp(-H(p)))")
+    typical_delta: float = knob(TYPICAL_DELTA, flag="--typical-delta", minimum=0.0, app=False,
+                                what="typical delta", label="Typical acceptance δ",
+                                help="ppd sampling: delta of typical acceptance")
+    ppd_acceptance: list | None = field(default=None)  # a measured acceptance table (programmatic: tuning)
+
+
+@dataclass
+class PPDStep(StepData):
+    """PPD's data of one step (record.extra["ppd"])."""
+
+    KEY = "ppd"
+    tree_size: int | None = None
+    tree_size_chosen_by: str | None = None
+    prompt_tokens: int | None = None
+    ept: int | None = None
+    state: int | None = None  # how many prompt predictions seeded this step's tree
+    n_candidates: int | None = None
+    n_prompt_inputs: int | None = None
+    tree: dict | None = None  # the sparse tree as index paths (PPDTree.as_dict)
+    verification: str | None = None  # a sentence for people; `lossy` is the fact
+    lossy: bool | None = None  # typical acceptance (sampling) is lossy; exact match (greedy) is not
+    typical_epsilon: float | None = None
+    typical_delta: float | None = None
+    embeddings: str | None = None
+    trained_embeddings: bool | None = None
+    last_accepted_node: int | None = None
+    next_predictions: list[list[int]] = field(default_factory=list)
+    tuning: dict | None = None  # hardware-aware curves; carried by the first record only
+    carries_tuning: bool = False  # whether this record carries `tuning` (None then means: not tuned)
+
+    def to_dict(self) -> dict:
+        data = asdict(self)
+        del data["carries_tuning"]
+        if not self.carries_tuning:
+            del data["tuning"]
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict):
+        data = dict(data) if isinstance(data, dict) else data
+        if isinstance(data, dict):
+            data["carries_tuning"] = "tuning" in data
+            if data.get("lossy") is None and isinstance(data.get("verification"), str):
+                # traces written before `lossy` existed said it in words only
+                data["lossy"] = "lossy" in data["verification"] or "typical" in data["verification"]
+        return super().from_dict(data)
 
 
 def ppd(target, drafter, prompt_ids: list[int], config: RunConfig, meter=None) -> Iterator[IterationRecord]:
     """`drafter` is ignored: the target drafts for itself through its prompt tokens."""
-    settings = ppd_settings(config)  # validate before the first iteration
-    prompts = load_prompt_tokens(target, settings["embeddings"], settings["m"], settings["ept"])
-    settings["m"], settings["ept"] = prompts.m, prompts.ept
-    from ..ppd.hardware import cached_tuning
+    options = PPDSettings.from_config(config)  # validate before the first iteration
+    prompts = load_prompt_tokens(target, options.ppd_embeddings, options.prompt_tokens, options.ept)
+    from ..ppd.tuning import cached_choice, cached_tuning_for
 
-    tuned = cached_tuning(target)
-    tuned = tuned if tuned and tuned.get("embeddings") == prompts.source else None
-    if settings["acceptance"] is None and tuned:  # trees from these prompt tokens' measured acceptance
-        settings["acceptance"] = tuned.get("acceptance")
-    if settings["tree_size"] is None:
-        if tuned and "tree_size" in tuned:
-            settings["tree_size"], settings["chosen_by"] = int(tuned["tree_size"]), "hardware-aware (tuned)"
+    tuned = cached_tuning_for(target, prompts.source)
+    acceptance = options.ppd_acceptance
+    if acceptance is None and tuned:  # trees from these prompt tokens' measured acceptance
+        acceptance = tuned.get("acceptance")
+    size, chosen_by = options.tree_size, "flag"
+    if not size:  # None or 0: automatic
+        tuned_size = cached_choice(target, prompts.source)
+        if tuned_size is not None:
+            size, chosen_by = tuned_size, "hardware-aware (tuned)"
         else:
-            settings["tree_size"], settings["chosen_by"] = DEFAULT_TREE_SIZE, "default (not tuned on this device)"
-    if settings["tree_size"] < prompts.ept:
+            size, chosen_by = DEFAULT_TREE_SIZE, "default (not tuned on this device)"
+    if size < prompts.ept:
         raise ValueError(f"tree size must be >= ept = {prompts.ept}")
-    settings["tuning"] = _tuning(target, prompts)
-    trees = dynamic_trees(settings["tree_size"], prompts.m, prompts.ept, settings["acceptance"])
+    settings = {"tree_size": size, "chosen_by": chosen_by, "m": prompts.m, "ept": prompts.ept,
+                "epsilon": options.typical_epsilon, "delta": options.typical_delta,
+                "tuning": _tuning(target, prompts)}
+    trees = dynamic_trees(size, prompts.m, prompts.ept, acceptance)
     return _ppd(target, prompt_ids, config, meter, settings, prompts, trees)
 
 
@@ -100,7 +150,7 @@ def _tuning(target, prompts) -> dict | None:
     """The hardware-aware curves L(n), T(n), Speedup(n) of this device and model, for the trace
     (None when `python -m decoding.ppd tune` has not been run here, or its cache is unreadable).
     Memoized on the tuning file's mtime: benchmarks and `tune` itself start many runs."""
-    from ..ppd.hardware import device_key, tuning_curves, tuning_path
+    from ..ppd.tuning import device_key, tuning_curves, tuning_path
 
     try:
         stamp = tuning_path().stat().st_mtime_ns
@@ -175,26 +225,27 @@ def _ppd(target, prompt_ids, config: RunConfig, meter, settings, prompts, trees)
         lm.length = context_length + len(verdict.accepted)
         preds = prompt_predictions(buffers, logits, last, ept)
 
-        info = {
-            "tree_size": settings["tree_size"],
-            "tree_size_chosen_by": settings["chosen_by"],
-            "prompt_tokens": settings["m"],
-            "ept": ept,
-            "state": k,
-            "n_candidates": buffers.n_candidates,
-            "n_prompt_inputs": buffers.size - n_tok,
-            "tree": tree.as_dict(),
-            "verification": "exact match (lossless)" if greedy else "typical acceptance (lossy)",
-            "typical_epsilon": settings["epsilon"],
-            "typical_delta": settings["delta"],
-            "embeddings": prompts.source,
-            "trained_embeddings": bool(prompts.trained),
-            "last_accepted_node": last,
-            "next_predictions": [torch.topk(row, min(PREDICTION_TOP, row.shape[-1])).indices.tolist()
-                                 for row in preds],
-        }
-        if state.iteration == 0:  # the hardware-aware curves ride on the first record only
-            info["tuning"] = settings["tuning"]
+        info = PPDStep(
+            tree_size=settings["tree_size"],
+            tree_size_chosen_by=settings["chosen_by"],
+            prompt_tokens=settings["m"],
+            ept=ept,
+            state=k,
+            n_candidates=buffers.n_candidates,
+            n_prompt_inputs=buffers.size - n_tok,
+            tree=tree.as_dict(),
+            verification="exact match (lossless)" if greedy else "typical acceptance (lossy)",
+            lossy=not greedy,
+            typical_epsilon=settings["epsilon"],
+            typical_delta=settings["delta"],
+            embeddings=prompts.source,
+            trained_embeddings=bool(prompts.trained),
+            last_accepted_node=last,
+            next_predictions=[torch.topk(row, min(PREDICTION_TOP, row.shape[-1])).indices.tolist() for row in preds],
+            # the hardware-aware curves ride on the first record only
+            tuning=settings["tuning"] if state.iteration == 0 else None,
+            carries_tuning=state.iteration == 0,
+        )
         record = state.record(
             context_length=context_length,
             gamma=tree.depth,
@@ -205,7 +256,7 @@ def _ppd(target, prompt_ids, config: RunConfig, meter, settings, prompts, trees)
             next_top=state.top_candidates(nxt),
             tree=_trace_tree(state, buffers, tree_ids, logits, top, verdict, ept),
             target_calls=lm.calls,
-            extra={"ppd": info},
+            extra={PPDStep.KEY: info.to_dict()},
         )
         yield record
 

@@ -13,22 +13,51 @@ Per iteration:
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
 import torch
 
 from ..acceptance import ChainVerdict, verify_chain
 from ..cached_lm import CachedLM
-from ..gamma_policy import policy_for
-from ..trace import ACCEPTED, BONUS, CORRECTION, DraftToken, IterationRecord, Residual, TreeNode
+from ..gamma_policy import SCHEDULES, GammaPolicy
+from ..method_settings import MethodSettings, knob
+from ..trace import ACCEPTED, BONUS, CORRECTION, DraftToken, IterationRecord, Residual, StepData, TreeNode
 from ..warp import warp_logits
 from .base import RunConfig, RunState, raw_logprobs
 
 VerifyFn = Callable[..., ChainVerdict]
 
 
+@dataclass
+class ChainSettings(MethodSettings):
+    """Settings of every method that verifies one draft chain (speculative, mentored)."""
+
+    gamma_schedule: str = knob(
+        "fixed", flag="--gamma-schedule", choices=SCHEDULES, app=False, label="γ schedule",
+        what="gamma schedule",
+        help="speculative/mentored: fixed gamma, auto (from running alpha and costs; may pick 0), or HF's "
+             "heuristic (+2 after a full accept, -1 otherwise); --gamma is the start")
+    max_gamma: int = field(default=16)  # the automatic schedule's cap (programmatic)
+
+
+@dataclass
+class SpeculativeSettings(ChainSettings):
+    """Speculative sampling: gamma and lenience are common settings; only the gamma schedule is its own."""
+
+
+@dataclass
+class ChainStep(StepData):
+    """Which acceptance rule a chain record's coins and thresholds belong to (record.extra["chain"])."""
+
+    KEY = "chain"
+    greedy: bool | None = None  # temperature 0: no coins, accept iff p_raw(x) >= l max p_raw
+    lenience: float | None = None
+
+
 def speculative(target, drafter, prompt_ids: list[int], config: RunConfig, meter=None) -> Iterator[IterationRecord]:
-    return chain_loop("speculative", strict_verify, target, drafter, prompt_ids, config, meter)
+    settings = SpeculativeSettings.from_config(config)  # validate before the first iteration
+    return chain_loop("speculative", strict_verify, target, drafter, prompt_ids, config, meter, settings)
 
 
 def strict_verify(state: RunState, p_rows, q_rows, draft: list[int], logits) -> ChainVerdict:
@@ -40,16 +69,19 @@ def strict_verify(state: RunState, p_rows, q_rows, draft: list[int], logits) -> 
 
 
 def chain_loop(name: str, verify: VerifyFn, target, drafter, prompt_ids: list[int], config: RunConfig,
-               meter=None) -> Iterator[IterationRecord]:
+               meter=None, settings: ChainSettings | None = None) -> Iterator[IterationRecord]:
     """Steps 1-5 for any rule that verifies one draft chain; `verify` is Steps 3-4 (strict, mentored, ...).
 
     `verify(state, p_rows, q_rows, draft, logits)` returns a ChainVerdict; its `extra` dict goes
     into the record's `extra` (method-specific trace data).
     """
+    settings = settings or ChainSettings()
     state = RunState(name, target, prompt_ids, config, meter, drafter)
     lm = CachedLM(target.model, target.device, _shared_width(target, drafter))
     greedy = config.sampling.greedy
-    policy = policy_for(config)  # fixed gamma, or chosen per iteration (gamma_policy.py)
+    # fixed gamma, or chosen per iteration (gamma_policy.py)
+    policy = GammaPolicy(settings.gamma_schedule, config.gamma, max_gamma=settings.max_gamma)
+    chain = ChainStep(greedy=greedy, lenience=config.lenience).to_dict()
     while not state.finished:
         state.start_iteration()
         context_length = len(state.sequence)
@@ -96,7 +128,7 @@ def chain_loop(name: str, verify: VerifyFn, target, drafter, prompt_ids: list[in
             next_top=state.top_candidates(nxt),
             tree=_chain_tree(state, context_length, draft, verdict.accepted),
             target_calls=lm.calls,
-            extra=dict(verdict.extra),
+            extra={ChainStep.KEY: dict(chain), **verdict.extra},
         )
         if policy.schedule != "fixed":
             policy.update(gamma, k, n, [d.overlap for d in record.draft if d.accepted is not None],

@@ -1,0 +1,199 @@
+"""The explainer's event handlers: Run, Step, Stop, Reset, the timeline, opening traces, loading
+models and the controls' small reactions. Each returns the session and the `view.view` outputs.
+
+Run and Step take the run inputs that `controls.run_input_names` lists (derived from the method
+registry), so a new method setting reaches them without touching this file.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import gradio as gr
+
+from . import charts
+from .controls import controls_from_settings, visible_for, with_run_inputs
+from .live import advance, load_models as load_pair_models, settings_from_values, start
+from .presets import preset_by_label, resolve_pair
+from .session import Session, example_traces, read_trace
+from .settings import settings_from_summary
+from .view import view
+from .view_common import iteration_index, position_index
+
+REFRESH_SECONDS = 0.2  # heavy panels refresh at most ~5 times a second when pacing is off
+
+# label -> (prompt, chat): prompts of different kinds (prompt lookup shines on copying)
+EXAMPLE_PROMPTS = {
+    "Copy a list (drafts get accepted)": (
+        "Repeat this list exactly, then continue it: apple, banana, cherry, apple, banana, cherry, apple, banana,", True),
+    "Question (chat)": ("Explain in two sentences why the sky is blue.", True),
+    "Code (chat)": ("Write a Python function that returns the squares of a list of numbers.", True),
+    "Story opening (plain text)": ("Once upon a time, in a quiet village by the sea,", False),
+    "Fact completion (plain text)": ("The capital of France is", False),
+}
+
+
+def _session(session) -> Session:
+    return session if isinstance(session, Session) else Session()
+
+
+@with_run_inputs(extra=("pacing", "position"))
+def generate(session, values: dict, progress):
+    """Run (or continue a stepped run with the same settings) and stream its iterations."""
+    session = _session(session)
+    settings = settings_from_values(values)
+    position = values["position"]
+    session.stop_requested = False
+    if not (session.live and session.settings is not None and session.settings.key() == settings.key()):
+        start(session, settings, progress)
+    try:
+        pacing = max(0.0, min(float(values["pacing"] or 0.0), 5.0))
+    except (TypeError, ValueError):
+        pacing = 0.0
+    last_yield = 0.0
+    while session.generator is not None and not getattr(session, "stop_requested", False):
+        record = advance(session)
+        if record is None:
+            break
+        now = time.monotonic()
+        if session.generator is not None and (pacing > 0 or now - last_yield >= REFRESH_SECONDS):
+            yield (session, *view(session, None, position))
+            last_yield = time.monotonic()
+            if pacing > 0:
+                time.sleep(pacing)
+    if session.stop_requested and session.live:
+        yield (session, *view(session, None, position, final=True,
+                              note="Stopped. Step continues this run; Run continues it to the end."))
+        return
+    yield (session, *view(session, None, position, final=True))
+
+
+@with_run_inputs(extra=("position",))
+def step(session, values: dict, progress):
+    """Advance exactly one iteration (starting a run first when none is live with these settings)."""
+    session = _session(session)
+    settings = settings_from_values(values)
+    session.stop_requested = False
+    note = ""
+    if not (session.live and session.settings is not None and session.settings.key() == settings.key()):
+        if session.live:
+            note = "Settings changed: a new run started."
+        start(session, settings, progress)
+    record = advance(session)
+    if record is None and not session.records:
+        note = "The run produced no iteration."
+    return (session, *view(session, None, values["position"], final=session.generator is None, note=note))
+
+
+def stop(session, position):
+    """Cancel a streaming run; the iterations so far stay on the timeline and Step continues."""
+    session = _session(session)
+    session.stop_requested = True
+    if not session.records:
+        return (session, *view(session, None, position, note="Stopped."))
+    note = ("Stopped. Step continues this run; Run continues it to the end." if session.live
+            else "Stopped (the run had already finished).")
+    return (session, *view(session, None, position, final=True, note=note))
+
+
+def reset(session, position):
+    session = _session(session)
+    session.reset_run()
+    session.settings = None
+    session.source = "none"
+    return (session, *view(session, None, position, note="Cleared. Run or Step starts a new run."))
+
+
+def show_iteration(session, upto, position):
+    return view(_session(session), upto, position)
+
+
+def show_position(session, upto, position):
+    from . import charts_methods
+
+    session = _session(session)
+    if not session.records:
+        return charts.empty_figure("No run yet."), gr.skip()
+    record = session.records[iteration_index(session.records, upto)]
+    mentored = (charts_methods.mentored_output_figure(record, position_index(position))
+                if record.method == "mentored" else gr.skip())
+    return charts.pq_figure(record, position_index(position)), mentored
+
+
+def open_trace_file(session: Session, path, title: str, source: str, position):
+    try:
+        records, summary = read_trace(path)
+    except (OSError, ValueError) as exc:
+        raise gr.Error(f"Could not open the trace: {exc}", title="Not a trace file") from None
+    session.reset_run()
+    session.records, session.summary = records, summary
+    session.settings = settings_from_summary(summary)
+    session.source, session.title = source, title
+    session.target = session.draft = None
+    models = summary.models if summary is not None else {}
+    session.target_bytes = models.get("target_weight_bytes")
+    session.draft_bytes = models.get("draft_weight_bytes")
+    return (session, *view(session, None, position, final=True))
+
+
+def open_trace(session, file, position):
+    session = _session(session)
+    if not file:
+        raise gr.Error("No file received.")
+    path = file if isinstance(file, str) else getattr(file, "name", None)
+    return open_trace_file(session, path, Path(path).name, "trace", position)
+
+
+def open_example(session, title, position):
+    session = _session(session)
+    examples = example_traces()
+    if title not in examples:
+        return (session, *view(session, None, position, note="No example traces shipped."))
+    return open_trace_file(session, examples[title], title, "example", position)
+
+
+def controls_from_session(session):
+    """After a trace is opened: the left-hand controls take that run's settings (`controls.control_order`),
+    so Run repeats it on the loaded pair. A trace without a summary leaves the controls as they are;
+    a knob the run did not use keeps its current value."""
+    return controls_from_settings(session.settings if isinstance(session, Session) else None)
+
+
+def on_load(session, position):
+    """Show the first shipped example trace before any model has been loaded."""
+    session = _session(session)
+    examples = example_traces()
+    if not examples or session.records:
+        return (session, *view(session, None, position))
+    title = next(iter(examples))
+    return open_trace_file(session, examples[title], title, "example", position)
+
+
+def load_models(preset, custom_target, custom_draft, method, progress=gr.Progress()):
+    try:
+        target_spec, draft_spec = resolve_pair(preset, custom_target, custom_draft)
+    except ValueError as exc:
+        raise gr.Error(str(exc)) from None
+    target, draft = load_pair_models(target_spec, draft_spec, True, progress)
+    draft_name = draft.name if draft.model is None else f"{draft.name} ({draft.model.n_params / 1e6:.0f}M parameters)"
+    return (f"Loaded target **{target.name}** ({target.n_params / 1e6:.0f}M parameters, {target.device}) and draft "
+            f"**{draft_name}**. Run or Step to decode.")
+
+
+def on_preset(preset):
+    p = preset_by_label(preset)
+    custom = p is not None and p.key == "custom"
+    note = f"{p.note}" if p and p.note else ""
+    return gr.update(visible=custom), gr.update(visible=custom), gr.update(value=p.chat if p else True), note
+
+
+def on_prompt_pick(label):
+    prompt, chat = EXAMPLE_PROMPTS.get(label, ("", True))
+    return prompt, chat
+
+
+def on_method(method, names: tuple[str, ...]):
+    """Show the controls `method` uses (`names`: the toggled controls, in the layout's order)."""
+    shown = visible_for(method)
+    return tuple(gr.update(visible=name in shown) for name in names)

@@ -1,0 +1,110 @@
+"""A session's live run, the app's glue to the engine: settings from the controls, the model pair,
+starting, advancing and finishing the run. Errors a user can cause become visible gr.Error messages.
+"""
+
+from __future__ import annotations
+
+import gradio as gr
+
+from decoding.methods import METHODS
+
+from .presets import MAX_PARAMS, presets, resolve_pair
+from .session import Session
+from .settings import Settings, make_settings
+
+
+def settings_from_values(values: dict, method: str | None = None) -> Settings:
+    """Checked Settings from a handler's input values (`controls.run_input_names`)."""
+    try:
+        target, draft = resolve_pair(values["preset"], values["custom_target"], values["custom_draft"])
+        method = values["method"] if method is None else method
+        return make_settings(values["prompt"], values["chat"], method, values["gamma"], values["temperature"],
+                             values["top_k"], values["top_p"], values["lenience"], values["seed"],
+                             values["max_new_tokens"], target, draft, values)
+    except ValueError as exc:
+        raise gr.Error(str(exc), title="Check the settings") from None
+
+
+def load_models(target_spec: str, draft_spec: str, need_draft: bool, progress=None):
+    """The (memoized) target and its pair.Draft (None when not needed); gr.Error with the loader's reason."""
+    from decoding.models import ModelLoadError
+    from decoding.pair import load_pair
+
+    def reporter(offset, label):
+        def report(fraction, message):
+            if progress is not None:
+                progress(offset + 0.5 * float(fraction), desc=f"{label}: {message}")
+        return report
+
+    preset_specs = {p.target for p in presets()} | {p.draft for p in presets()}
+    try:
+        target, draft = load_pair(target_spec, draft_spec, need_draft=need_draft, cached=True,
+                                  target_progress=reporter(0.0, "target"), draft_progress=reporter(0.5, "draft"))
+    except ModelLoadError as exc:
+        raise gr.Error(f"Could not load the model pair: {exc}", title="Model pair not loaded") from None
+    models = [(target, target_spec)] + ([(draft.model, draft_spec)] if draft is not None and draft.model else [])
+    for m, spec in models:
+        if spec not in preset_specs and m.n_params > MAX_PARAMS:
+            raise gr.Error(f"{m.name} has {m.n_params / 1e9:.1f}B parameters; this app allows at most "
+                           f"{MAX_PARAMS / 1e9:.1f}B for custom models.", title="Model too large")
+    return target, draft
+
+
+def start(session: Session, settings: Settings, progress) -> None:
+    """Load the pair and start a live run of `settings` in the session."""
+    from decoding.energy import make_meter
+    from decoding.runner import decode
+
+    session.reset_run()
+    need_draft = METHODS[settings.method].uses_drafter
+    target, draft = load_models(settings.target, settings.draft, need_draft, progress)
+    try:
+        prompt_ids = target.encode_prompt(settings.prompt, settings.chat)
+        session.meter = make_meter(target.device)
+        session.generator = decode(target, draft, prompt_ids, settings.config(), session.meter)
+    except ValueError as exc:
+        raise gr.Error(str(exc), title="Cannot start the run") from None
+    session.settings = settings
+    session.source = "live"
+    session.title = ""
+    session.target = target
+    session.draft = draft
+    session.target_bytes = target.weight_bytes
+    session.draft_bytes = draft.weight_bytes if draft is not None and draft.model is not None else None
+
+
+def advance(session: Session):
+    """The next record of the live run, or None when it has ended."""
+    try:
+        record = next(session.generator)
+    except StopIteration:
+        finish(session)
+        return None
+    except ValueError as exc:
+        if "already executing" in str(exc):
+            raise gr.Error("The previous iteration is still finishing; try again in a moment.") from None
+        raise gr.Error(f"The run stopped: {exc}") from None
+    session.records.append(record)
+    if record.finished:
+        finish(session)
+    return record
+
+
+def finish(session: Session, stop_reason: str | None = None) -> None:
+    """Summarize the live run (its baseline speed kept for the theory panel) and close its meter."""
+    from decoding.runner import summarize
+
+    if not session.records or session.target is None or session.settings is None:
+        return
+    config = session.settings.config()
+    session.summary = summarize(session.records, config, session.settings.prompt, session.target,
+                                session.draft, stop_reason)
+    if session.settings.method == "autoregressive" and session.summary.stop_reason != "stopped":
+        session.baselines[session.settings.target] = session.summary.tokens_per_second
+    meter = getattr(session, "meter", None)
+    if meter is not None:
+        try:
+            meter.close()
+        except Exception:  # noqa: BLE001
+            pass
+    session.generator = None

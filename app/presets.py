@@ -1,0 +1,90 @@
+"""The model-pair presets of the app and the checks on a custom pair (no Gradio here)."""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from decoding.models import DEFAULT_TARGET
+from decoding.pair import PROMPT_LOOKUP
+from decoding.paths import SHIPPED_DRAFT
+
+MAX_PARAMS = float(os.environ.get("SPECDEC_APP_MAX_PARAMS", 2.0e9))  # custom models above this are refused
+
+
+@dataclass(frozen=True)
+class Preset:
+    key: str
+    label: str
+    target: str
+    draft: str
+    chat: bool
+    note: str = ""
+
+
+def _presets() -> list[Preset]:
+    env_target = os.environ.get("SPECDEC_APP_TARGET")
+    env_draft = os.environ.get("SPECDEC_APP_DRAFT")
+    if env_target:
+        first = Preset("default", f"Configured pair: {Path(env_target).name} + {Path(env_draft).name if env_draft else PROMPT_LOOKUP}",
+                       env_target, env_draft or PROMPT_LOOKUP, False, "set by SPECDEC_APP_TARGET / SPECDEC_APP_DRAFT")
+    else:
+        first = Preset("default", "Offline default: SmolLM2-135M-Instruct, drafted by the distilled 16.8M draft",
+                       DEFAULT_TARGET, str(SHIPPED_DRAFT), True,
+                       "runs with no network; first load converts the GGUF (~20 s)")
+    lookup = Preset("default-lookup", "Offline: SmolLM2-135M-Instruct, drafted by prompt lookup (no draft model)",
+                    DEFAULT_TARGET, PROMPT_LOOKUP, True, "copies n-grams from the context: drafts only where text repeats")
+    return [
+        first,
+        lookup,
+        Preset("smollm2-360m", "SmolLM2-135M-Instruct → SmolLM2-360M-Instruct (hub)",
+               "HuggingFaceTB/SmolLM2-360M-Instruct", "HuggingFaceTB/SmolLM2-135M-Instruct", True, "needs the hub"),
+        Preset("smollm2-1.7b", "SmolLM2-135M-Instruct → SmolLM2-1.7B-Instruct (hub)",
+               "HuggingFaceTB/SmolLM2-1.7B-Instruct", "HuggingFaceTB/SmolLM2-135M-Instruct", True, "needs the hub"),
+        Preset("qwen2.5", "Qwen2.5-0.5B-Instruct → Qwen2.5-1.5B-Instruct (hub)",
+               "Qwen/Qwen2.5-1.5B-Instruct", "Qwen/Qwen2.5-0.5B-Instruct", True, "needs the hub"),
+        Preset("gpt2", "distilgpt2 → gpt2-large (hub)", "openai-community/gpt2-large", "distilbert/distilgpt2", False,
+               "needs the hub; no chat template"),
+        Preset("custom", "Custom: type a target and a draft below", "", "", False,
+               "a hub id (owner/name); 'prompt-lookup' as draft needs no model"),
+    ]
+
+
+def presets() -> list[Preset]:
+    """The model-pair presets, read when called (tests set SPECDEC_APP_TARGET before building)."""
+    return _presets()
+
+
+def preset_by_label(label: str) -> Preset | None:
+    return next((p for p in presets() if p.label == label), None)
+
+
+def resolve_pair(preset_label: str, custom_target: str, custom_draft: str) -> tuple[str, str]:
+    """(target spec, draft spec) for a preset, or the custom fields, checked for safety."""
+    preset = preset_by_label(preset_label)
+    if preset is None:
+        raise ValueError(f"unknown model pair {preset_label!r}")
+    if preset.key != "custom":
+        return preset.target, preset.draft
+    target = (custom_target or "").strip()
+    draft = (custom_draft or "").strip() or PROMPT_LOOKUP
+    if not target:
+        raise ValueError("type a target model (a hub id such as HuggingFaceTB/SmolLM2-360M-Instruct)")
+    for spec in (target, draft):
+        check_custom_spec(spec)
+    return target, draft
+
+
+_HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-]{0,95}$|^[A-Za-z0-9][A-Za-z0-9._-]{0,95}$")
+
+
+def check_custom_spec(spec: str) -> None:
+    """A public demo loads hub ids only; local paths need SPECDEC_APP_ALLOW_LOCAL=1."""
+    if spec in (PROMPT_LOOKUP, DEFAULT_TARGET):
+        return
+    if os.environ.get("SPECDEC_APP_ALLOW_LOCAL") == "1":
+        return
+    if not _HUB_ID.match(spec) or ".." in spec:
+        raise ValueError(f"{spec!r} is not a hub id (owner/name); local paths are disabled in this app")

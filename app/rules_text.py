@@ -1,0 +1,91 @@
+"""Each method's acceptance rule in words: what a threshold means, why a draft token was kept or
+rejected, one caption per PPD step. Read from the records' typed method data
+(`decoding.methods`), never guessed from prose."""
+
+from __future__ import annotations
+
+from decoding.strategies.mjsd import MjsdPrefix, MjsdStep
+from decoding.strategies.ppd import PPDStep
+from decoding.strategies.speculative import ChainStep
+from decoding.trace import ACCEPTED, Candidate, IterationRecord
+
+from .html_text import fmt, visible
+
+
+def mjsd_prefix(record: IterationRecord, position: int) -> tuple[MjsdPrefix, float | None] | None:
+    """MJSD's joint-likelihood check of the prefix ending at `position`, with tau."""
+    info = MjsdStep.of(record)
+    if info is None or position >= len(info.prefixes):
+        return None
+    return info.prefixes[position], info.tau
+
+
+def greedy_rule(record: IterationRecord) -> bool:
+    """Whether a chain record's drafts were judged by the greedy rule (no coins: p_raw(x) >= l max p_raw).
+    Traces written before records said so are read from their coins."""
+    chain = ChainStep.of(record)
+    if chain is not None and chain.greedy is not None:
+        return chain.greedy
+    return bool(record.draft) and all(d.coin is None for d in record.draft if d.accepted is not None)
+
+
+def threshold_label(record: IterationRecord) -> str:
+    """What the threshold column means for this record's rule."""
+    if record.method == "mentored":
+        return "mentored threshold (KL ≤ D)"
+    if record.method == "ppd":
+        return ("typical threshold min(ε, δ·e^(−H(p)))" if ppd_lossy(record)
+                else "exact match: the target's argmax")
+    if mjsd_prefix(record, 0) is not None:
+        return "joint ratio min(1, p(x₁..ⱼ)/q(x₁..ⱼ)) vs τ"
+    if greedy_rule(record):
+        return "threshold l·max p_raw"
+    return "threshold min(1, p/(l·q))"
+
+
+def ppd_lossy(record: IterationRecord | None) -> bool:
+    """Typical acceptance (sampling) is lossy; exact match (greedy) is lossless."""
+    info = PPDStep.of(record)
+    return bool(info is not None and info.lossy)
+
+
+def ppd_argmax(d) -> Candidate | None:
+    """The target's most likely token where draft token d was checked (from its top list)."""
+    return max(d.top, key=lambda c: c.p) if d.top else None
+
+
+def ppd_rule_text(record: IterationRecord, d) -> str:
+    """One line: why PPD kept or rejected candidate d."""
+    if ppd_lossy(record):
+        op = ">" if d.accepted else "≤"
+        return (f"typical acceptance: p(x) = {fmt(d.p)} {op} min(ε, δ·e^(−H(p))) = {fmt(d.threshold)}"
+                f" → {'kept' if d.accepted else 'rejected'}")
+    top = ppd_argmax(d)
+    if top is None:
+        return f"exact match with the target's argmax → {'kept' if d.accepted else 'rejected'}"
+    same = "=" if top.token_id == d.token_id else "≠"
+    return (f"exact match: the target's argmax here is {visible(top.text)!r} {same} {visible(d.text)!r}"
+            f" → {'kept' if d.accepted else 'rejected'}")
+
+
+def _final_token(record: IterationRecord):
+    return next((t for t in reversed(record.emitted) if t.kind != ACCEPTED), None)
+
+
+def ppd_caption(record: IterationRecord) -> str:
+    """One plain sentence for a PPD step."""
+    info = PPDStep.of(record) or PPDStep()
+    n_cand, n_prompt = info.n_candidates or 0, info.n_prompt_inputs or 0
+    final = _final_token(record)
+    then = f" Then the target's own token {visible(final.text)!r}." if final is not None else ""
+    if n_cand == 0:
+        return (f"Iteration {record.iteration}: no candidates yet (no guesses before the first step): one target pass "
+                f"gave {visible(final.text) if final else ''!r}, and its {n_prompt} prompt token(s) guessed the next tokens.")
+    kept = [d for d in record.draft if d.accepted]
+    s = (f"Iteration {record.iteration}: one target pass over the root, {n_cand} candidates and {n_prompt} "
+         f"prompt-token inputs; accepted {len(kept)} candidate(s)"
+         + (f" ({', '.join(repr(visible(d.text)) for d in kept)})." if kept else "."))
+    rejected = next((d for d in record.draft if d.accepted is False), None)
+    if rejected is not None:
+        s += f" Candidate {visible(rejected.text)!r} was rejected ({ppd_rule_text(record, rejected).split(' → ')[0]})."
+    return s + then

@@ -1,0 +1,111 @@
+"""The explainer's view of one iteration: every panel, in the order of the layout's outputs.
+
+`view(session, upto, position)` renders the session's run at iteration `upto` (the records hold
+every number; nothing here recomputes what the engine measured, and run statistics come from
+`decoding.metrics`).
+"""
+
+from __future__ import annotations
+
+import gradio as gr
+
+from decoding import theory
+from decoding.methods import METHODS
+from decoding.metrics import RunCounts
+
+from . import charts, render
+from .panels import method_panel
+from .session import Session
+from .settings import cli_command
+from .view_common import iteration_index, position_index
+
+
+def theory_panel(session: Session, upto: int | None = None):
+    """Theorem 3.8 of Leviathan et al. at this run's measured alpha and cost ratio, against what the
+    run measured (all figures from `decoding.metrics`)."""
+    records = session.records[: (upto + 1) if upto is not None else None]
+    spec = METHODS.get(records[-1].method) if records else None
+    if spec is not None and not spec.uses_drafter and spec.name != "autoregressive":
+        msg = ("This panel models a separate draft model (Leviathan et al.: acceptance rate α, cost ratio c). "
+               f"{spec.title} has no draft model: the target guesses ahead inside its own forward pass, so its "
+               "trade-off is the tree size n. See the method panel above: tokens per step T(n) against the "
+               "latency of a step L(n).")
+        return charts.empty_figure(f"{spec.title} has no draft model: see its panel's T(n) vs L(n) chart.",
+                                   "Theory"), msg
+    counts = RunCounts.from_records(records)
+    alpha, c = counts.alpha, counts.c_verify
+    drafted = [r for r in records if r.draft]
+    if alpha is None or c is None or not drafted:
+        why = "no draft tokens yet" if alpha is None else "not enough iterations to time"
+        msg = f"The theory panel needs a speculative run with drafts ({why})."
+        return charts.empty_figure(msg, "Theory"), msg
+    gamma = max(r.gamma for r in drafted)
+    a = min(max(alpha, 0.0), 1.0)
+    best = theory.optimal_gamma(a, c)
+    predicted = theory.improvement_factor(a, gamma, c)
+    measured_tpc, tps = counts.tokens_per_call, counts.tokens_per_second
+    lines = [
+        f"Measured **α = {a:.3f}** (mean overlap Σ min(p, q) over {counts.drafted_tokens} drafted positions) "
+        f"and **c = {c:.4f}** (one draft step over one verify pass, both timed in this run: Leviathan's c where "
+        "a verify pass costs one target step).",
+        f"Theory at γ = {gamma}: **{theory.expected_tokens_per_call(a, gamma):.2f} tokens per target call** "
+        f"(of which {theory.expected_accepted_length(a, gamma):.2f} accepted draft tokens), improvement factor "
+        f"**×{predicted:.2f}**; optimal γ = {best} (×{theory.improvement_factor(a, best, c):.2f}).",
+        f"Measured in this run: **{measured_tpc:.2f} tokens per target call**, {tps:.1f} tokens/s.",
+    ]
+    baseline = session.baseline_tps()
+    method = records[-1].method
+    if baseline and method != "autoregressive":
+        ratio = tps / baseline if baseline else 0.0
+        if ratio < 1:
+            lines.append(f"**On this machine {method} decoding is slower than plain decoding: {tps:.1f} vs {baseline:.1f} "
+                         f"tokens/s (×{ratio:.2f}).** Verifying γ+1 tokens on a CPU costs more than one step, and a "
+                         "tiny target leaves little to save.")
+        else:
+            lines.append(f"**Measured speedup over plain decoding: ×{ratio:.2f}** ({tps:.1f} vs {baseline:.1f} tokens/s).")
+    else:
+        lines.append("No autoregressive baseline measured in this session yet: run the *Side by side* tab (or the "
+                     "autoregressive method) to see whether speculative decoding is actually faster here. "
+                     "On a CPU with a small target it often is **not**.")
+    if method not in ("speculative",):
+        lines.append(f"These closed forms describe speculative sampling; for {method} they are a reference point, "
+                     "with α taken from the same measured overlaps.")
+    if predicted < 1:
+        lines.append("**Theory predicts a slow-down at this γ (improvement < 1).**")
+    return charts.theory_figure(a, c, gamma), "\n\n".join(lines)
+
+
+def view(session: Session, upto=None, position=None, final: bool = False, note: str = ""):
+    """Every panel of the explainer for iteration `upto` of the session's run, as a tuple in the
+    order of `VIEW_OUTPUTS`."""
+    records = session.records
+    if not records:
+        empty = charts.empty_figure("No run yet.")
+        return (render.stats_html([], note=note or "No run yet: press Run or Step."), gr.update(maximum=1, value=0),
+                "", render.chips_html([]), "", render.draft_row_html(None), empty, empty, render.tree_html(None),
+                charts.running_figure([]), empty, "", "", gr.update(value=None, interactive=False),
+                *method_panel(None))
+    i = iteration_index(records, upto)
+    record = records[i]
+    last = i == len(records) - 1
+    text = session.summary.text if (last and session.summary is not None) else render.text_so_far(records, i)
+    theory_fig, theory_md = theory_panel(session, i)
+    cli = cli_command(session.settings) if session.settings is not None else ""
+    download = gr.update(value=session.trace_path(), interactive=True) if final else gr.skip()
+    return (
+        render.stats_html(records, i, session.summary if last else None, session.models_label(), note),
+        gr.update(maximum=max(1, len(records) - 1), value=i),
+        render.caption(record),
+        render.chips_html(records, i),
+        text,
+        render.draft_row_html(record),
+        charts.pq_figure(record, position_index(position)),
+        charts.residual_figure(record),
+        render.tree_html(record),
+        charts.running_figure(records, i, session.baseline_tps(), session.target_bytes, session.draft_bytes),
+        theory_fig,
+        theory_md,
+        cli,
+        download,
+        *method_panel(record, position, records),
+    )

@@ -1,0 +1,150 @@
+"""One definition of each run statistic; the runner, the CLI, the benchmark, the draft evaluation,
+the gamma policy and the app all compute their figures here.
+
+- tokens per target call: generated tokens / target forward passes (prefill included): counts the
+  one correction or bonus token of every iteration (llama.cpp, vLLM and Spec-Bench call it the
+  mean accepted tokens or acceptance length).
+- mean accepted length: accepted *draft* tokens per iteration that had a draft (the correction or
+  bonus token excluded).
+- tokens per second: generated tokens / wall seconds of decoding (model loading excluded).
+- alpha: the mean, over drafted positions, of sum_x min(p(x), q(x)) (Leviathan et al., section
+  3.1): the chance that one draft token is accepted.
+- two cost ratios, never mixed up:
+  `c_step`   = time of one draft step / time of one target step (Leviathan et al.'s c; the
+               benchmark times the target step on its own autoregressive run);
+  `c_verify` = time of one draft step / time of one verify pass (what a speculative run can time by
+               itself; equal to c where a verify pass of gamma + 1 tokens costs one step).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Iterable
+
+__all__ = ["RunCounts", "tokens_per_second", "tokens_per_call", "mean_accepted", "alpha", "c_step", "c_verify",
+           "position_alphas", "measured_alpha_c"]
+
+
+def tokens_per_second(tokens: int, seconds: float) -> float:
+    return tokens / seconds if seconds > 0 else 0.0
+
+
+def tokens_per_call(tokens: int, target_calls: int) -> float:
+    return tokens / target_calls if target_calls else 0.0
+
+
+def mean_accepted(accepted: int, drafted_iterations: int) -> float | None:
+    """Accepted draft tokens per iteration that had a draft; None when no iteration had one."""
+    return accepted / drafted_iterations if drafted_iterations else None
+
+
+def alpha(overlap_sum: float, positions: int) -> float | None:
+    """Mean of sum_x min(p, q) over drafted positions; None without any."""
+    return overlap_sum / positions if positions else None
+
+
+def c_step(t_draft_step: float | None, t_target_step: float | None) -> float | None:
+    """Leviathan et al.'s c: one draft step over one (single-token) target step."""
+    if t_draft_step is None or not t_target_step:
+        return None
+    return t_draft_step / t_target_step
+
+
+def c_verify(t_draft_step: float | None, t_verify_pass: float | None) -> float | None:
+    """One draft step over one verify pass (of however many tokens the run fed)."""
+    if t_draft_step is None or not t_verify_pass:
+        return None
+    return t_draft_step / t_verify_pass
+
+
+def position_alphas(record) -> list[float]:
+    """sum_x min(p, q) at each drafted position of one record."""
+    return [d.overlap for d in record.draft]
+
+
+@dataclass
+class RunCounts:
+    """Additive counts of one run (or of several: `a + b`), from which every figure follows."""
+
+    tokens: int = 0
+    seconds: float = 0.0
+    iterations: int = 0
+    target_calls: int = 0
+    draft_calls: int = 0
+    drafted_iterations: int = 0
+    accepted: int = 0
+    drafted_tokens: int = 0
+    overlap_sum: float = 0.0
+    draft_seconds: float = 0.0  # drafting time, prefill iteration excluded
+    drafted_tokens_timed: int = 0  # drafted tokens of those iterations
+    verify_seconds: float = 0.0  # verify passes, prefill iteration excluded
+    verify_calls: int = 0  # target calls of those passes
+
+    @classmethod
+    def from_records(cls, records: Iterable) -> "RunCounts":
+        """Counts of a run's records (cumulative counters are read off the last record)."""
+        records = list(records)
+        out = cls()
+        if not records:
+            return out
+        last = records[-1]
+        out.tokens, out.seconds, out.iterations = last.generated, last.elapsed, len(records)
+        out.target_calls, out.draft_calls = last.target_calls, last.draft_calls
+        for r in records:
+            if r.draft:
+                out.drafted_iterations += 1
+                out.accepted += r.accepted_length
+                out.drafted_tokens += len(r.draft)
+                out.overlap_sum += sum(position_alphas(r))
+        # timings: the first iteration also prefills the prompt, so it is left out of per-step costs
+        timed = records[1:]
+        if timed:
+            out.draft_seconds = sum(r.timings.draft for r in timed)
+            out.drafted_tokens_timed = sum(len(r.draft) for r in timed)
+            out.verify_seconds = sum(r.timings.verify for r in timed)
+            out.verify_calls = last.target_calls - records[0].target_calls
+        return out
+
+    def __add__(self, other: "RunCounts") -> "RunCounts":
+        return RunCounts(**{f.name: getattr(self, f.name) + getattr(other, f.name) for f in fields(self)})
+
+    # --- figures -----------------------------------------------------------------------------
+    @property
+    def tokens_per_second(self) -> float:
+        return tokens_per_second(self.tokens, self.seconds)
+
+    @property
+    def tokens_per_call(self) -> float:
+        return tokens_per_call(self.tokens, self.target_calls)
+
+    @property
+    def mean_accepted(self) -> float | None:
+        return mean_accepted(self.accepted, self.drafted_iterations)
+
+    @property
+    def alpha(self) -> float | None:
+        return alpha(self.overlap_sum, self.drafted_tokens)
+
+    @property
+    def draft_step_seconds(self) -> float | None:
+        """Drafting time per drafted token (one draft step; prompt lookup: one lookup)."""
+        return self.draft_seconds / self.drafted_tokens_timed if self.drafted_tokens_timed else None
+
+    @property
+    def verify_pass_seconds(self) -> float | None:
+        return self.verify_seconds / self.verify_calls if self.verify_calls else None
+
+    @property
+    def c_verify(self) -> float | None:
+        return c_verify(self.draft_step_seconds, self.verify_pass_seconds)
+
+
+def measured_alpha_c(records: list) -> tuple[float | None, float | None, str]:
+    """A run's alpha and c_verify from its own records, with a line saying how c was timed (or why
+    it could not be): what the app's theory panel plots."""
+    counts = RunCounts.from_records(records)
+    if counts.verify_calls <= 0 or counts.verify_seconds <= 0:
+        return counts.alpha, None, "not enough iterations to time"
+    if not counts.drafted_tokens_timed:
+        return counts.alpha, None, "no drafts to time"
+    return counts.alpha, counts.c_verify, "c = draft time per drafted token / verify time per target call"
