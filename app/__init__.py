@@ -1,4 +1,5 @@
-"""The Gradio app: layout and event wiring (`layout.py`), rendering of trace records into HTML
-(`render.py`) and plotly figures (`charts.py`), per-session state, presets and limits
-(`session.py`). Nothing here recomputes what the engine (`decoding/`) already put in a record.
+"""The Gradio app: tabs and event wiring (`layout.py`), handlers (`handlers.py`, `lab_events.py`,
+`compare.py`), a session's live run (`live.py`), and the views that turn trace records into HTML
+(`render*.py`) and plotly figures (`charts*.py`). Numbers shown are read off the records; run
+statistics (tokens per call, alpha, c, ...) come from `decoding.metrics`, the engine's definitions.
 """

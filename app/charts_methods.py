@@ -8,7 +8,7 @@ from decoding.strategies.mentored import MentoredPosition, MentoredStep
 from decoding.strategies.mjsd import MjsdStep
 from decoding.trace import Candidate, IterationRecord
 
-from .charts import (EXP_COLOUR, GRID, HI_LINE, MAX_BARS, P_COLOUR, Q_COLOUR, Fig, _bar, _fig, _finite, _highlight,
+from .charts import (EXP_COLOUR, HI_LINE, MAX_BARS, P_COLOUR, Q_COLOUR, Fig, _bar, _fig, _finite, _highlight,
                      _labels, _rows_layout, empty_figure)
 from .html_text import visible
 
@@ -200,7 +200,7 @@ CHOSEN_COLOUR = "#E69F00"  # the chosen n*: orange star
 
 
 def ppd_tuning_figure(tuning: dict | None, run_size: int | None = None, found: bool = True) -> Fig:
-    """The hardware-aware tree size (`002_*`, section 4.2) as three stacked rows sharing n: L(n), the
+    """The hardware-aware tree size (Chen et al., section 4.2) as three stacked rows sharing n: L(n), the
     latency of one PPD step (ms), T(n), tokens per step, and the relative Speedup(n) = T(n)/L(n),
     with the chosen n* (star, dotted line) and this run's tree size (dashed, when different)."""
     title = "Hardware-aware tree size: L(n), T(n), Speedup(n)"

@@ -170,7 +170,7 @@ def on_load(session, position):
     return open_trace_file(session, examples[title], title, "example", position)
 
 
-def load_models(preset, custom_target, custom_draft, method, progress=gr.Progress()):
+def load_models(preset, custom_target, custom_draft, progress=gr.Progress()):
     try:
         target_spec, draft_spec = resolve_pair(preset, custom_target, custom_draft)
     except ValueError as exc:

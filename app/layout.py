@@ -185,7 +185,7 @@ def build_demo() -> gr.Blocks:
             controls_from_session, state, controls, api_name=False)
         example_pick.input(open_example, [state, example_pick, position], [state, *view_outputs], api_name=False).then(
             controls_from_session, state, controls, api_name=False)
-        load_btn.click(load_models, [preset, custom_target, custom_draft, method], load_msg, api_name=False, **model_events)
+        load_btn.click(load_models, [preset, custom_target, custom_draft], load_msg, api_name=False, **model_events)
         prompt_pick.input(on_prompt_pick, prompt_pick, [prompt, chat], api_name=False)
         preset.change(on_preset, preset, [custom_target, custom_draft, chat, preset_note], api_name=False)
         toggled = ("gamma", "lenience", *knobs)

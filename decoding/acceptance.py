@@ -1,11 +1,11 @@
 """Acceptance rules of speculative sampling as small pure functions over probability tensors.
 
-Notation (Leviathan et al., `003_*`; worked example `004_*`): p is the target distribution,
+Notation (Leviathan et al. and the worked example; docs/papers.md): p is the target distribution,
 q the draft distribution, x a draft token drawn from q, u ~ U(0, 1) the coin, l the lenience.
 
 Strict rule (Algorithm 1): accept x iff u <= min(1, p(x) / q(x)); on the first rejection draw the
 correction token from the residual norm(max(0, p - q)); when all gamma drafts pass, draw a bonus
-token from p at the next position. (`004_*` writes the comparison the wrong way round.)
+token from p at the next position. (The worked example writes the comparison the wrong way round.)
 
 Lenient rule (appendix A.5): accept x iff u <= min(1, p(x) / (l q(x))) with l in (0, 1], keeping
 the same residual, so one step outputs  min(q, p/l) + (1 - sum min(q, p/l)) * residual  and no

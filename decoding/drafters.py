@@ -2,7 +2,7 @@
 
 Every proposer returns the draft tokens together with q, the exact distribution each token was
 drawn from (after the same temperature/top-k/top-p as the target's p): the ratio p(x)/q(x) is only
-exact when q is the distribution actually sampled from (DESIGN.md, users' pain points).
+exact when q is the distribution actually sampled from (a pitfall users of other engines met).
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ class Proposal:
 
 
 class ModelDrafter:
-    """Autoregressive drafting with a small causal LM (Algorithm 1, step 1 of `003_*`)."""
+    """Autoregressive drafting with a small causal LM (Algorithm 1, step 1 of Leviathan et al.)."""
 
     kind = "model"
 
@@ -62,7 +62,7 @@ class ModelDrafter:
 class PromptLookupDrafter:
     """Copy the continuation of the longest earlier match of the context's last n-gram.
 
-    Parameter-free drafting from the context itself (cf. `003_*` section 3.6 on trivial
+    Parameter-free drafting from the context itself (cf. Leviathan et al., section 3.6 on trivial
     approximation models). The draft "distribution" is a point mass on the copied token, so
     q is one-hot; it proposes nothing (an empty draft) where no n-gram matches.
     """

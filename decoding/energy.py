@@ -15,7 +15,7 @@ over windows of at least `MIN_WINDOW_SECONDS`.
 
 Also a hardware-independent proxy, always available and labelled as such: bytes of weights
 read (target calls x target bytes + draft calls x draft bytes), the quantity the energy
-argument of the MJSD paper (`000_*`, section 4) rests on.
+argument of the MJSD paper (Qin et al., section 4) rests on.
 """
 
 from __future__ import annotations
@@ -31,6 +31,8 @@ from pathlib import Path
 from typing import Callable
 
 import torch
+
+from .devices import sync
 
 __all__ = [
     "EnergyReading",
@@ -101,12 +103,6 @@ class UnavailableMeter(EnergyMeter):
     def read(self) -> EnergyReading:
         seconds = 0.0 if self._t0 is None else time.monotonic() - self._t0
         return EnergyReading(None, self.note, seconds)
-
-
-def _sync(device: torch.device) -> None:
-    """Wait for queued kernels so that a reading covers the work launched before it."""
-    if device.type == "cuda" and torch.cuda.is_available():
-        torch.cuda.synchronize(device)
 
 
 def _trapezoid_joules(samples: list[tuple[float, float]]) -> float:
@@ -253,7 +249,7 @@ class NvmlMeter(EnergyMeter):
         if not self.available:
             return
         self._stop_thread()
-        _sync(self.device)
+        sync(self.device)
         self._t0 = self._clock()
         if self.mode == "counter":
             self._start_mj = self._energy_mj()
@@ -272,7 +268,7 @@ class NvmlMeter(EnergyMeter):
             return EnergyReading(None, self.note)
         if self._t0 is None:
             raise RuntimeError("NvmlMeter.read() before begin()")
-        _sync(self.device)
+        sync(self.device)
         try:
             if self.mode == "counter":
                 joules = (self._energy_mj() - self._start_mj) / 1000.0
@@ -290,7 +286,7 @@ class NvmlMeter(EnergyMeter):
         (coarse: it updates about every 100 ms). None when not available. Blocks `seconds`."""
         if not self.available:
             return None
-        _sync(self.device)
+        sync(self.device)
         step = self.sample_interval_s if self.sample_interval_s > 0 else 0.03
         try:
             samples = [(self._clock(), self._power_w())]

@@ -33,13 +33,13 @@ import json
 import statistics
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
 import torch
 
 from .drafters import PROMPT_LOOKUP, PromptLookupDrafter
 from .metrics import c_step
 from .models import LoadedModel, cache_dir, check_same_vocabulary
+from .paths import display_path
 from .prompt_files import read_prompts
 
 GAMMA = 4
@@ -115,6 +115,7 @@ def replay_greedy(matches: list[bool], gamma: int = GAMMA) -> tuple[int, int]:
 
 def _time_step(model: LoadedModel, context: list[int], repeats: int) -> list[float]:
     from .cached_lm import CachedLM
+    from .devices import sync
 
     lm = CachedLM(model.model, model.device, model.vocab_size)
     lm.extend(context)
@@ -122,8 +123,7 @@ def _time_step(model: LoadedModel, context: list[int], repeats: int) -> list[flo
     for r in range(repeats):
         t0 = time.perf_counter()
         lm.forward([context[-1]])
-        if model.device.type == "cuda":
-            torch.cuda.synchronize(model.device)
+        sync(model.device)
         times.append(time.perf_counter() - t0)
         lm.rollback(len(context))
     return times
@@ -162,7 +162,7 @@ def eval_model_draft(target: LoadedModel, draft: LoadedModel, side: TargetSide, 
             per_prompt_tpc.append(t / c)
     result = {
         "draft": draft.name,
-        "draft_spec": draft.spec,
+        "draft_spec": display_path(draft.spec),
         "draft_params": draft.n_params,
         "draft_dtype": str(draft.dtype).removeprefix("torch."),
         "target_dtype": str(target.dtype).removeprefix("torch."),
@@ -378,7 +378,7 @@ def run_cli(args) -> int:
 
     report = evaluate(target, drafts, prompts, args.max_new_tokens, chat=not args.no_chat, seed=args.seed,
                       engine_check=args.engine_check, use_cache=not args.no_cache, progress=progress)
-    report["prompt_file"] = str(args.prompts)
+    report["prompt_file"] = display_path(args.prompts)
     if len(report["results"]) == 1:
         report.update({k: v for k, v in report["results"][0].items()})
     if args.json:

@@ -1,4 +1,4 @@
-"""MJSD's building blocks (`000_*`): beam drafting on the draft model and joint-likelihood verification.
+"""MJSD's building blocks (Qin et al., docs/papers.md): beam drafting on the draft model and joint-likelihood verification.
 
 Notation: p target, q draft, gamma draft length, B beams, tau the threshold. q(x_1..j) and
 p(x_1..j) are JOINT likelihoods: products of the per-token distributions after the run's warping
@@ -122,7 +122,7 @@ class JointVerdict:
 
 
 def joint_verify(p_token_probs: list[float], log_q: list[float], tau: float) -> JointVerdict:
-    """Algorithm 1 of `000_*`, lines 6-13: prefix x_1..j passes iff min(1, p(x_1..j)/q(x_1..j)) > tau.
+    """Algorithm 1 of Qin et al. (MJSD), lines 6-13: prefix x_1..j passes iff min(1, p(x_1..j)/q(x_1..j)) > tau.
 
     Every j is checked, since the joint ratio is not monotone in j, and eta is the LARGEST passing
     j (0 if none). (The pseudo-code starts eta at -1 and assigns it the token id j = x_i; what the

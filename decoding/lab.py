@@ -16,7 +16,7 @@ from .acceptance import acceptance_threshold, lenient_output_distribution, resid
 from .mentored import kl_divergence, mentored_one_step_samples, mentored_output_distribution, validate_kl_bound
 from .theory import lenient_alpha
 
-# The worked example of `004_*`: vocabulary "is", "stock", "girl", "cherry".
+# The worked example (docs/papers.md): vocabulary "is", "stock", "girl", "cherry".
 EXAMPLE_VOCAB = ["is", "stock", "girl", "cherry"]
 EXAMPLE_P = [0.4, 0.3, 0.2, 0.1]
 EXAMPLE_Q = [0.5, 0.25, 0.15, 0.1]

@@ -1,4 +1,4 @@
-"""Mentored decoding (`001_*`): the lossy acceptance rule that maximizes acceptance under a KL bound.
+"""Mentored decoding (Tran-Thien, docs/papers.md): the lossy acceptance rule that maximizes acceptance under a KL bound.
 
 NOTATION. The post names the draft p and the target q. Here, as everywhere in this project,
 p is the TARGET, q the DRAFT, x ~ q the draft token, u ~ U(0, 1) the coin, alpha the acceptance

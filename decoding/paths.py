@@ -1,5 +1,7 @@
-"""Where the repository keeps what it ships: one constant per path, read by every command and test."""
+"""Where things live: one constant per path the repository ships (read by every command and test),
+and the per-user cache outside it."""
 
+import os
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -12,3 +14,24 @@ BENCHMARKS = REPO / "benchmarks"
 DEV_PROMPTS = BENCHMARKS / "dev.jsonl"  # the project's evaluation prompts
 SPEC_BENCH = BENCHMARKS / "spec_bench.jsonl"  # the Spec-Bench subset (public benchmark)
 DOCS = REPO / "docs"
+
+
+def cache_dir() -> Path:
+    """Per-user cache root (converted models, tuning, cached continuations): $SPECDEC_CACHE, else
+    $XDG_CACHE_HOME/specdec-playground, else ~/.cache/specdec-playground. Not created here."""
+    explicit = os.environ.get("SPECDEC_CACHE")
+    if explicit:
+        return Path(explicit).expanduser()
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    base = Path(xdg).expanduser() if xdg else Path.home() / ".cache"
+    return base / "specdec-playground"
+
+
+def display_path(path) -> str:
+    """`path` as records, cards and reports write it: relative to the repository when inside it, so
+    nothing the project writes names a directory of the machine it ran on; otherwise as given."""
+    p = Path(path).expanduser()
+    try:
+        return str(p.resolve().relative_to(REPO))
+    except ValueError:
+        return str(path)

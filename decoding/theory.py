@@ -1,6 +1,6 @@
-"""Closed forms from Leviathan et al. (`003_*`, section 3) and a measured cost model.
+"""Closed forms from Leviathan et al. (section 3; docs/papers.md) and a measured cost model.
 
-Notation (DESIGN.md): p target, q draft, alpha expected acceptance, gamma draft length,
+Notation (docs/papers.md): p target, q draft, alpha expected acceptance, gamma draft length,
 c = time of one draft step / time of one target step, c_hat = the same ratio for arithmetic
 operations, l lenience.
 

@@ -1,6 +1,6 @@
 """Temperature, top-k and top-p as transforms from logits to one probability distribution.
 
-Leviathan et al. (`003_*`, section 2.2, "standardized sampling") note that these settings all
+Leviathan et al. (section 2.2, "standardized sampling"; docs/papers.md) note that these settings all
 turn logits into *one* distribution, so speculative sampling stays exact as long as the very same
 transform is applied to the target logits (giving p) and to the draft logits (giving q).
 The order and the top-p boundary follow transformers' logits warpers: temperature, then top-k

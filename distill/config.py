@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import torch
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -102,3 +105,9 @@ CONFIGS = {"full": FULL, "smoke": SMOKE}
 def get_config(name: str = "full", **overrides) -> DistillConfig:
     base = CONFIGS[name] if name in CONFIGS else DistillConfig(**json.loads(Path(name).read_text()))
     return dataclasses.replace(base, **{k: v for k, v in overrides.items() if v is not None})
+
+
+def setup_threads() -> None:
+    """torch threads for a distillation stage: $DISTILL_THREADS, else every core."""
+    n = int(os.environ.get("DISTILL_THREADS", "0") or 0) or (os.cpu_count() or 1)
+    torch.set_num_threads(n)

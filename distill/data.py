@@ -22,12 +22,9 @@ from pathlib import Path
 
 import torch
 
+from decoding.prompt_files import read_prompts
+
 from .config import DistillConfig, get_config
-
-
-def load_prompts(path: Path) -> list[str]:
-    rows = [json.loads(line) for line in Path(path).read_text().splitlines() if line.strip()]
-    return [r["prompt"] for r in rows]
 
 
 def job_batches(cfg: DistillConfig, n_prompts: int) -> list[list[tuple[int, int]]]:
@@ -121,10 +118,10 @@ def generate(cfg: DistillConfig, target=None, max_seconds: float = 0.0, limit_sh
     """Write missing shards; return the number of shards present afterwards."""
     from decoding.models import load_model
 
-    from .train import setup_threads
+    from .config import setup_threads
 
     setup_threads()
-    prompts = load_prompts(cfg.path("prompts"))
+    prompts = read_prompts(cfg.path("prompts"))
     batches = job_batches(cfg, len(prompts))
     out_dir = cfg.path("data_dir")
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -246,10 +243,11 @@ def generate_onpolicy(cfg: DistillConfig, draft_ckpt: str, target=None, max_seco
     learns where its own continuations lead). Target cost is one prefill-style pass per batch."""
     from decoding.models import load_model
 
-    from .train import build_draft, setup_threads
+    from .config import setup_threads
+    from .model import build_draft
 
     setup_threads()
-    prompts = load_prompts(cfg.path("prompts"))
+    prompts = read_prompts(cfg.path("prompts"))
     ocfg = DistillConfig(**{**json.loads(cfg.to_json()), "samples_per_prompt": cfg.onpolicy_rounds,
                             "greedy_rounds": 0, "data_seed": cfg.data_seed + 77})
     batches = job_batches(ocfg, len(prompts))

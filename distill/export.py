@@ -25,7 +25,7 @@ MAX_BYTES = 40 * 1024 * 1024
 def export(cfg: DistillConfig, target=None, log=print) -> Path:
     from decoding.models import load_model
 
-    from .train import build_draft
+    from .model import build_draft
 
     state = torch.load(cfg.path("ckpt_dir") / "last.pt", weights_only=False)
     if target is None:
@@ -99,7 +99,7 @@ def write_card(out: Path, eval_report: dict | None = None, eval_command: str = "
         "",
         f"- {sum(1 for _ in open(Path(__file__).parent / 'prompts_train.jsonl'))} training prompts written for this purpose "
         "(`distill/prompts_train.jsonl`: instructions, chat, summaries, code, math, stories, rewrites, "
-        "translation, questions), disjoint from the evaluation prompts (`../shared/prompts/dev.jsonl`).",
+        "translation, questions), disjoint from the evaluation prompts (`benchmarks/dev.jsonl`).",
         f"- Continuations of up to {c['max_new_tokens']} tokens sampled from the target in the chat "
         f"template: {c['greedy_rounds']} greedy round(s) and temperature-1 rounds, "
         f"{tr['shards']} shards of {c['gen_batch']} sequences; "
@@ -141,7 +141,7 @@ def write_card(out: Path, eval_report: dict | None = None, eval_command: str = "
         if eval_command:
             lines += ["", "Produced by:", "", "```", eval_command, "```"]
     else:
-        lines.append("Not measured yet: run `python -m decoding eval-draft --prompts ../shared/prompts/dev.jsonl`.")
+        lines.append("Not measured yet: run `python -m decoding eval-draft --prompts benchmarks/dev.jsonl`.")
     lines += [
         "",
         "## Limits",

@@ -18,16 +18,18 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m distill all")
     ap.add_argument("--config", default="full")
     ap.add_argument("--stage-seconds", type=float, default=2400.0)
-    ap.add_argument("--eval-prompts", default="../shared/prompts/dev.jsonl",
+    ap.add_argument("--eval-prompts", default="benchmarks/dev.jsonl",
                     help="prompt file for the measured figures of the model card ('' to skip)")
     args = ap.parse_args(argv)
     cfg = get_config(args.config)
 
-    from .data import generate, job_batches, load_prompts
+    from decoding.prompt_files import read_prompts
+
+    from .data import generate, job_batches
     from .export import export, write_card
     from .train import train
 
-    n_batches = len(job_batches(cfg, len(load_prompts(cfg.path("prompts")))))
+    n_batches = len(job_batches(cfg, len(read_prompts(cfg.path("prompts")))))
     needed = cfg.train_shards or n_batches
     have = generate(cfg, max_seconds=args.stage_seconds, limit_shards=0)
     if have < needed:

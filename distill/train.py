@@ -27,18 +27,12 @@ import time
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
 
-from .config import DistillConfig, get_config
+from decoding.devices import pick_device
+from decoding.prompt_files import read_prompts
 
-
-def setup_threads() -> None:
-    n = int(os.environ.get("DISTILL_THREADS", "0") or 0) or (os.cpu_count() or 1)
-    torch.set_num_threads(n)
-
-
-def pick_device() -> torch.device:
-    return torch.device("cuda") if torch.cuda.is_available() else torch.device("cpu")
+from .config import DistillConfig, get_config, setup_threads
+from .model import build_draft
 
 
 # ------------------------------------------------------------------------------------------
@@ -136,51 +130,6 @@ def collate(examples, which: list[int], pad_id: int):
 # ------------------------------------------------------------------------------------------
 
 
-def draft_config(cfg: DistillConfig, target_config):
-    from transformers import LlamaConfig
-
-    tc = target_config
-    rope = getattr(tc, "rope_parameters", None) or {"rope_type": "default", "rope_theta": getattr(tc, "rope_theta", 10000.0)}
-    return LlamaConfig(
-        vocab_size=tc.vocab_size,
-        hidden_size=cfg.hidden_size,
-        intermediate_size=cfg.intermediate_size,
-        num_hidden_layers=cfg.num_layers,
-        num_attention_heads=cfg.num_heads,
-        num_key_value_heads=cfg.num_kv_heads,
-        head_dim=cfg.hidden_size // cfg.num_heads,
-        hidden_act="silu",
-        max_position_embeddings=getattr(tc, "max_position_embeddings", 2048),
-        rms_norm_eps=1e-5,
-        tie_word_embeddings=True,
-        rope_parameters=dict(rope),
-        bos_token_id=tc.bos_token_id,
-        eos_token_id=tc.eos_token_id,
-        pad_token_id=getattr(tc, "pad_token_id", None),
-        attention_bias=False,
-        mlp_bias=False,
-    )
-
-
-def build_draft(cfg: DistillConfig, target_model, seed: int):
-    from transformers import LlamaForCausalLM
-
-    torch.manual_seed(seed)
-    model = LlamaForCausalLM(draft_config(cfg, target_model.config))
-    if cfg.init_embeddings_from_target:
-        emb = target_model.get_input_embeddings().weight.detach().float().cpu()
-        k = cfg.hidden_size
-        if k <= emb.shape[1]:
-            # top-k right singular vectors: the best rank-k linear view of the target's tokens
-            _, _, vh = torch.linalg.svd(emb[:: max(1, emb.shape[0] // 16384)], full_matrices=False)
-            proj = emb @ vh[:k].T
-            proj = proj * (0.02 * math.sqrt(k) / proj.norm(dim=1).mean())  # usual init scale
-            with torch.no_grad():
-                model.get_input_embeddings().weight.copy_(proj)
-    model.tie_weights()
-    return model
-
-
 # ------------------------------------------------------------------------------------------
 # loss and evaluation
 # ------------------------------------------------------------------------------------------
@@ -269,12 +218,11 @@ def train(cfg: DistillConfig, target=None, max_seconds: float = 0.0, fresh: bool
     fixes the schedule's length (default: `epochs` x the steps of one epoch at the start)."""
     from decoding.models import load_model
 
-    from .data import load_prompts
 
     setup_threads()
     device = pick_device()
     ckpt_path = cfg.path("ckpt_dir") / "last.pt"
-    n_prompts = len(load_prompts(cfg.path("prompts")))
+    n_prompts = len(read_prompts(cfg.path("prompts")))
     state = None
     if ckpt_path.exists() and not fresh:
         state = torch.load(ckpt_path, weights_only=False)

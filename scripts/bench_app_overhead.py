@@ -1,6 +1,6 @@
 """Benchmark: the app's rendering overhead. Decodes the same run headless (the engine's generator,
 as the CLI does) and through the app's /generate endpoint with pacing off (gradio_client), and
-prints both wall times. Quality bar (issue 4): the app costs at most 15% of headless tokens/s.
+prints both wall times. Quality bar: the app costs at most 15% of headless tokens/s.
 
     .venv/bin/python scripts/bench_app_overhead.py [--max-new-tokens 64] [--repeats 2]
 """

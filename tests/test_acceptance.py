@@ -11,7 +11,7 @@ from decoding.acceptance import (
     verify_chain,
 )
 
-P = torch.tensor([0.4, 0.3, 0.2, 0.1], dtype=torch.float64)  # 004_* example
+P = torch.tensor([0.4, 0.3, 0.2, 0.1], dtype=torch.float64)  # the worked example (docs/papers.md)
 Q = torch.tensor([0.5, 0.25, 0.15, 0.1], dtype=torch.float64)
 
 

@@ -1,4 +1,4 @@
-"""The app's PPD panel (`002_*`): the tree view (candidates vs prompt tokens, the accepted path),
+"""The app's PPD panel (Chen et al.): the tree view (candidates vs prompt tokens, the accepted path),
 the lossless / LOSSY verification badge, the untrained-embeddings notice, the verification path
 table and the hardware-aware tuning curves carried in the trace. Synthetic records built by hand,
 plus short real PPD runs on the tiny random target."""

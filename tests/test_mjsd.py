@@ -1,4 +1,4 @@
-"""MJSD (`000_*`): joint verification, beam search vs brute force, tau extremes, trace; target perplexity."""
+"""MJSD (Qin et al.): joint verification, beam search vs brute force, tau extremes, trace; target perplexity."""
 
 import json
 import math

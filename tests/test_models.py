@@ -233,10 +233,10 @@ def test_cache_entry_written_atomically(tmp_path, tiny_draft_dir, tiny_tokenizer
     fake_gguf = tmp_path / "tiny.gguf"
     fake_gguf.write_bytes(b"GGUF" + b"\0" * 64)
     entry = tmp_path / "cache" / "tiny-0123"
-    assert models._save_cache_entry(model, tiny_tokenizer, fake_gguf, entry)
-    assert (entry / models._CACHE_MARKER).is_file()
-    loaded = models._load_cache_entry(entry, "x", "tiny", "gguf-cache", torch.device("cpu"), torch.float32)
-    assert loaded is not None and models._same_logits(model, loaded.model, tiny_tokenizer)
+    assert models.gguf._save_cache_entry(model, tiny_tokenizer, fake_gguf, entry)
+    assert (entry / models.gguf._CACHE_MARKER).is_file()
+    loaded = models.gguf._load_cache_entry(entry, "x", "tiny", "gguf-cache", torch.device("cpu"), torch.float32)
+    assert loaded is not None and models.gguf._same_logits(model, loaded.model, tiny_tokenizer)
 
     # A failure mid-write leaves neither the entry nor a temporary directory behind.
     broken = tmp_path / "cache" / "tiny-4567"
@@ -246,7 +246,7 @@ def test_cache_entry_written_atomically(tmp_path, tiny_draft_dir, tiny_tokenizer
 
     monkeypatch.setattr(type(tiny_tokenizer), "save_pretrained", fail)
     with pytest.warns(UserWarning, match="disk full"):
-        assert not models._save_cache_entry(model, tiny_tokenizer, fake_gguf, broken)
+        assert not models.gguf._save_cache_entry(model, tiny_tokenizer, fake_gguf, broken)
     assert not broken.exists()
     assert sorted(p.name for p in (tmp_path / "cache").iterdir()) == ["tiny-0123"]
 
@@ -262,7 +262,7 @@ def test_embedded_target_loads(embedded_target):
     assert 130e6 < m.n_params < 140e6
     assert m.vocab_size == 49152
     assert m.max_context == 8192
-    entries = [p for p in cache_dir().glob("SmolLM2-135M-Instruct*") if (p / models._CACHE_MARKER).is_file()]
+    entries = [p for p in cache_dir().glob("SmolLM2-135M-Instruct*") if (p / models.gguf._CACHE_MARKER).is_file()]
     assert entries, "the converted copy should be in the cache"
 
 

@@ -1,4 +1,4 @@
-"""PPD (`002_*`): greedy output identical to greedy autoregressive decoding, the tree forward pass
+"""PPD (Chen et al.): greedy output identical to greedy autoregressive decoding, the tree forward pass
 and KV compaction against fresh forward passes, typical acceptance, the trace, the hardware-aware
 tree size and a training smoke test, on the tiny random models (plus one short run on the real
 target)."""
@@ -165,7 +165,8 @@ def test_cli_generate_ppd(tiny_target_dir, capsys):
 
 def test_embeddings_inside_the_repo_are_named_by_relative_path(tmp_path):
     """Traces and the tuning cache record the embeddings' source: repo files by repo-relative path."""
-    from decoding.ppd.prompts import ASSETS, PromptTokens, _display_path
+    from decoding.paths import PPD_ASSETS as ASSETS, display_path as _display_path
+    from decoding.ppd.prompts import PromptTokens
 
     assert _display_path(ASSETS / "m" / "prompt_tokens.pt") == "assets/ppd/m/prompt_tokens.pt"
     outside = tmp_path / "prompt_tokens.pt"

@@ -1,5 +1,5 @@
 """PPD sparse trees: hand-written trees against exactly written-out buffers, and the dynamic
-sparse-tree construction (propositions 4.1-4.4 of `002_*`)."""
+sparse-tree construction (propositions 4.1-4.4 of Chen et al., PPD)."""
 
 import pytest
 import torch

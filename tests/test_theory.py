@@ -1,4 +1,4 @@
-"""Closed forms of decoding.theory against values computed by hand (Leviathan et al., `003_*`)."""
+"""Closed forms of decoding.theory against values computed by hand (Leviathan et al.)."""
 
 import math
 
@@ -7,7 +7,7 @@ import torch
 
 from decoding import theory as T
 
-# The worked example of `004_*` (p target, q draft).
+# The worked example (docs/papers.md; p target, q draft).
 P4 = [0.4, 0.3, 0.2, 0.1]
 Q4 = [0.5, 0.25, 0.15, 0.1]
 
@@ -132,7 +132,7 @@ def test_paper_values():
 
 
 # Table 1 of the paper (c = c_hat = 0): alpha, gamma, operations, speed. The stored text of
-# `003_*` lost its numbers; each row is also recomputed by hand here.
+# Our copy of Leviathan et al. lost its numbers; each row is also recomputed by hand here.
 TABLE_1 = [
     (0.6, 2, 1.53, 1.96),
     (0.7, 3, 1.58, 2.53),

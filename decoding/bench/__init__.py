@@ -2,7 +2,9 @@
 with Hugging Face transformers' own `generate()` and assisted generation measured in the same run,
 per prompt category and overall.
 
-- `runs.py`     the variants (from the method registry) and our engine's runs
+- `variants.py` the variants (from the method registry) and what a run measures
+- `ours.py`     our engine's runs
+- `runs.py`     one run of any variant
 - `hf_peer.py`  HF generate() and assisted generation (a draft model or prompt lookup)
 - `memory.py`   peak memory of each variant in its own process
 - `stats.py`    the figures of each variant and category (definitions: `decoding/metrics.py`)
@@ -25,7 +27,8 @@ from .cli import add_parser, run_cli
 from .driver import machine_info, run_bench
 from .memory import measure_memory
 from .report import markdown_report, markdown_table, write_outputs
-from .runs import RunStats, Variant, build_variants, parse_gammas, run_variant
+from .runs import run_variant
+from .variants import RunStats, Variant, build_variants, parse_gammas
 
 __all__ = ["add_parser", "run_cli", "run_bench", "machine_info", "measure_memory", "markdown_report",
            "markdown_table", "write_outputs", "RunStats", "Variant", "build_variants", "parse_gammas", "run_variant"]

@@ -65,7 +65,7 @@ def run_cli(args) -> int:
     from ..warp import SamplingConfig
     from .driver import run_bench
     from .report import markdown_report, markdown_table, write_outputs
-    from .runs import parse_gammas
+    from .variants import parse_gammas
 
     if args.repeats < 1 or args.warmup < 0 or args.max_new_tokens < 1:
         raise UsageError("--repeats must be >= 1, --warmup >= 0 and --max-new-tokens >= 1")

@@ -21,9 +21,11 @@ import sys
 import time
 
 from ..energy import PROXY_LABEL, make_meter
+from ..paths import display_path
 from .hf_peer import HF_DEFAULT_PROMPT_LOOKUP_TOKENS
 from .memory import measure_memory
-from .runs import RunStats, build_variants, parse_gammas, run_variant
+from .runs import run_variant
+from .variants import RunStats, build_variants, parse_gammas
 from .stats import category_table, finish_summary, goals, summarize_variant
 
 
@@ -142,7 +144,7 @@ def run_bench(args, target, drafts: dict, prompts: list, progress: bool = True) 
         "load_average_after": [round(x, 2) for x in os.getloadavg()],
         "bench_seconds": time.time() - started,
         "settings": {
-            "prompts": len(texts), "prompts_file": str(args.prompts),
+            "prompts": len(texts), "prompts_file": display_path(args.prompts),
             "prompt_texts": [p[:80] for p in texts], "prompt_categories": categories, "methods": args.methods,
             "gammas": gammas, "max_new_tokens": args.max_new_tokens, "repeats": args.repeats, "warmup": args.warmup,
             "quality_runs": quality_runs,

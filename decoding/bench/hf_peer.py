@@ -15,7 +15,7 @@ import torch
 
 from ..metrics import RunCounts
 from ..warp import SamplingConfig
-from .runs import RunStats, Variant
+from .variants import RunStats, Variant
 
 HF_DEFAULT_PROMPT_LOOKUP_TOKENS = 10  # the value HF's docs use; generate() has no default for it
 

@@ -14,7 +14,8 @@ import torch
 
 from ..paths import REPO
 from ..warp import SamplingConfig
-from .runs import Variant, run_variant
+from .runs import run_variant
+from .variants import Variant
 
 
 def measure_memory(variant: Variant, args, prompt: str, timeout: float = 600) -> dict:

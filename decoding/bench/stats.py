@@ -9,7 +9,7 @@ import statistics
 from .. import theory
 from ..energy import energy_per_token, weight_bytes_per_token
 from ..metrics import RunCounts, c_step
-from .runs import RunStats, Variant
+from .variants import RunStats, Variant
 
 
 def _median(xs):

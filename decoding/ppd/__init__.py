@@ -1,4 +1,4 @@
-"""Parallel prompt decoding (PPD, `002_*`): prompt tokens, sparse trees, the tree forward pass,
+"""Parallel prompt decoding (PPD, Chen et al.; docs/papers.md): prompt tokens, sparse trees, the tree forward pass,
 hardware-aware tree size and training. The decoding strategy is `decoding.strategies.ppd`.
 
     python -m decoding.ppd tune   ...   measure L(n), T(n); cache n* = argmax T(n)/L(n) for this device

@@ -7,6 +7,8 @@ import json
 import sys
 from pathlib import Path
 
+from ..paths import DEV_PROMPTS
+
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m decoding.ppd", description=__doc__.splitlines()[0])
@@ -17,7 +19,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--dtype", default=None)
     t.add_argument("--ppd-embeddings", default=None)
     t.add_argument("--sizes", default="2,4,8,12,16,24,32")
-    t.add_argument("--prompts", default=str(Path(__file__).resolve().parents[3] / "shared" / "prompts" / "dev.jsonl"))
+    t.add_argument("--prompts", default=str(DEV_PROMPTS))
     t.add_argument("--limit", type=int, default=8, help="validation prompts used for T(n)")
     t.add_argument("--max-new-tokens", type=int, default=32)
     t.add_argument("--context", type=int, default=64, help="cached context length for L(n)")
@@ -30,7 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--dtype", default=None)
     r.add_argument("--ppd-embeddings", default=None)
     r.add_argument("--sizes", default="8,16,32")
-    r.add_argument("--prompts", default=str(Path(__file__).resolve().parents[3] / "shared" / "prompts" / "dev.jsonl"))
+    r.add_argument("--prompts", default=str(DEV_PROMPTS))
     r.add_argument("--limit", type=int, default=None, help="use only the first N prompts")
     r.add_argument("--max-new-tokens", type=int, default=64)
     r.add_argument("--out", default=None, help="also write the JSON result here")
@@ -45,13 +47,13 @@ def cmd_tune(args) -> dict:
     from .hardware import acceptance_table, choose_tree_size, measure_latency, tokens_per_step
     from .tuning import device_key, save_tuning
     from .prompts import load_prompt_tokens
+    from .report import load_prompt_ids
     from .tree import PRIOR_ACCEPTANCE
 
     sizes = sorted({int(s) for s in args.sizes.split(",") if s.strip()})
     target = load_model(args.target, device=args.device, dtype=args.dtype)
     prompts = load_prompt_tokens(target, args.ppd_embeddings)
-    rows = [json.loads(line)["prompt"] for line in Path(args.prompts).read_text().splitlines() if line.strip()]
-    ids = [target.encode_prompt(p, True) for p in rows[: args.limit]]
+    ids = load_prompt_ids(target, args.prompts, args.limit)
     latency = measure_latency(target, prompts, sizes, args.context, args.reps)
     # The acceptance table of these prompt tokens first (runs at the largest size, trees from the
     # prior table, never from an earlier tuning),

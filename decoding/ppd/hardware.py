@@ -15,6 +15,7 @@ import time
 
 import torch
 
+from ..devices import sync
 from .engine import compact_cache, tree_forward
 from .tree import dynamic_trees, tree_buffers
 
@@ -41,13 +42,11 @@ def measure_latency(target, prompts, sizes, context: int = 64, reps: int = 11) -
 
     def one_pass(n: int) -> float:
         buffers, tree_ids = passes[n]
-        if target.device.type == "cuda":
-            torch.cuda.synchronize(target.device)
+        sync(target.device)
         t0 = time.perf_counter()
         tree_forward(target.model, lm.cache, context - 1, [], tree_ids, buffers, prompts, target.device,
                      target.vocab_size)
-        if target.device.type == "cuda":
-            torch.cuda.synchronize(target.device)
+        sync(target.device)
         elapsed = time.perf_counter() - t0
         compact_cache(lm.cache, context - 1, [])
         return elapsed

@@ -1,4 +1,4 @@
-"""The prompt tokens of PPD (`002_*`, sections 3.1-3.2): m prompt tokens with `ept` ensemble
+"""The prompt tokens of PPD (Chen et al., sections 3.1-3.2): m prompt tokens with `ept` ensemble
 embeddings each, living in the target's hidden size. The target stays frozen; these few vectors
 are all PPD trains (3 x 576 floats for SmolLM2-135M with 1 EPT).
 
@@ -11,13 +11,13 @@ exactly the target's greedy output: verification never trusts them.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import torch
 from torch import nn
 
-ASSETS = Path(__file__).resolve().parents[2] / "assets" / "ppd"
+from ..paths import PPD_ASSETS, display_path
+
 DEFAULT_PROMPT_TOKENS = 3
 DEFAULT_EPT = 1
 
@@ -67,20 +67,10 @@ class PromptTokens(nn.Module):
     def load(cls, path: str | Path, device=None) -> "PromptTokens":
         data = torch.load(Path(path), map_location="cpu", weights_only=True)
         weight = data["weight"]
-        module = cls(weight.shape[0], weight.shape[1], weight.shape[2], trained=True, source=_display_path(path))
+        module = cls(weight.shape[0], weight.shape[1], weight.shape[2], trained=True, source=display_path(path))
         module.weight.data.copy_(weight)
         module.meta = data.get("meta", {})
         return module.to(device) if device is not None else module
-
-
-def _display_path(path: str | Path) -> str:
-    """A file inside the repository as its repo-relative path (what traces and the tuning cache
-    record, so that shared traces do not carry this machine's directories); others as given."""
-    root = ASSETS.parents[1]
-    try:
-        return str(Path(path).resolve().relative_to(root))
-    except ValueError:
-        return str(path)
 
 
 def neutral_token_id(tokenizer) -> int:
@@ -102,7 +92,7 @@ def untrained_prompt_tokens(target, m: int = DEFAULT_PROMPT_TOKENS, ept: int = D
 
 
 def asset_path(target) -> Path:
-    return ASSETS / target.name / "prompt_tokens.pt"
+    return PPD_ASSETS / target.name / "prompt_tokens.pt"
 
 
 def load_prompt_tokens(target, path: str | Path | None = None, m: int | None = None,
@@ -125,8 +115,3 @@ def _load_prompt_tokens(target, path, m, ept) -> PromptTokens:
     if path:
         raise ValueError(f"no prompt embeddings at {path}")
     return untrained_prompt_tokens(target, m or DEFAULT_PROMPT_TOKENS, ept or DEFAULT_EPT)
-
-
-def read_card(target) -> dict | None:
-    card = asset_path(target).with_name("card.json")
-    return json.loads(card.read_text()) if card.exists() else None

@@ -1,6 +1,6 @@
 """The PPD table for the README: per tree size, on validation prompts, greedy, fixed token counts.
 
-    python -m decoding.ppd report [--sizes 8,16,32] [--prompts ../shared/prompts/dev.jsonl] [--max-new-tokens 64]
+    python -m decoding.ppd report [--sizes 8,16,32] [--prompts benchmarks/dev.jsonl] [--max-new-tokens 64]
 
 Columns: mean accepted length (accepted candidate tokens per step; the target's own token not
 counted), tokens per target call (counted), tokens/s and speedup against our autoregressive
@@ -11,9 +11,7 @@ model's weights).
 
 from __future__ import annotations
 
-import json
 import time
-from pathlib import Path
 
 
 def _run(target, method, ids, n, extra):
@@ -86,5 +84,6 @@ def markdown(result: dict) -> str:
 
 
 def load_prompt_ids(target, path, limit: int | None = None) -> list[list[int]]:
-    rows = [json.loads(line)["prompt"] for line in Path(path).read_text().splitlines() if line.strip()]
-    return [target.encode_prompt(p, True) for p in rows[:limit]]
+    from ..prompt_files import read_prompts
+
+    return [target.encode_prompt(p, True) for p in read_prompts(path)[:limit]]

@@ -1,5 +1,5 @@
 """Train PPD prompt-token embeddings by knowledge distillation against the frozen target
-(`002_*`, section 3.3). Resumable; uses the GPU when present.
+(Chen et al., section 3.3). Resumable; uses the GPU when present.
 
     python -m decoding.ppd train [--target default] [--out checkpoints/ppd] [--max-minutes 55]
 
@@ -44,10 +44,11 @@ from pathlib import Path
 
 import torch
 
+from ..paths import DEV_PROMPTS, display_path
+from ..prompt_files import read_prompts
 from .engine import additive_mask
 from .prompts import PromptTokens, asset_path, untrained_prompt_tokens
 
-DEV = Path(__file__).resolve().parents[3] / "shared" / "prompts" / "dev.jsonl"
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -83,15 +84,11 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--fresh", action="store_true", help="ignore an existing checkpoint")
     p.add_argument("--export", action="store_true", help="write the asset + card after training")
     p.add_argument("--asset", default=None, help="export path (default assets/ppd/<model>/prompt_tokens.pt)")
-    p.add_argument("--dev", default=str(DEV))
+    p.add_argument("--dev", default=str(DEV_PROMPTS))
     p.add_argument("--dev-tokens", type=int, default=48)
 
 
 # ---- data ------------------------------------------------------------------------------------
-
-def _load_prompts(path) -> list[str]:
-    return [json.loads(line)["prompt"] for line in Path(path).read_text().splitlines() if line.strip()]
-
 
 def sequences_from_shards(directory, limit: int = 0) -> list[tuple[int, list[int]]]:
     """(prompt length, prompt + continuation) per sample of the distillation shards."""
@@ -136,7 +133,7 @@ def build_data(target, args, out: Path, log=print) -> list[tuple[int, list[int]]
         log(f"data: {len(seqs)} sequences from shards in {args.shards}")
         return seqs
     path = out / "data.pt"
-    prompts = _load_prompts(args.prompts)
+    prompts = read_prompts(args.prompts)
     if args.limit_prompts:
         prompts = prompts[: args.limit_prompts]
     done = torch.load(path, weights_only=False) if path.exists() else {"sequences": []}
@@ -304,7 +301,7 @@ def prediction_accuracy(target, prompts: PromptTokens, sequences: list[tuple[int
 
 
 def dev_sequences(target, path, new_tokens: int) -> list[tuple[int, list[int]]]:
-    prompts = _load_prompts(path)
+    prompts = read_prompts(path)
     ids = [target.encode_prompt(p, True) for p in prompts]
     seqs = greedy_continuations(target, ids, new_tokens)
     return [(len(p), s) for p, s in zip(ids, seqs)]
@@ -401,7 +398,7 @@ def export(target, prompts: PromptTokens, args, step: int, history: list[float],
     acc = prediction_accuracy(target, final, dev)
     meta = {"target": target.name, "m": prompts.m, "ept": prompts.ept, "steps": step, "final_loss": history[-1],
             "alpha": args.alpha, "lr": args.lr, "batch": args.batch, "seq_len": args.seq_len,
-            "inserts": args.inserts, "labels": args.labels, "hard_weight": args.hard_weight, "init": args.init, "model_dtype": args.dtype or "per device", "data": args.shards or args.prompts, "dev": str(args.dev),
+            "inserts": args.inserts, "labels": args.labels, "hard_weight": args.hard_weight, "init": args.init, "model_dtype": args.dtype or "per device", "data": args.shards or args.prompts, "dev": display_path(args.dev),
             "dev_accuracy": acc, "bytes": final.nbytes(),
             "model_bytes": sum(t.numel() * t.element_size() for t in target.model.parameters())}  # float32 now
     final.save(path, meta)

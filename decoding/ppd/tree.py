@@ -1,6 +1,6 @@
 """PPD sparse trees as plain data, and the one pure function that turns a tree into buffers.
 
-A tree is drafted from the prompt-token predictions of the previous step (`002_*`, section 4):
+A tree is drafted from the prompt-token predictions of the previous step (Chen et al., section 4):
 the prompt token at distance d gives a distribution over the token d steps after the root, and a
 candidate is an index path (r_1, ..., r_d) in the Medusa style: its token is the r_d-th most likely
 token at distance d, its parent is the path (r_1, ..., r_{d-1}) (the root for d = 1). Every node

@@ -14,6 +14,7 @@ from dataclasses import asdict, dataclass, field
 import torch
 
 from ..acceptance import validate_lenience
+from ..devices import sync
 from ..gamma_policy import MAX_GAMMA
 from ..trace import Candidate, EmittedToken, IterationRecord, Timings
 from ..warp import SamplingConfig
@@ -55,12 +56,6 @@ def raw_logprobs(logits: torch.Tensor, tokens: list[int]) -> list[float]:
         return []
     rows = logits[: len(tokens)].float().log_softmax(dim=-1)
     return rows[torch.arange(len(tokens), device=rows.device), torch.tensor(tokens, device=rows.device)].tolist()
-
-
-def sync(device: torch.device) -> None:
-    """Wait for queued GPU work so wall-clock timings and energy reads cover it."""
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
 
 
 class RunState:

@@ -1,4 +1,4 @@
-"""Mentored decoding (`001_*`): speculative sampling whose per-token rule maximizes acceptance
+"""Mentored decoding (Tran-Thien, docs/papers.md): speculative sampling whose per-token rule maximizes acceptance
 subject to KL(p || output) <= D (the derivation, in our notation, is in `decoding/mentored.py`).
 
 The loop is speculative sampling's (`speculative.chain_loop`, Steps 1, 2 and 5); only Steps 3-4

@@ -1,4 +1,4 @@
-"""Multi-token joint speculative decoding, MJSD (`000_*`, Algorithm 1), one iteration per record:
+"""Multi-token joint speculative decoding, MJSD (Qin et al., Algorithm 1; docs/papers.md), one iteration per record:
 
   Step 1. The draft model runs B beams for gamma steps (beam search; beam sampling optional),
           scoring prefixes by their joint draft likelihood q(x_1..t) (`decoding.joint.beam_draft`).

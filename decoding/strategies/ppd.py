@@ -1,4 +1,4 @@
-"""Parallel prompt decoding, PPD (`002_*`), one iteration per record:
+"""Parallel prompt decoding, PPD (Chen et al., docs/papers.md), one iteration per record:
 
   Step 1. Draft: the previous step's prompt tokens predicted distances 1..k beyond its last
           accepted node; the dynamic sparse tree of state k (`decoding.ppd.tree.dynamic_trees`)

@@ -1,4 +1,4 @@
-"""Speculative sampling, Algorithm 1 of Leviathan et al. (`003_*`), with lenience (appendix A.5).
+"""Speculative sampling, Algorithm 1 of Leviathan et al. (docs/papers.md), with lenience (appendix A.5).
 
 Per iteration:
   Step 1. The drafter proposes up to gamma tokens x_1..x_k, each with the q it was drawn from.
@@ -124,7 +124,7 @@ def chain_loop(name: str, verify: VerifyFn, target, drafter, prompt_ids: list[in
             draft=_draft_tokens(state, draft, p_rows, q_rows, verdict, p_raw),
             accepted_length=n,
             emitted=emitted,
-            residual=None if verdict.next_is_bonus else _residual(state, p_rows[n], nxt, y, verdict),
+            residual=None if verdict.next_is_bonus else _residual(state, nxt, y, verdict),
             next_top=state.top_candidates(nxt),
             tree=_chain_tree(state, context_length, draft, verdict.accepted),
             target_calls=lm.calls,
@@ -164,7 +164,7 @@ def _draft_tokens(state, draft, p_rows, q_rows, verdict, p_raw) -> list[DraftTok
     return out
 
 
-def _residual(state, p, residual, y, verdict) -> Residual:
+def _residual(state, residual, y, verdict) -> Residual:
     return Residual(
         token_id=y,
         text=state.target.decode_token(y),
