@@ -11,6 +11,7 @@ import gradio as gr
 from decoding.methods import METHODS
 
 from .controls import with_run_inputs
+from .texts import greedy_texts_note
 from .live import load_models, settings_from_values
 from .session import Session
 
@@ -24,7 +25,7 @@ def compare(session, values: dict, progress):
     results = []
     for label, method in (("A", values["method_a"]), ("B", values["method_b"])):
         s = settings_from_values(values, method)
-        target, draft = load_models(s.target, s.draft, METHODS[method].uses_drafter, progress)
+        target, draft = load_models(s.target, s.draft, METHODS[method].uses_drafter, progress, s.dtype)
         config = dataclasses.replace(s.config(), lean=True)
         try:
             ids = target.encode_prompt(s.prompt, s.chat)
@@ -57,6 +58,7 @@ def _compare_outputs(results):
             word = "faster" if ratio >= 1 else "slower"
             verdict = (f'<p class="verdict {"good" if ratio >= 1 else "bad"}"><b>{html.escape(ma)} is ×{ratio:.2f} '
                        f'({word}) than {html.escape(mb)}</b> on this machine, measured.</p>')
+        verdict += greedy_texts_note(sa, sb)
     table = ('<table class="cmp"><thead><tr><th></th><th>method</th><th>tokens/s</th><th>tokens</th><th>target calls</th>'
              '<th>tokens per target call</th><th>mean accepted length</th><th>seconds</th></tr></thead>'
              f"<tbody>{rows}</tbody></table>{verdict}")

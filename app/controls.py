@@ -23,10 +23,10 @@ from decoding.methods import METHODS
 
 # The api order of a run's inputs (kept for clients that call positionally), around the method knobs.
 COMMON_INPUTS = ("preset", "custom_target", "custom_draft", "prompt", "chat", "method", "gamma", "temperature",
-                 "top_k", "top_p", "lenience", "seed", "max_new_tokens")
+                 "top_k", "top_p", "lenience", "seed", "max_new_tokens", "dtype")
 # The order in which `controls_from_settings` returns values (the left-hand column, top to bottom).
 CONTROLS_BEFORE = ("prompt", "chat", "method", "gamma", "lenience")
-CONTROLS_AFTER = ("temperature", "top_k", "top_p", "seed", "max_new_tokens")
+CONTROLS_AFTER = ("temperature", "top_k", "top_p", "seed", "max_new_tokens", "dtype")
 
 
 @dataclass(frozen=True)
@@ -119,7 +119,8 @@ def controls_from_settings(settings, methods: dict | None = None) -> tuple:
     s = settings
     values = {"prompt": s.prompt, "chat": s.chat, "method": s.method, "gamma": min(max(s.gamma, 1), MAX_GAMMA),
               "lenience": s.lenience, "temperature": s.temperature, "top_k": s.top_k, "top_p": s.top_p,
-              "seed": s.seed, "max_new_tokens": min(max(s.max_new_tokens, 1), MAX_NEW_TOKENS)}
+              "seed": s.seed, "max_new_tokens": min(max(s.max_new_tokens, 1), MAX_NEW_TOKENS),
+              "dtype": getattr(s, "dtype", None)}
     extra = s.extra or {}
     for c in method_controls(methods):
         if s.method not in c.methods:

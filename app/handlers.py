@@ -170,14 +170,16 @@ def on_load(session, position):
     return open_trace_file(session, examples[title], title, "example", position)
 
 
-def load_models(preset, custom_target, custom_draft, progress=gr.Progress()):
+def load_models(preset, custom_target, custom_draft, dtype="auto", progress=gr.Progress()):
     try:
         target_spec, draft_spec = resolve_pair(preset, custom_target, custom_draft)
     except ValueError as exc:
         raise gr.Error(str(exc)) from None
-    target, draft = load_pair_models(target_spec, draft_spec, True, progress)
+    target, draft = load_pair_models(target_spec, draft_spec, True, progress, dtype or "auto")
     draft_name = draft.name if draft.model is None else f"{draft.name} ({draft.model.n_params / 1e6:.0f}M parameters)"
-    return (f"Loaded target **{target.name}** ({target.n_params / 1e6:.0f}M parameters, {target.device}) and draft "
+    precision = str(target.dtype).removeprefix("torch.")
+    return (f"Loaded target **{target.name}** ({target.n_params / 1e6:.0f}M parameters, {target.device}, {precision}) "
+            "and draft "
             f"**{draft_name}**. Run or Step to decode.")
 
 

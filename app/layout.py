@@ -23,7 +23,18 @@ from .handlers import (EXAMPLE_PROMPTS, controls_from_session, generate, load_mo
 from .lab_events import lab_converge, lab_normalize, lab_run
 from .presets import presets
 from .session import SESSION_TTL_SECONDS, delete_session, example_traces
-from .settings import MAX_GAMMA, MAX_NEW_TOKENS, MAX_PROMPT_CHARS
+from .settings import MAX_GAMMA, MAX_NEW_TOKENS, MAX_PROMPT_CHARS, PRECISIONS
+
+
+def precision_label() -> str:
+    """The precision control's label, naming what "auto" means on this machine."""
+    from decoding.devices import default_dtype, dtype_name, resolve_device
+
+    try:
+        auto = dtype_name(default_dtype(resolve_device(None)))
+    except Exception:  # noqa: BLE001 - a bad SPECDEC_DTYPE: the run reports it
+        auto = "the device's default"
+    return f"Precision of the models (auto = {auto} here)"
 
 QUEUE_SIZE = 16
 
@@ -64,6 +75,9 @@ def build_demo() -> gr.Blocks:
                         with gr.Row():
                             seed = gr.Number(value=0, precision=0, label="Seed", minimum=0)
                             max_new = gr.Slider(1, MAX_NEW_TOKENS, value=48, step=1, label="Max new tokens")
+                        dtype = gr.Dropdown(list(PRECISIONS), value="auto", label=precision_label(),
+                                            info="bfloat16 makes the verify pass cheap on CPUs with native bf16; "
+                                                 "float32 is the reference for exactness")
                         pacing = gr.Slider(0.0, 2.0, value=0.3, step=0.05,
                                            label="Pacing: seconds per iteration (0 = as fast as it decodes)")
                         with gr.Row():
@@ -162,7 +176,7 @@ def build_demo() -> gr.Blocks:
         components = {"preset": preset, "custom_target": custom_target, "custom_draft": custom_draft,
                       "prompt": prompt, "chat": chat, "method": method, "method_a": method_a, "method_b": method_b,
                       "gamma": gamma, "temperature": temperature, "top_k": top_k, "top_p": top_p,
-                      "lenience": lenience, "seed": seed, "max_new_tokens": max_new, "pacing": pacing,
+                      "lenience": lenience, "seed": seed, "max_new_tokens": max_new, "dtype": dtype, "pacing": pacing,
                       "position": position, **knobs}
 
         def inputs(handler):  # the components of a handler's inputs, by its api names (controls.py)
@@ -185,7 +199,7 @@ def build_demo() -> gr.Blocks:
             controls_from_session, state, controls, api_name=False)
         example_pick.input(open_example, [state, example_pick, position], [state, *view_outputs], api_name=False).then(
             controls_from_session, state, controls, api_name=False)
-        load_btn.click(load_models, [preset, custom_target, custom_draft], load_msg, api_name=False, **model_events)
+        load_btn.click(load_models, [preset, custom_target, custom_draft, dtype], load_msg, api_name=False, **model_events)
         prompt_pick.input(on_prompt_pick, prompt_pick, [prompt, chat], api_name=False)
         preset.change(on_preset, preset, [custom_target, custom_draft, chat, preset_note], api_name=False)
         toggled = ("gamma", "lenience", *knobs)

@@ -20,13 +20,14 @@ def settings_from_values(values: dict, method: str | None = None) -> Settings:
         method = values["method"] if method is None else method
         return make_settings(values["prompt"], values["chat"], method, values["gamma"], values["temperature"],
                              values["top_k"], values["top_p"], values["lenience"], values["seed"],
-                             values["max_new_tokens"], target, draft, values)
+                             values["max_new_tokens"], target, draft, values, dtype=values.get("dtype") or "auto")
     except ValueError as exc:
         raise gr.Error(str(exc), title="Check the settings") from None
 
 
-def load_models(target_spec: str, draft_spec: str, need_draft: bool, progress=None):
-    """The (memoized) target and its pair.Draft (None when not needed); gr.Error with the loader's reason."""
+def load_models(target_spec: str, draft_spec: str, need_draft: bool, progress=None, dtype: str = "auto"):
+    """The (memoized) target in `dtype` and its pair.Draft (None when not needed); gr.Error with the
+    loader's reason."""
     from decoding.models import ModelLoadError
     from decoding.pair import load_pair
 
@@ -39,6 +40,7 @@ def load_models(target_spec: str, draft_spec: str, need_draft: bool, progress=No
     preset_specs = {p.target for p in presets()} | {p.draft for p in presets()}
     try:
         target, draft = load_pair(target_spec, draft_spec, need_draft=need_draft, cached=True,
+                                  dtype=None if dtype == "auto" else dtype,
                                   target_progress=reporter(0.0, "target"), draft_progress=reporter(0.5, "draft"))
     except ModelLoadError as exc:
         raise gr.Error(f"Could not load the model pair: {exc}", title="Model pair not loaded") from None
@@ -50,6 +52,14 @@ def load_models(target_spec: str, draft_spec: str, need_draft: bool, progress=No
     return target, draft
 
 
+def check_prompt_fits(prompt_tokens: int, max_new_tokens: int, context: int) -> None:
+    """The prompt and the tokens to generate must fit the model's context; ValueError otherwise."""
+    room = context - max_new_tokens
+    if prompt_tokens > room:
+        raise ValueError(f"The prompt is {prompt_tokens} tokens long; with max new tokens {max_new_tokens} this "
+                         f"model's context of {context} tokens allows at most {max(room, 0)} prompt tokens.")
+
+
 def start(session: Session, settings: Settings, progress) -> None:
     """Load the pair and start a live run of `settings` in the session."""
     from decoding.energy import make_meter
@@ -57,13 +67,14 @@ def start(session: Session, settings: Settings, progress) -> None:
 
     session.reset_run()
     need_draft = METHODS[settings.method].uses_drafter
-    target, draft = load_models(settings.target, settings.draft, need_draft, progress)
+    target, draft = load_models(settings.target, settings.draft, need_draft, progress, settings.dtype)
     try:
         prompt_ids = target.encode_prompt(settings.prompt, settings.chat)
+        check_prompt_fits(len(prompt_ids), settings.max_new_tokens, target.max_context)
         session.meter = make_meter(target.device)
         session.generator = decode(target, draft, prompt_ids, settings.config(), session.meter)
     except ValueError as exc:
-        raise gr.Error(str(exc), title="Cannot start the run") from None
+        raise gr.Error(str(exc), title="Check the prompt" if "prompt" in str(exc) else "Cannot start the run") from None
     session.settings = settings
     session.source = "live"
     session.title = ""

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from decoding.models import DEFAULT_TARGET
-from decoding.pair import PROMPT_LOOKUP
+from decoding.pair import HYBRID, PROMPT_LOOKUP
 from decoding.paths import SHIPPED_DRAFT
 
 MAX_PARAMS = float(os.environ.get("SPECDEC_APP_MAX_PARAMS", 2.0e9))  # custom models above this are refused
@@ -34,10 +34,15 @@ def _presets() -> list[Preset]:
         first = Preset("default", "Offline default: SmolLM2-135M-Instruct, drafted by the distilled 16.8M draft",
                        DEFAULT_TARGET, str(SHIPPED_DRAFT), True,
                        "runs with no network; first load converts the GGUF (~20 s)")
+    hybrid = Preset("default-hybrid", "Offline: SmolLM2-135M-Instruct, drafted by the hybrid: copies where the text "
+                    "repeats, the distilled draft elsewhere", DEFAULT_TARGET, HYBRID, True,
+                    "copies a span where the context repeats itself (summaries, answers from a passage), asks the "
+                    "16.8M draft elsewhere")
     lookup = Preset("default-lookup", "Offline: SmolLM2-135M-Instruct, drafted by prompt lookup (no draft model)",
                     DEFAULT_TARGET, PROMPT_LOOKUP, True, "copies n-grams from the context: drafts only where text repeats")
     return [
         first,
+        hybrid,
         lookup,
         Preset("smollm2-360m", "SmolLM2-135M-Instruct → SmolLM2-360M-Instruct (hub)",
                "HuggingFaceTB/SmolLM2-360M-Instruct", "HuggingFaceTB/SmolLM2-135M-Instruct", True, "needs the hub"),
@@ -82,7 +87,7 @@ _HUB_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,95}/[A-Za-z0-9][A-Za-z0-9._-
 
 def check_custom_spec(spec: str) -> None:
     """A public demo loads hub ids only; local paths need SPECDEC_APP_ALLOW_LOCAL=1."""
-    if spec in (PROMPT_LOOKUP, DEFAULT_TARGET):
+    if spec in (PROMPT_LOOKUP, DEFAULT_TARGET, HYBRID):
         return
     if os.environ.get("SPECDEC_APP_ALLOW_LOCAL") == "1":
         return

@@ -12,6 +12,7 @@ from collections import defaultdict
 
 from decoding.metrics import RunCounts
 from decoding.strategies.ppd import PPDStep
+from decoding.strategies.speculative import ChainStep
 from decoding.trace import ACCEPTED, BONUS, CORRECTION, TARGET, Candidate, IterationRecord, RunSummary
 
 from .html_text import attr as _attr, fmt, token_html, visible
@@ -43,17 +44,35 @@ def legend_html() -> str:
         f'<span class="chip chip-{kind}" aria-label="{_attr(desc)}">{html.escape(label)}</span>'
         for kind, (label, _colour, desc) in CHIP_KINDS.items()
     )
-    return f'<div class="legend" role="note" aria-label="Legend of token colours">{items}</div>'
+    copied = ('<span class="chip chip-accepted from-lookup" aria-label="a draft token copied from the context">'
+              "copied from the context</span>")
+    return f'<div class="legend" role="note" aria-label="Legend of token colours">{items}{copied}</div>'
 
 
-def _chip(text: str, kind: str, tip: str, current: bool = False) -> str:
-    cls = f"chip chip-{kind}" + (" cur" if current else "")
+def _chip(text: str, kind: str, tip: str, current: bool = False, source: str | None = None) -> str:
+    cls = f"chip chip-{kind}" + (" cur" if current else "") + (" from-lookup" if source == "lookup" else "")
     # tabindex makes the tooltip open on tap (focus) on a phone as well as on hover
     return f'<span class="{cls}" tabindex="0" data-tip="{_attr(tip)}" aria-label="{_attr(tip)}">{token_html(text)}</span>'
 
 
+SOURCES = {"lookup": "copied from the context (n-gram lookup: q is 1 on the copied token)",
+           "model": "proposed by the draft model"}
+
+
+def source_text(record: IterationRecord, d) -> str | None:
+    """Where a draft token came from, in words (None where the trace does not say)."""
+    if d.source not in SOURCES:
+        return None
+    chain = ChainStep.of(record)
+    match = chain.match_length if chain is not None and d.source == "lookup" else None
+    return SOURCES[d.source] + (f"; the last {match} tokens matched an earlier span" if match else "")
+
+
 def _draft_tip(d, kind_label: str, record: IterationRecord) -> str:
     lines = [f"{kind_label} {visible(d.text)!r} (iteration {record.iteration}, draft position {d.position + 1})"]
+    source = source_text(record, d)
+    if source:
+        lines.append(source)
     joint = mjsd_prefix(record, d.position)
     if record.method == "ppd":
         lines.append(f"p(x) = {fmt(d.p)} (target)   q(x) = {fmt(d.q)} (the prompt token's guess probability)")
@@ -111,10 +130,11 @@ def record_chips(record: IterationRecord, current: bool = False) -> list[str]:
             d = accepted_drafts[n_acc] if n_acc < len(accepted_drafts) else None
             n_acc += 1
             tip = _draft_tip(d, "accepted draft token", record) if d else "accepted draft token"
-            chips.append(_chip(token.text, ACCEPTED, tip, current))
+            chips.append(_chip(token.text, ACCEPTED, tip, current, d.source if d else None))
         else:
             if token.kind == CORRECTION and rejected is not None:
-                chips.append(_chip(rejected.text, REJECTED, _draft_tip(rejected, "rejected draft token", record), current))
+                chips.append(_chip(rejected.text, REJECTED, _draft_tip(rejected, "rejected draft token", record), current,
+                                   rejected.source))
                 rejected = None
             kind = token.kind if token.kind in CHIP_KINDS else TARGET
             chips.append(_chip(token.text, kind, _final_tip(token, record), current))
@@ -160,6 +180,12 @@ def draft_row_html(record: IterationRecord | None) -> str:
         final = "".join(record_chips(record))
         return f'<div class="draftrow">{head}<p>{why}</p><div class="chips">{final}</div></div>'
     greedy = greedy_rule(record) and mjsd_prefix(record, 0) is None and record.method != "ppd"
+    chain = ChainStep.of(record)
+    if chain is not None and chain.source in SOURCES:
+        origin = ("<b>Copied from the context</b>: the last " + str(chain.match_length) + " tokens repeat an earlier "
+                  "span, so the drafter proposed what followed it (q = 1 on each copied token)"
+                  if chain.source == "lookup" else "<b>Proposed by the draft model</b>")
+        head += f'<p class="origin from-{chain.source}">{origin}.</p>'
     rows = []
     for d in record.draft:
         ratio = (d.p / d.q) if d.q else None

@@ -69,7 +69,8 @@ class Session:
             uses = self.settings is not None and self.settings.method in METHODS and \
                 METHODS[self.settings.method].uses_drafter
             draft = self.draft.name if uses and self.draft is not None else "none"
-            return f"Live run — target {self.target.name} on {self.target.device}, draft {draft}"
+            precision = str(self.target.dtype).removeprefix("torch.")
+            return f"Live run — target {self.target.name} on {self.target.device} in {precision}, draft {draft}"
         return ""
 
     def baseline_tps(self) -> float | None:

@@ -18,7 +18,10 @@ from decoding.strategies import RunConfig
 from decoding.trace import RunSummary
 from decoding.warp import SamplingConfig
 
-MAX_PROMPT_CHARS = int(os.environ.get("SPECDEC_APP_MAX_PROMPT_CHARS", 2000))
+# A coarse bound on the prompt's characters; the exact limit is in tokens, checked once the model is
+# loaded: the prompt and max new tokens must fit the model's context (`live.start`).
+MAX_PROMPT_CHARS = int(os.environ.get("SPECDEC_APP_MAX_PROMPT_CHARS", 32000))
+PRECISIONS = ("auto", "bfloat16", "float16", "float32")
 MAX_NEW_TOKENS = int(os.environ.get("SPECDEC_APP_MAX_NEW_TOKENS", 256))
 MAX_GAMMA = int(os.environ.get("SPECDEC_APP_MAX_GAMMA", 16))
 
@@ -38,11 +41,12 @@ class Settings:
     target: str
     draft: str
     extra: dict = field(default_factory=dict)  # the method's own settings, by field name
+    dtype: str = "auto"  # the target's precision: auto (the device's default) or a dtype name
 
     def key(self) -> tuple:
         return (self.prompt, self.chat, self.method, self.gamma, self.temperature, self.top_k, self.top_p,
                 self.lenience, self.seed, self.max_new_tokens, self.target, self.draft,
-                tuple(sorted(self.extra.items())))
+                tuple(sorted(self.extra.items())), self.dtype)
 
     def config(self) -> RunConfig:
         return RunConfig(
@@ -97,7 +101,7 @@ def method_values(spec: MethodSpec, extra: dict | None) -> dict:
 
 
 def make_settings(prompt, chat, method, gamma, temperature, top_k, top_p, lenience, seed, max_new_tokens,
-                  target, draft, extra: dict | None = None, methods: dict | None = None) -> Settings:
+                  target, draft, extra: dict | None = None, methods: dict | None = None, dtype="auto") -> Settings:
     """Validate raw UI values with server-side limits; raise ValueError with a readable message."""
     prompt = prompt if isinstance(prompt, str) else ""
     if not prompt.strip():
@@ -122,9 +126,12 @@ def make_settings(prompt, chat, method, gamma, temperature, top_k, top_p, lenien
     if not (0 < lenience <= 1):
         raise ValueError(f"lenience must be in (0, 1] (got {lenience}).")
     seed = _whole(seed, "seed")
+    dtype = str(dtype or "auto")
+    if dtype not in PRECISIONS:
+        raise ValueError(f"precision must be one of {', '.join(PRECISIONS)} (got {dtype!r}).")
     kept = method_values(spec, extra)
     settings = Settings(prompt, bool(chat), method, gamma, temperature, top_k, top_p, lenience, seed, max_new,
-                        target, draft, kept)
+                        target, draft, kept, dtype)
     settings.config()  # the engine's own checks (temperature, top-k, top-p, lenience)
     return settings
 
@@ -151,6 +158,8 @@ def cli_command(s: Settings, methods: dict | None = None) -> str:
             continue  # unset, automatic, or a switch that is off
         parts += [k.flag] if value is True else [k.flag, _flag_value(value)]
     parts += ["--seed", str(s.seed), "--max-new-tokens", str(s.max_new_tokens), "--target", s.target]
+    if s.dtype != "auto":
+        parts += ["--dtype", s.dtype]
     if spec.uses_drafter:
         parts += ["--draft", s.draft]
     return " ".join(shlex.quote(p) for p in parts) + " --json > run.jsonl"
@@ -170,6 +179,7 @@ def settings_from_summary(summary: RunSummary | None) -> Settings | None:
             top_p=float(sampling.get("top_p", 1.0)), lenience=float(s.get("lenience", 1.0)), seed=int(s.get("seed", 0)),
             max_new_tokens=int(s.get("max_new_tokens", 64)), target=models.get("target") or "default",
             draft=models.get("draft") or PROMPT_LOOKUP, extra=dict(s.get("extra") or {}),
+            dtype=models.get("dtype") if models.get("dtype") in PRECISIONS else "auto",
         )
     except (TypeError, ValueError):
         return None

@@ -141,3 +141,28 @@ path it agrees with, plus one token of its own at the end (so every step yields 
 the chart shows both, measured on this device, and n* = argmax T(n)/L(n) is the tree size PPD uses by default
 once tuned (`python -m decoding.ppd tune`).
 """
+
+
+def bf16_exactness_sentence() -> str:
+    """The one plain sentence on exactness in bfloat16, with the rate measured by the benchmark."""
+    from .measured import greedy_equal_rate
+
+    rate = greedy_equal_rate("bfloat16")
+    measured = (f" (measured: greedy speculative text equalled greedy autoregressive text on {rate} prompts of "
+                "the Spec-Bench subset)") if rate else ""
+    return ("In bfloat16 the acceptance rule is exact with respect to the target as the verify pass evaluates it; "
+            "that pass rounds differently from one-token passes, so greedy text can differ from bfloat16 "
+            f"autoregressive decoding where two tokens are nearly tied{measured}. float32 is the reference "
+            "precision: there greedy speculative text equals greedy autoregressive text.")
+
+
+def greedy_texts_note(a, b) -> str:
+    """Two greedy summaries of one prompt whose texts differ: why, in HTML (empty when they agree)."""
+    greedy = all((s.settings or {}).get("sampling", {}).get("temperature") == 0 for s in (a, b))
+    if not greedy or a.token_ids == b.token_ids:
+        return ""
+    dtypes = {(s.models or {}).get("dtype") for s in (a, b)}
+    if dtypes == {"float32"}:
+        return ('<p class="note"><b>The greedy texts differ in float32</b>, where lossless decoding must reproduce '
+                "them token for token: this is a bug, please report it with the two traces.</p>")
+    return f'<p class="note">The greedy texts differ. {bf16_exactness_sentence()}</p>'

@@ -4,6 +4,7 @@ Speculative decoding appends draft tokens to both caches and, after a rejection,
 rejected tail (DynamicCache.crop). The cache always covers a prefix of the committed sequence;
 `extend(sequence)` feeds whatever part of `sequence` the cache lacks plus `extra` tokens in one
 forward pass, so prefill, single steps and gamma+1-token verification are the same call.
+A draft with a restricted output head (`output_head.py`) computes its logits with that head.
 """
 
 from __future__ import annotations
@@ -13,10 +14,11 @@ from transformers import DynamicCache
 
 
 class CachedLM:
-    def __init__(self, model: torch.nn.Module, device: torch.device, vocab_width: int):
+    def __init__(self, model: torch.nn.Module, device: torch.device, vocab_width: int, head=None):
         self.model = model
         self.device = device
         self.vocab_width = vocab_width  # logits are cut to the vocabulary shared with the other model
+        self.head = head  # an OutputHead: logits over its tokens only (-inf elsewhere)
         self.cache = DynamicCache(config=model.config)
         self.length = 0  # tokens whose keys/values are in the cache
         self.calls = 0  # forward passes so far (a batched pass counts once)
@@ -30,6 +32,14 @@ class CachedLM:
             raise ValueError("forward needs at least one token")
         ids = torch.tensor([tokens], dtype=torch.long, device=self.device)
         positions = torch.arange(self.length, self.length + len(tokens), device=self.device)
+        if self.head is not None:
+            out = self.model.get_decoder()(input_ids=ids, past_key_values=self.cache, use_cache=True,
+                                           position_ids=positions.unsqueeze(0))
+            self.cache = out.past_key_values
+            self.length += len(tokens)
+            self.calls += 1
+            hidden = out.last_hidden_state[0]
+            return self.head.logits(hidden[-keep:] if keep else hidden, self.vocab_width)
         out = self.model(
             input_ids=ids,
             past_key_values=self.cache,

@@ -33,7 +33,8 @@ def _add_generate(sub, methods=None) -> None:
     g.add_argument("--target", default="default", help="hub id, local directory, .gguf file or 'default'")
     g.add_argument("--draft", default=None, help="hub id, local directory, .gguf file or 'prompt-lookup'")
     g.add_argument("--device", default=None, help="cpu, cuda, cuda:N (default: cuda when available)")
-    g.add_argument("--dtype", default=None, help="float32, bfloat16, float16 (default: per device)")
+    g.add_argument("--dtype", default=None, help="float32, bfloat16, float16 (default: bfloat16 on CPUs with native "
+                   "bf16 and on CUDA, else float32; $SPECDEC_DTYPE overrides); float32 is the reference for exactness")
     g.add_argument("--draft-dtype", default=None, help="draft dtype (default: float16 on AVX-512 CPUs, else as --dtype; see docs)")
     g.add_argument("--lean", action="store_true", help="skip top-k lists in the trace (timing runs)")
     g.add_argument("--ignore-eos", action="store_true", help="always generate max-new-tokens")
@@ -100,8 +101,10 @@ def build_parser(methods=None) -> argparse.ArgumentParser:
 
     _add_eval_draft(sub)
     from .bench import add_parser as _add_bench
+    from .bench.verify_cost import add_parser as _add_verify_cost
 
     _add_bench(sub)
+    _add_verify_cost(sub)
     return parser
 
 
@@ -122,6 +125,10 @@ def main(argv: list[str] | None = None) -> int:
             from .bench import run_cli as run_bench_cli
 
             return run_bench_cli(args)
+        if args.command == "verify-cost":
+            from .bench.verify_cost import run_cli as run_verify_cost
+
+            return run_verify_cost(args)
     except (UsageError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT

@@ -41,6 +41,7 @@ from .metrics import c_step
 from .models import LoadedModel, cache_dir, check_same_vocabulary
 from .paths import display_path
 from .prompt_files import read_prompts
+from .scoring import teacher_forced_probs as _probs
 
 GAMMA = 4
 
@@ -91,14 +92,6 @@ def target_side(target: LoadedModel, prompts: list[str], max_new_tokens: int, ch
     return TargetSide(prompt_ids, sampled, greedy)
 
 
-@torch.inference_mode()
-def _probs(model: LoadedModel, prompt: list[int], cont: list[int], width: int) -> torch.Tensor:
-    """Temperature-1 distributions at the positions that predict `cont` (len(cont) x width)."""
-    ids = torch.tensor([prompt + cont[:-1]], device=model.device)
-    logits = model.model(input_ids=ids).logits[0, len(prompt) - 1 :, :width].float()
-    return torch.softmax(logits, dim=-1).cpu()
-
-
 def replay_greedy(matches: list[bool], gamma: int = GAMMA) -> tuple[int, int]:
     """(tokens, target calls) of greedy speculative decoding over a continuation, given for each
     position whether the draft's proposal there equals the target's greedy token. A call accepts
@@ -113,11 +106,11 @@ def replay_greedy(matches: list[bool], gamma: int = GAMMA) -> tuple[int, int]:
     return n, calls
 
 
-def _time_step(model: LoadedModel, context: list[int], repeats: int) -> list[float]:
+def _time_step(model: LoadedModel, context: list[int], repeats: int, head=None) -> list[float]:
     from .cached_lm import CachedLM
     from .devices import sync
 
-    lm = CachedLM(model.model, model.device, model.vocab_size)
+    lm = CachedLM(model.model, model.device, model.vocab_size, head)
     lm.extend(context)
     times = []
     for r in range(repeats):
@@ -129,19 +122,21 @@ def _time_step(model: LoadedModel, context: list[int], repeats: int) -> list[flo
     return times
 
 
-def measure_c(target: LoadedModel, draft: LoadedModel, context: list[int], repeats: int = 20) -> dict:
+def measure_c(target: LoadedModel, draft: LoadedModel, context: list[int], repeats: int = 20, head=None) -> dict:
     """Median single-token step time of draft and target at the same context, interleaved."""
-    _time_step(target, context, 2), _time_step(draft, context, 2)  # warm-up
+    _time_step(target, context, 2), _time_step(draft, context, 2, head)  # warm-up
     t_times, d_times = [], []
     for _ in range(max(1, repeats // 5)):
         t_times += _time_step(target, context, 5)
-        d_times += _time_step(draft, context, 5)
+        d_times += _time_step(draft, context, 5, head)
     t_med, d_med = statistics.median(t_times), statistics.median(d_times)
     return {"c": c_step(d_med, t_med), "target_step_ms": 1000 * t_med, "draft_step_ms": 1000 * d_med}
 
 
 def eval_model_draft(target: LoadedModel, draft: LoadedModel, side: TargetSide, engine_check: int = 2,
-                     chat: bool = True, prompts: list[str] | None = None, timing_repeats: int = 20) -> dict:
+                     chat: bool = True, prompts: list[str] | None = None, timing_repeats: int = 20,
+                     head=None) -> dict:
+    """A draft model's figures (`head`: its restricted output head, if it has one)."""
     check_same_vocabulary(target, draft)
     width = min(target.vocab_size, draft.vocab_size)
     mins, n_alpha, agree, n_greedy, tokens, calls = 0.0, 0, 0, 0, 0, 0
@@ -149,11 +144,11 @@ def eval_model_draft(target: LoadedModel, draft: LoadedModel, side: TargetSide, 
     for prompt, samp, greedy in zip(side.prompt_ids, side.sampled, side.greedy):
         if samp:
             p = _probs(target, prompt, samp, width)
-            q = _probs(draft, prompt, samp, width)
+            q = _probs(draft, prompt, samp, width, head)
             mins += torch.minimum(p, q).sum().item()
             n_alpha += len(samp)
         if greedy:
-            q = _probs(draft, prompt, greedy, width)
+            q = _probs(draft, prompt, greedy, width, head)
             matches = (q.argmax(-1) == torch.tensor(greedy)).tolist()
             agree += sum(matches)
             n_greedy += len(greedy)
@@ -171,10 +166,13 @@ def eval_model_draft(target: LoadedModel, draft: LoadedModel, side: TargetSide, 
         "tokens_per_call_gamma4": tokens / max(calls, 1),
         "positions_sampled": n_alpha,
         "positions_greedy": n_greedy,
+        "head_tokens": head.size if head is not None else None,
     }
-    result.update(measure_c(target, draft, side.prompt_ids[0] + side.greedy[0][:32], timing_repeats))
+    result.update(measure_c(target, draft, side.prompt_ids[0] + side.greedy[0][:32], timing_repeats, head))
     if engine_check and prompts:
-        result["engine_check"] = _engine_check(target, draft, side, prompts, chat, engine_check)
+        from .pair import Draft
+
+        result["engine_check"] = _engine_check(target, Draft.of_model(draft, head), side, prompts, chat, engine_check)
     return result
 
 
@@ -202,7 +200,8 @@ def _engine_check(target, draft, side: TargetSide, prompts: list[str], chat: boo
         if draft.model is None:
             t, c = _replay_lookup(side.prompt_ids[i], greedy, target)
         else:
-            q = _probs(draft.model, side.prompt_ids[i], greedy, min(target.vocab_size, draft.model.vocab_size))
+            q = _probs(draft.model, side.prompt_ids[i], greedy, min(target.vocab_size, draft.model.vocab_size),
+                       draft.head)
             t, c = replay_greedy((q.argmax(-1) == torch.tensor(greedy)).tolist())
         replay_tokens, replay_calls = replay_tokens + t, replay_calls + c
     return {
@@ -298,7 +297,8 @@ def evaluate(target: LoadedModel, drafts: list, prompts: list[str], max_new_toke
         if draft.model is None:
             results.append(eval_prompt_lookup(target, side, engine_check, chat, prompts, timing_repeats))
         else:
-            results.append(eval_model_draft(target, draft.model, side, engine_check, chat, prompts, timing_repeats))
+            results.append(eval_model_draft(target, draft.model, side, engine_check, chat, prompts, timing_repeats,
+                                            draft.head))
     return {
         "target": target.name,
         "prompts": len(prompts),
@@ -348,6 +348,9 @@ def add_parser(sub) -> None:
     e.add_argument("--device", default=None)
     e.add_argument("--dtype", default=None)
     e.add_argument("--draft-dtype", default=None, help="draft dtype (default: float16 on AVX-512 CPUs, else as --dtype; see docs)")
+    e.add_argument("--match-lengths", action="store_true",
+                   help="also: how often a copied token is right, by the context's suffix-match length, beside the "
+                        "draft model (the hybrid drafter's minimum match)")
     e.add_argument("--json", action="store_true")
 
 
@@ -379,6 +382,15 @@ def run_cli(args) -> int:
     report = evaluate(target, drafts, prompts, args.max_new_tokens, chat=not args.no_chat, seed=args.seed,
                       engine_check=args.engine_check, use_cache=not args.no_cache, progress=progress)
     report["prompt_file"] = display_path(args.prompts)
+    if args.match_lengths:
+        from .lookup_eval import bucket_table, markdown, match_length_rows, minimum_match
+
+        model_draft = next((d for d in drafts if d.model is not None), None)
+        side = target_side(target, prompts, args.max_new_tokens, not args.no_chat, args.seed, not args.no_cache)
+        rows = match_length_rows(target, side, model_draft.model if model_draft else None,
+                                 model_draft.head if model_draft else None)
+        report["match_lengths"] = {"buckets": bucket_table(rows), "minimum_match": minimum_match(rows),
+                                   "rows": {str(n): r for n, r in sorted(rows.items())}}
     if len(report["results"]) == 1:
         report.update({k: v for k, v in report["results"][0].items()})
     if args.json:
@@ -393,4 +405,6 @@ def run_cli(args) -> int:
                 print(f"{r['draft']}: engine check on {e['prompts']} prompts: tokens/call engine "
                       f"{e['tokens_per_call_engine']:.2f} vs replay {e['tokens_per_call_replay']:.2f}; "
                       f"greedy speculative == greedy autoregressive on {e['outputs_equal_greedy_autoregressive']}")
+        if args.match_lengths:
+            print("\n" + markdown({int(n): r for n, r in report["match_lengths"]["rows"].items()}))
     return 0

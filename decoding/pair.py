@@ -1,22 +1,31 @@
 """A run's models: the target and what drafts for it, loaded and checked in one place.
 
-`Draft` is one small value for "what proposes the draft tokens": a draft model, or a weight-free
-drafter (prompt lookup). It knows its name, kind, weight bytes and how to make a fresh drafter for
-a run (drafters hold per-run KV caches). `load_pair` is the one "load the target, load the draft,
-check that they share a vocabulary" path of the CLI, the benchmark and the app.
+`Draft` is one small value for "what proposes the draft tokens": a draft model (optionally with a
+restricted output head), a weight-free drafter (prompt lookup), or the hybrid of a draft model and
+lookup. It knows its name, kind, weight bytes and how to make a fresh drafter for a run (drafters
+hold per-run KV caches). `load_pair` is the one "load the target, load the draft, check that they
+share a vocabulary" path of the CLI, the benchmark and the app.
+
+Draft specs: a hub id, a directory or a .gguf file (a model); "prompt-lookup"; "distilled" (the
+shipped draft); "hybrid" (lookup + the target's default draft model) or "hybrid:<model spec>".
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .drafters import PROMPT_LOOKUP, ModelDrafter, PromptLookupDrafter
+from pathlib import Path
+
+from .drafters import HYBRID, PROMPT_LOOKUP, HybridDrafter, ModelDrafter, PromptLookupDrafter
+from .errors import ModelLoadError
 from .models import DEFAULT_TARGET, LoadedModel, check_same_vocabulary, load_draft, load_model, load_model_cached
+from .output_head import OutputHead, load_head
 from .paths import SHIPPED_DRAFT
 
-__all__ = ["Draft", "as_draft", "default_draft_spec", "load_pair", "PROMPT_LOOKUP"]
+__all__ = ["Draft", "as_draft", "default_draft_spec", "load_pair", "PROMPT_LOOKUP", "HYBRID", "DISTILLED"]
 
-DRAFT_KINDS = ("model", PROMPT_LOOKUP)
+DRAFT_KINDS = ("model", PROMPT_LOOKUP, HYBRID)
+DISTILLED = "distilled"  # the shipped draft of the default target, by name
 
 
 @dataclass(frozen=True, eq=False)
@@ -25,27 +34,41 @@ class Draft:
 
     kind: str
     name: str  # what tables and the app show
-    spec: str  # as the user gave it: a path, a hub id, "prompt-lookup"
+    spec: str  # as the user gave it: a path, a hub id, "prompt-lookup", "hybrid"
     model: LoadedModel | None = None
+    head: OutputHead | None = None  # a restricted output head of the model (output_head.py)
 
     def __post_init__(self) -> None:
         if self.kind not in DRAFT_KINDS:
             raise ValueError(f"unknown kind of draft {self.kind!r}")
-        if (self.kind == "model") != (self.model is not None):
-            raise ValueError("a model draft needs its model, a weight-free drafter has none")
+        if (self.kind == PROMPT_LOOKUP) != (self.model is None):
+            raise ValueError("a model or hybrid draft needs its model, prompt lookup has none")
 
     @staticmethod
     def prompt_lookup() -> "Draft":
         return Draft(PROMPT_LOOKUP, PROMPT_LOOKUP, PROMPT_LOOKUP)
 
     @staticmethod
-    def of_model(model: LoadedModel) -> "Draft":
-        return Draft("model", model.name, model.spec, model)
+    def of_model(model: LoadedModel, head: OutputHead | None = None) -> "Draft":
+        return Draft("model", model.name, model.spec, model, head)
+
+    def hybrid(self) -> "Draft":
+        """Lookup where the context repeats, this draft's model elsewhere."""
+        if self.model is None:
+            raise ValueError("the hybrid drafter needs a draft model beside lookup")
+        return Draft(HYBRID, f"{HYBRID} ({self.name} + lookup)", f"{HYBRID}:{self.spec}", self.model, self.head)
 
     @property
     def weight_bytes(self) -> int:
-        """Bytes of weights one draft step reads (0 without a model)."""
-        return self.model.weight_bytes if self.model is not None else 0
+        """Bytes of weights one model draft step reads (0 without a model; a restricted head reads
+        its own rows instead of the full output head)."""
+        if self.model is None:
+            return 0
+        if self.head is None:
+            return self.model.weight_bytes
+        full = self.model.model.get_output_embeddings().weight
+        tied = full is self.model.model.get_input_embeddings().weight
+        return self.model.weight_bytes - (0 if tied else full.numel() * full.element_size()) + self.head.weight_bytes
 
     @property
     def dtype(self):
@@ -57,7 +80,10 @@ class Draft:
             return PromptLookupDrafter(target.vocab_size, target.device)
         check_same_vocabulary(target, self.model)
         width = min(target.vocab_size, self.model.vocab_size)
-        return ModelDrafter(self.model.model, self.model.device, width, self.model.name)
+        model = ModelDrafter(self.model.model, self.model.device, width, self.model.name, self.head)
+        if self.kind == HYBRID:
+            return HybridDrafter(model, width, target.device)
+        return model
 
 
 def as_draft(value) -> Draft:
@@ -79,13 +105,26 @@ def default_draft_spec(target_spec: str) -> str:
 
 
 def load_draft_value(spec: str, target: LoadedModel, dtype=None, draft_dtype=None, cached: bool = False,
-                     progress=None) -> Draft:
+                     progress=None, target_spec: str = DEFAULT_TARGET) -> Draft:
     """Load the draft `spec` for `target` (on its device) and check that they share a vocabulary."""
     if spec == PROMPT_LOOKUP:
         return Draft.prompt_lookup()
+    if spec == HYBRID or spec.startswith(HYBRID + ":"):
+        inner = spec.partition(":")[2] or default_draft_spec(target_spec)
+        if inner in (PROMPT_LOOKUP, HYBRID):
+            raise ModelLoadError(f"the hybrid drafter needs a draft model: pass {HYBRID}:<draft model> for this target")
+        return load_draft_value(inner, target, dtype, draft_dtype, cached, progress).hybrid()
+    if spec == DISTILLED:
+        spec = str(SHIPPED_DRAFT)
     model = load_draft(spec, target.device, dtype, draft_dtype, progress=progress, cached=cached)
     check_same_vocabulary(target, model)
-    return Draft.of_model(model)
+    head = None
+    if Path(spec).expanduser().is_dir():
+        try:
+            head = load_head(Path(spec).expanduser(), model.dtype, model.device)
+        except ValueError as exc:
+            raise ModelLoadError(f"cannot load '{spec}': {exc}") from None
+    return Draft.of_model(model, head)
 
 
 def load_pair(target_spec: str = DEFAULT_TARGET, draft_spec: str | None = None, *, device=None, dtype=None,
@@ -98,4 +137,4 @@ def load_pair(target_spec: str = DEFAULT_TARGET, draft_spec: str | None = None, 
     if not need_draft:
         return target, None
     spec = draft_spec or default_draft_spec(target_spec)
-    return target, load_draft_value(spec, target, dtype, draft_dtype, cached, draft_progress)
+    return target, load_draft_value(spec, target, dtype, draft_dtype, cached, draft_progress, target_spec)

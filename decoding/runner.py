@@ -11,6 +11,7 @@ import math
 from typing import Iterator
 
 from .methods import method_spec
+from .devices import dtype_name
 from .metrics import RunCounts
 from .models import LoadedModel
 from .pair import as_draft
@@ -56,6 +57,9 @@ def summarize(records: list[IterationRecord], config: RunConfig, prompt: str, ta
             # bytes of weights per forward pass: what the weight-bytes-read energy proxy multiplies
             "target_weight_bytes": target.weight_bytes,
             "draft_weight_bytes": draft.weight_bytes if draft is not None else None,
+            # the precision of each model: greedy output is reproducible across runs in one precision
+            "dtype": dtype_name(target.dtype),
+            "draft_dtype": dtype_name(draft.dtype) if draft is not None else None,
         },
         target_perplexity=target_perplexity(records),
     )

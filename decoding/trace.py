@@ -48,6 +48,7 @@ class DraftToken:
     accepted: bool | None  # None: not examined (after an earlier rejection)
     overlap: float  # sum_x min(p(x), q(x)) at this position: the alpha of this step
     top: list[Candidate] = field(default_factory=list)  # union of top-k of p and q
+    source: str | None = None  # where the token came from: "model" | "lookup" (None: older traces, PPD, MJSD)
 
 
 @dataclass

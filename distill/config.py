@@ -22,7 +22,7 @@ REPO = Path(__file__).resolve().parent.parent
 class DistillConfig:
     # --- models and files -------------------------------------------------------------------
     target: str = "default"  # any decoding.models.load_model spec
-    prompts: str = "distill/prompts_train.jsonl"
+    prompts: str = "distill/prompts_train.jsonl"  # one file, or several joined by commas (read in order)
     data_dir: str = "data/distill"  # generated shards (gitignored)
     ckpt_dir: str = "checkpoints/distill"  # training checkpoints (gitignored)
     out_dir: str = "assets/draft-smollm2-135m"  # the shipped draft
@@ -32,6 +32,7 @@ class DistillConfig:
     greedy_rounds: int = 1
     max_new_tokens: int = 128
     gen_batch: int = 64
+    sort_by_length: bool = False  # batch prompts of similar length together (less padding in the prefill)
     top_k: int = 32  # soft labels kept per generated position
     data_seed: int = 1234
     onpolicy_dir: str = "data/distill-onpolicy"  # draft-sampled, target-scored data (optional stage)
@@ -43,6 +44,7 @@ class DistillConfig:
     num_kv_heads: int = 4
     intermediate_size: int = 1024
     init_embeddings_from_target: bool = True  # PCA of the target's (tied) embedding matrix
+    head_tokens: int = 0  # >0: an untied output head over this many frequent tokens only (distill/head.py)
     # --- training ---------------------------------------------------------------------------
     epochs: float = 3.0
     batch_tokens: int = 2048  # generated tokens per optimizer step (approximately)
@@ -70,6 +72,16 @@ class DistillConfig:
     def path(self, name: str) -> Path:
         p = Path(getattr(self, name))
         return p if p.is_absolute() else REPO / p
+
+    def prompt_texts(self) -> list[str]:
+        """Every training prompt, in order (the files of `prompts`, one after the other)."""
+        from decoding.prompt_files import read_prompts
+
+        out = []
+        for part in str(self.prompts).split(","):
+            path = Path(part.strip())
+            out += read_prompts(path if path.is_absolute() else REPO / path)
+        return out
 
     def to_json(self) -> str:
         return json.dumps(dataclasses.asdict(self), indent=1)

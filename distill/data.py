@@ -22,17 +22,19 @@ from pathlib import Path
 
 import torch
 
-from decoding.prompt_files import read_prompts
 
 from .config import DistillConfig, get_config
 
 
-def job_batches(cfg: DistillConfig, n_prompts: int) -> list[list[tuple[int, int]]]:
-    """Deterministic list of batches of (prompt index, round) jobs."""
+def job_batches(cfg: DistillConfig, n_prompts: int, lengths: list[int] | None = None) -> list[list[tuple[int, int]]]:
+    """Deterministic list of batches of (prompt index, round) jobs. With `cfg.sort_by_length` (and the
+    prompts' token lengths) each round's prompts are ordered by length, so a batch pads little."""
     jobs: list[tuple[int, int]] = []
     for r in range(cfg.samples_per_prompt):
         order = list(range(n_prompts))
         random.Random(cfg.data_seed + r).shuffle(order)
+        if cfg.sort_by_length and lengths is not None:
+            order.sort(key=lambda i: lengths[i])  # stable: the shuffle breaks ties
         jobs.extend((i, r) for i in order)
     b = cfg.gen_batch
     return [jobs[i : i + b] for i in range(0, len(jobs), b)]
@@ -93,7 +95,7 @@ def sample_batch(model, prompts: list[list[int]], greedy: list[bool], max_new_to
 
 
 DATA_FIELDS = ("target", "prompts", "chat", "samples_per_prompt", "greedy_rounds", "max_new_tokens",
-               "gen_batch", "top_k", "data_seed")
+               "gen_batch", "top_k", "data_seed", "sort_by_length")
 
 
 def check_data_config(cfg: DistillConfig, out_dir: Path) -> None:
@@ -121,8 +123,11 @@ def generate(cfg: DistillConfig, target=None, max_seconds: float = 0.0, limit_sh
     from .config import setup_threads
 
     setup_threads()
-    prompts = read_prompts(cfg.path("prompts"))
-    batches = job_batches(cfg, len(prompts))
+    prompts = cfg.prompt_texts()
+    if target is None:
+        target = load_model(cfg.target)
+    encoded = [target.encode_prompt(p, cfg.chat) for p in prompts]
+    batches = job_batches(cfg, len(prompts), [len(e) for e in encoded])
     out_dir = cfg.path("data_dir")
     out_dir.mkdir(parents=True, exist_ok=True)
     check_data_config(cfg, out_dir)
@@ -132,12 +137,9 @@ def generate(cfg: DistillConfig, target=None, max_seconds: float = 0.0, limit_sh
     log(f"data: {len(batches)} shards planned, {len(todo)} to do by this worker")
     if not todo:
         return len(batches)
-    if target is None:
-        target = load_model(cfg.target)
     model, tok, device = target.model, target.tokenizer, target.device
     eos = target.eos_token_ids(cfg.chat)
     pad = tok.pad_token_id if tok.pad_token_id is not None else eos[0]
-    encoded = [target.encode_prompt(p, cfg.chat) for p in prompts]
     t_start = time.time()
     made_tokens = 0
     try:
@@ -247,7 +249,7 @@ def generate_onpolicy(cfg: DistillConfig, draft_ckpt: str, target=None, max_seco
     from .model import build_draft
 
     setup_threads()
-    prompts = read_prompts(cfg.path("prompts"))
+    prompts = cfg.prompt_texts()
     ocfg = DistillConfig(**{**json.loads(cfg.to_json()), "samples_per_prompt": cfg.onpolicy_rounds,
                             "greedy_rounds": 0, "data_seed": cfg.data_seed + 77})
     batches = job_batches(ocfg, len(prompts))

@@ -40,6 +40,10 @@ def export(cfg: DistillConfig, target=None, log=print) -> Path:
     tmp.mkdir(parents=True)
     model.save_pretrained(tmp, safe_serialization=True)
     target.tokenizer.save_pretrained(tmp)
+    if "head" in state:  # a restricted, untied output head (decoding/output_head.py reads it)
+        from decoding.output_head import OutputHead
+
+        OutputHead(torch.tensor(state["head_tokens"]), state["head"].to(getattr(torch, cfg.export_dtype))).save(tmp)
     training = {
         "steps": state["step"],
         "total_steps": state["total_steps"],
@@ -50,6 +54,7 @@ def export(cfg: DistillConfig, target=None, log=print) -> Path:
         "history": state.get("history", []),
         "config": json.loads(state["config"]),
         "n_params": sum(p.numel() for p in model.parameters()),
+        "head_tokens": len(state["head_tokens"]) if "head_tokens" in state else None,
     }
     (tmp / "training.json").write_text(json.dumps(training, indent=1))
     old_card = out / "README.md"

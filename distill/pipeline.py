@@ -23,13 +23,11 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     cfg = get_config(args.config)
 
-    from decoding.prompt_files import read_prompts
-
     from .data import generate, job_batches
     from .export import export, write_card
     from .train import train
 
-    n_batches = len(job_batches(cfg, len(read_prompts(cfg.path("prompts")))))
+    n_batches = len(job_batches(cfg, len(cfg.prompt_texts())))
     needed = cfg.train_shards or n_batches
     have = generate(cfg, max_seconds=args.stage_seconds, limit_shards=0)
     if have < needed:
@@ -42,11 +40,12 @@ def main(argv: list[str] | None = None) -> int:
     out = export(cfg)
     report, command = None, ""
     if args.eval_prompts:
-        from decoding.eval_draft import evaluate, read_prompts
-        from decoding.models import load_draft, load_model
+        from decoding.eval_draft import evaluate
+        from decoding.pair import load_draft_value, load_pair
+        from decoding.prompt_files import read_prompts
 
-        target = load_model(cfg.target)
-        draft = load_draft(str(out), target.device)
+        target, _ = load_pair(cfg.target, need_draft=False)
+        draft = load_draft_value(str(out), target)
         report = evaluate(target, [draft, "prompt-lookup"], read_prompts(args.eval_prompts), 128)
         report["prompt_file"] = args.eval_prompts
         (out / "eval.json").write_text(json.dumps(report, indent=1))

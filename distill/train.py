@@ -29,9 +29,9 @@ from pathlib import Path
 import torch
 
 from decoding.devices import pick_device
-from decoding.prompt_files import read_prompts
 
 from .config import DistillConfig, get_config, setup_threads
+from .head import choose_tokens, covered_mass, kd_loss_subset, subset_q
 from .model import build_draft
 
 
@@ -182,16 +182,20 @@ def kd_loss_sampled(hidden, weight, hard, sid, sp, hard_weight: float, negatives
 
 
 @torch.no_grad()
-def evaluate(model, examples, pad_id: int, device, max_examples: int = 64):
+def evaluate(model, examples, pad_id: int, device, max_examples: int = 64, head=None):
     """Holdout proxies: mean sum_{x in top-k of p} min(p, q) (a lower bound of alpha on the
-    target's sampled text) and top-1 agreement."""
+    target's sampled text) and top-1 agreement. `head`: (weight, token ids) of a restricted head."""
     model.eval()
     mins, agree, n = 0.0, 0, 0
     for s in range(0, min(len(examples), max_examples), 8):
         which = list(range(s, min(s + 8, len(examples), max_examples)))
         ids, mask, rows, cols, hard, sid, sp = collate(examples, which, pad_id)
         h = model.model(input_ids=ids.to(device), attention_mask=mask.to(device)).last_hidden_state
-        q = torch.softmax(model.lm_head(h[rows.to(device), cols.to(device)]).float(), -1).cpu()
+        h = h[rows.to(device), cols.to(device)]
+        if head is not None:
+            q = subset_q(h, head[0], head[1], model.get_input_embeddings().weight.shape[0])
+        else:
+            q = torch.softmax(model.lm_head(h).float(), -1).cpu()
         mins += torch.minimum(q.gather(1, sid), sp).sum().item()
         agree += (q.argmax(1) == sid[:, 0]).sum().item()
         n += len(hard)
@@ -202,6 +206,17 @@ def evaluate(model, examples, pad_id: int, device, max_examples: int = 64):
 # ------------------------------------------------------------------------------------------
 # training loop
 # ------------------------------------------------------------------------------------------
+
+
+def warm_start_weights(source: str) -> dict:
+    """Initial weights: a training checkpoint's model, or an exported draft directory's safetensors."""
+    path = Path(source)
+    if path.is_dir():
+        from safetensors.torch import load_file
+
+        weights = load_file(str(path / "model.safetensors"))
+        return {k: v.float() for k, v in weights.items()}
+    return torch.load(path, weights_only=False)["model"]
 
 
 def _save(path: Path, state: dict) -> None:
@@ -222,7 +237,7 @@ def train(cfg: DistillConfig, target=None, max_seconds: float = 0.0, fresh: bool
     setup_threads()
     device = pick_device()
     ckpt_path = cfg.path("ckpt_dir") / "last.pt"
-    n_prompts = len(read_prompts(cfg.path("prompts")))
+    n_prompts = len(cfg.prompt_texts())
     state = None
     if ckpt_path.exists() and not fresh:
         state = torch.load(ckpt_path, weights_only=False)
@@ -246,13 +261,25 @@ def train(cfg: DistillConfig, target=None, max_seconds: float = 0.0, fresh: bool
     pad_id = target.tokenizer.pad_token_id if target.tokenizer.pad_token_id is not None else 0
     model = build_draft(cfg, target.model, cfg.train_seed)
     if warm_start:
-        ws = torch.load(warm_start, weights_only=False)
-        model.load_state_dict(ws["model"])
+        missing, unexpected = model.load_state_dict(warm_start_weights(warm_start), strict=False)
+        if unexpected or set(missing) - {"lm_head.weight"}:  # a tied head is saved once, as the embedding
+            raise SystemExit(f"train: {warm_start} does not fit this draft: missing {missing}, unexpected {unexpected}")
+        model.tie_weights()
         log(f"train: warm start from {warm_start}")
     model.to(device).train()
 
+    # an untied head over the most frequent tokens only (distill/head.py), when asked for
+    head_w = subset = None
+    if cfg.head_tokens:
+        chosen = (state or {}).get("head_tokens") or choose_tokens(train_ex, cfg.head_tokens,
+                                                                   target.eos_token_ids(cfg.chat))
+        subset = torch.tensor(chosen, dtype=torch.long, device=device)
+        head_w = torch.nn.Parameter(model.get_input_embeddings().weight.detach()[subset].clone())
+        log(f"train: head over {len(chosen)} tokens, {covered_mass(train_ex, chosen):.3f} of the target's "
+            "soft-label mass")
+
     embed = model.get_input_embeddings().weight
-    others = [p for n, p in model.named_parameters() if p is not embed]
+    others = [p for n, p in model.named_parameters() if p is not embed] + ([head_w] if head_w is not None else [])
     decay = [p for p in others if p.dim() >= 2]
     no_decay = [p for p in others if p.dim() < 2]
     opt = torch.optim.AdamW([
@@ -269,6 +296,8 @@ def train(cfg: DistillConfig, target=None, max_seconds: float = 0.0, fresh: bool
     history = []
     if state is not None and not fresh and not (state.get("finished") and warm_start):
         model.load_state_dict(state["model"])
+        if head_w is not None and "head" in state:
+            head_w.data.copy_(state["head"])
         opt.load_state_dict(state["optimizer"])
         step, elapsed_before, history = state["step"], state.get("train_seconds", 0.0), state.get("history", [])
         total_steps = steps_arg or state["total_steps"]  # --steps on resume changes the schedule
@@ -290,6 +319,7 @@ def train(cfg: DistillConfig, target=None, max_seconds: float = 0.0, fresh: bool
             "total_steps": total_steps, "shards": shard_names, "epoch": epoch, "epoch_step": epoch_step, "train_seconds": elapsed_before + (time.time() - t0),
             "train_tokens_per_epoch": n_tok, "history": history, "finished": finished,
             "config": cfg.to_json(),
+            **({"head": head_w.detach().cpu(), "head_tokens": subset.tolist()} if head_w is not None else {}),
         }
         _save(ckpt_path, st)
         return st
@@ -321,7 +351,10 @@ def train(cfg: DistillConfig, target=None, max_seconds: float = 0.0, fresh: bool
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=autocast):
             h = model.model(input_ids=ids.to(device), attention_mask=mask.to(device)).last_hidden_state
             h = h[rows.to(device), cols.to(device)]
-            if cfg.negatives:
+            if head_w is not None:
+                loss = kd_loss_subset(h, head_w, subset, hard.to(device), sid.to(device), sp.to(device),
+                                      cfg.hard_label_weight)
+            elif cfg.negatives:
                 loss = kd_loss_sampled(h, model.lm_head.weight, hard.to(device), sid.to(device), sp.to(device),
                                        cfg.hard_label_weight, cfg.negatives, neg_gen)
             else:
@@ -337,7 +370,8 @@ def train(cfg: DistillConfig, target=None, max_seconds: float = 0.0, fresh: bool
         now = time.time()
         stop = bool(max_seconds) and now - t0 > max_seconds
         if step == total_steps or stop or (cfg.ckpt_every_s and now - last_ckpt > cfg.ckpt_every_s):
-            metrics = evaluate(model, val_ex, pad_id, device) if val_ex else {}
+            metrics = evaluate(model, val_ex, pad_id, device,
+                               head=(head_w.detach(), subset) if head_w is not None else None) if val_ex else {}
             history.append({"step": step, "loss": loss_ema, "seconds": elapsed_before + now - t0, **metrics})
             log(f"train: step {step}/{total_steps} loss {loss_ema:.3f} {metrics}")
             state = checkpoint(step == total_steps)

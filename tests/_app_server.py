@@ -17,7 +17,9 @@ def free_port() -> int:
 @contextlib.contextmanager
 def running_app(target_dir, draft_dir):
     """Yield the URL of the app built on the tiny pair; close the server afterwards."""
-    old = {k: os.environ.get(k) for k in ("SPECDEC_APP_TARGET", "SPECDEC_APP_DRAFT", "GRADIO_ANALYTICS_ENABLED")}
+    old = {k: os.environ.get(k) for k in ("SPECDEC_APP_TARGET", "SPECDEC_APP_DRAFT", "GRADIO_ANALYTICS_ENABLED",
+                                          "SPECDEC_DTYPE")}
+    os.environ["SPECDEC_DTYPE"] = "float32"  # the reference precision: greedy runs are compared token for token
     os.environ["SPECDEC_APP_TARGET"] = str(target_dir)
     os.environ["SPECDEC_APP_DRAFT"] = str(draft_dir)
     os.environ["GRADIO_ANALYTICS_ENABLED"] = "False"

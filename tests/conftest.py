@@ -136,15 +136,15 @@ def tiny_close_draft_dir(tmp_path_factory, tiny_target_dir) -> Path:
 @pytest.fixture(scope="session")
 def tiny_close_pair(tiny_target_dir, tiny_close_draft_dir):
     """(target, draft) where the draft is a noisy copy of the target."""
-    return (load_model(str(tiny_target_dir), device="cpu"),
-            load_model(str(tiny_close_draft_dir), device="cpu"))
+    return (load_model(str(tiny_target_dir), device="cpu", dtype="float32"),
+            load_model(str(tiny_close_draft_dir), device="cpu", dtype="float32"))
 
 
 @pytest.fixture(scope="session")
 def tiny_pair(tiny_target_dir, tiny_draft_dir):
     """(target, draft) `LoadedModel`s of the tiny pair, loaded on cpu through `load_model`."""
-    return (load_model(str(tiny_target_dir), device="cpu"),
-            load_model(str(tiny_draft_dir), device="cpu"))
+    return (load_model(str(tiny_target_dir), device="cpu", dtype="float32"),
+            load_model(str(tiny_draft_dir), device="cpu", dtype="float32"))
 
 
 # ---- the embedded SmolLM2 target ------------------------------------------------------------
@@ -188,4 +188,14 @@ def embedded_target():
     _skip_or_fail_without_embedded_target()
     from decoding.models import DEFAULT_TARGET, load_model_cached
 
-    return load_model_cached(DEFAULT_TARGET, device="cpu")
+    return load_model_cached(DEFAULT_TARGET, device="cpu", dtype="float32")
+
+
+@pytest.fixture(scope="session")
+def embedded_target_dtype():
+    """The embedded target's dtype as the exactness tests load it (None without the package)."""
+    if _embedded_target_missing() is not None:
+        return None
+    from decoding.models import DEFAULT_TARGET, load_model_cached
+
+    return load_model_cached(DEFAULT_TARGET, device="cpu", dtype="float32").dtype

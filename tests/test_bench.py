@@ -182,3 +182,41 @@ def test_model_drafter_stops_when_told(tiny_pair):
     assert len(seen) == 2 and all(0.0 < c <= 1.0 for c in seen)
     drafter.rollback(len(seq) - 1)
     assert len(drafter.propose(seq, 6, GREEDY, torch.Generator().manual_seed(0)).tokens) == 6
+
+
+def test_bench_per_category_with_two_drafters(tmp_path, tiny_target_dir, tiny_draft_dir, capsys):
+    """A categorised prompt file and two drafters in one run: every category has every variant, the
+    overall figures follow from the categories', and HF's peer of each drafter is in the table."""
+    prompts = tmp_path / "cats.jsonl"
+    prompts.write_text("\n".join(json.dumps(r) for r in [
+        {"prompt": "hello world, the cat sat", "category": "chat"},
+        {"prompt": "abc abc abc abc", "category": "copy"},
+        {"prompt": "the cat sat on the cat", "category": "copy"}]) + "\n")
+    out = tmp_path / "cat-run"
+    argv = ["bench", "--prompts", str(prompts), "--target", str(tiny_target_dir), "--dtype", "float32",
+            "--draft", f"{tiny_draft_dir},prompt-lookup", "--gamma", "2", "--max-new-tokens", "6", "--repeats", "1",
+            "--warmup", "0", "--no-memory", "--no-quality", "--out", str(out), "--json"]
+    assert main(argv) == 0
+    result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    label = tiny_draft_dir.name
+    rows = result["methods"]
+    assert set(rows) == {"autoregressive", f"speculative-{label}-g2", "speculative-prompt-lookup-g2", "hf-generate",
+                         f"hf-assisted-{label}-default", f"hf-assisted-{label}-g2",
+                         "hf-assisted-prompt-lookup-default", "hf-assisted-prompt-lookup-g2"}
+    cats = result["categories"]
+    assert set(cats) == {"chat", "copy"} and all(set(block) == set(rows) for block in cats.values())
+    assert cats["copy"]["autoregressive"]["prompts"] == 2 and cats["copy"]["autoregressive"]["speedup"] == 1.0
+    for key, row in rows.items():
+        tokens = sum(cats[c][key]["tokens"] for c in cats)
+        seconds = sum(cats[c][key]["seconds"] for c in cats)
+        calls = sum(cats[c][key]["target_calls"] for c in cats)
+        assert tokens == row["tokens"] and seconds == pytest.approx(row["seconds"])
+        assert row["tokens_per_target_call"] == pytest.approx(tokens / calls)
+        ar = rows["autoregressive"]
+        assert row["speedup"] == pytest.approx((tokens / seconds) / (ar["tokens"] / ar["seconds"]))
+    assert result["models"]["dtype"] == "torch.float32" and set(result["models"]["drafts"]) == {label, "prompt-lookup"}
+    assert set(result["hf_assisted_speedup_by_draft"]) == {label, "prompt-lookup"}
+    # greedy, float32, no quality runs: equality is read off the timing runs, and it holds
+    assert result["greedy_equal_precision"] == "float32"
+    assert all(v == "3/3" for v in result["greedy_equal_to_autoregressive"].values())
+    assert "| variant | chat | copy | all |" in (out / "bench.md").read_text()

@@ -35,7 +35,7 @@ def smoke_run(tmp_path_factory, tiny_target_dir):
     prompts.write_text("".join(json.dumps({"prompt": p}) + "\n" for p in PROMPTS))
     cfg = dataclasses.replace(SMOKE, target=str(tiny_target_dir), prompts=str(prompts),
                               data_dir=str(root / "data"), ckpt_dir=str(root / "ckpt"), out_dir=str(root / "draft"))
-    target = load_model(str(tiny_target_dir), device="cpu")
+    target = load_model(str(tiny_target_dir), device="cpu", dtype="float32")
     logs = []
     n = generate_data(cfg, target=target, log=logs.append)
     state = train(cfg, target=target, log=logs.append)
@@ -76,7 +76,7 @@ def test_smoke_training_checkpoints_and_resumes(smoke_run):
 
 def test_smoke_export_loads_and_drafts(smoke_run):
     cfg, target, out, _, _, _ = smoke_run
-    draft = load_model(str(out), device="cpu")
+    draft = load_model(str(out), device="cpu", dtype="float32")
     check_same_vocabulary(target, draft)
     assert draft.vocab_size == target.vocab_size
     assert sum(f.stat().st_size for f in out.iterdir()) < MAX_BYTES
@@ -90,7 +90,7 @@ def test_smoke_export_loads_and_drafts(smoke_run):
 def test_smoke_eval_draft_and_card(smoke_run, tmp_path, monkeypatch):
     cfg, target, out, _, _, _ = smoke_run
     monkeypatch.setenv("SPECDEC_CACHE", str(tmp_path / "cache"))
-    draft = load_model(str(out), device="cpu")
+    draft = load_model(str(out), device="cpu", dtype="float32")
     report = evaluate(target, [draft, "prompt-lookup"], PROMPTS[:2], max_new_tokens=10,
                       engine_check=2, timing_repeats=5)
     model_r, lookup_r = report["results"]
@@ -148,7 +148,7 @@ def _shipped():
 
 def test_shipped_draft_loads_and_fits_budget():
     path = _shipped()
-    draft = load_model(str(path), device="cpu")
+    draft = load_model(str(path), device="cpu", dtype="float32")
     assert draft.vocab_size == 49152
     assert draft.tokenizer.get_vocab().get("<|im_end|>") is not None
     assert sum(f.stat().st_size for f in path.iterdir() if f.is_file()) <= MAX_BYTES
@@ -158,7 +158,7 @@ def test_shipped_draft_loads_and_fits_budget():
 @requires_embedded_target
 def test_shipped_draft_shares_vocabulary_and_greedy_equals_autoregressive(embedded_target):
     target = embedded_target
-    draft = load_model(str(_shipped()), device="cpu")
+    draft = load_model(str(_shipped()), device="cpu", dtype="float32")
     check_same_vocabulary(target, draft)
     assert draft.vocab_size == target.vocab_size
     config = RunConfig(method="speculative", gamma=4, max_new_tokens=24, sampling=SamplingConfig(0.0), chat=True)
@@ -170,7 +170,7 @@ def test_shipped_draft_shares_vocabulary_and_greedy_equals_autoregressive(embedd
 
 
 def test_shipped_draft_q_is_the_distribution_sampled_from():
-    draft = load_model(str(_shipped()), device="cpu")
+    draft = load_model(str(_shipped()), device="cpu", dtype="float32")
     ids = draft.encode_prompt("Write a haiku about rain.", chat=True)
     sampling = SamplingConfig(temperature=0.8, top_k=50, top_p=0.9)
     drafter = ModelDrafter(draft.model, draft.device, draft.vocab_size, draft.name)
@@ -201,3 +201,29 @@ def test_smoke_onpolicy_scoring_matches_target(smoke_run):
     from distill.train import list_shards
 
     assert any(s.startswith("onpolicy_dir/") for s in list_shards(cfg))
+
+
+def test_smoke_restricted_head_trains_exports_and_stays_exact(smoke_run, tmp_path):
+    """A draft with an untied head over its most frequent tokens only: warm-started from the smoke
+    draft, trained, exported with head.safetensors, loaded with that head, and exact."""
+    from decoding.pair import load_draft_value
+
+    cfg, target, out, _, _, _ = smoke_run
+    head_cfg = dataclasses.replace(cfg, head_tokens=12, ckpt_dir=str(tmp_path / "ckpt"), out_dir=str(tmp_path / "draft"))
+    logs = []
+    state = train(head_cfg, target=target, warm_start=str(out), log=logs.append)
+    assert state["finished"] and len(state["head_tokens"]) == 12 and state["head"].shape[0] == 12
+    assert any("head over 12 tokens" in line for line in logs)
+    exported = export(head_cfg, target=target, log=logs.append)
+    assert (exported / "head.safetensors").is_file()
+    draft = load_draft_value(str(exported), target, "float32")
+    assert draft.head is not None and draft.head.token_ids.tolist() == state["head_tokens"]
+    proposal = draft.drafter(target).propose(target.encode_prompt("say hi.", True), 3, SamplingConfig(0.7),
+                                             torch.Generator().manual_seed(0))
+    outside = [t for t in range(target.vocab_size) if t not in set(state["head_tokens"])]
+    assert float(proposal.q_rows[:, outside].sum()) == 0.0  # q has explicit zeros outside the head
+    config = RunConfig(method="speculative", gamma=3, max_new_tokens=12, sampling=SamplingConfig(0.0),
+                       chat=True, stop_at_eos=False)
+    _, spec = generate(target, draft, "say hi.", config)
+    _, auto = generate(target, None, "say hi.", dataclasses.replace(config, method="autoregressive"))
+    assert spec.token_ids == auto.token_ids

@@ -29,13 +29,13 @@ def test_resolve_draft_dtype_rules(monkeypatch):
 
 @pytest.fixture(scope="module")
 def half_pair(tiny_target_dir, tiny_draft_dir):
-    return (load_model(str(tiny_target_dir), device="cpu"),
+    return (load_model(str(tiny_target_dir), device="cpu", dtype="float32"),
             load_model(str(tiny_draft_dir), device="cpu", dtype="float16"))
 
 
 @pytest.fixture(scope="module")
 def half_close_pair(tiny_target_dir, tiny_close_draft_dir):
-    return (load_model(str(tiny_target_dir), device="cpu"),
+    return (load_model(str(tiny_target_dir), device="cpu", dtype="float32"),
             load_model(str(tiny_close_draft_dir), device="cpu", dtype="float16"))
 
 

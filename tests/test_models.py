@@ -60,7 +60,7 @@ def test_tiny_logits_are_finite_and_full_width(tiny_pair):
 def test_vocabulary_check(tiny_pair, tiny_other_vocab_dir):
     target, draft = tiny_pair
     check_same_vocabulary(target, draft)  # shared tokenizer: no error
-    other = load_model(str(tiny_other_vocab_dir), device="cpu")
+    other = load_model(str(tiny_other_vocab_dir), device="cpu", dtype="float32")
     with pytest.raises(ModelLoadError) as info:
         check_same_vocabulary(target, other)
     message = str(info.value)
@@ -85,7 +85,7 @@ def test_encode_prompt_plain_and_chat(tiny_pair):
 
 
 def test_chat_without_template_is_a_clear_error(tiny_other_vocab_dir):
-    other = load_model(str(tiny_other_vocab_dir), device="cpu")
+    other = load_model(str(tiny_other_vocab_dir), device="cpu", dtype="float32")
     with pytest.raises(ValueError, match="no chat template"):
         other.encode_prompt("HELLO", chat=True)
 
@@ -199,10 +199,68 @@ def test_resolve_device():
         resolve_device("cuda:99")
 
 
-def test_default_dtype():
+def test_default_dtype(monkeypatch):
+    """The default precision follows the device's capabilities (faked here), and the environment."""
+    from decoding import devices
+
+    monkeypatch.delenv(devices.DTYPE_ENV, raising=False)
+    monkeypatch.setattr(devices, "cpu_has_native_bf16", lambda: False)
     assert default_dtype(torch.device("cpu")) == torch.float32
-    if torch.cuda.is_available():
-        assert default_dtype(torch.device("cuda")) in (torch.bfloat16, torch.float16)
+    monkeypatch.setattr(devices, "cpu_has_native_bf16", lambda: True)
+    assert default_dtype(torch.device("cpu")) == torch.bfloat16
+    assert default_dtype(torch.device("mps")) == torch.float32
+    for bf16, want in ((True, torch.bfloat16), (False, torch.float16)):
+        monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda *a, _v=bf16, **k: _v)
+        assert default_dtype(torch.device("cuda")) == want
+    monkeypatch.setenv(devices.DTYPE_ENV, "float32")
+    assert default_dtype(torch.device("cpu")) == torch.float32
+    assert default_dtype(torch.device("cuda")) == torch.float32
+    monkeypatch.setenv(devices.DTYPE_ENV, "auto")
+    assert default_dtype(torch.device("cpu")) == torch.bfloat16
+    monkeypatch.setenv(devices.DTYPE_ENV, "int3")
+    with pytest.raises(ModelLoadError, match="SPECDEC_DTYPE"):
+        default_dtype(torch.device("cpu"))
+
+
+def test_native_bf16_is_read_from_the_cpu_flags(monkeypatch, tmp_path):
+    from decoding import devices
+
+    flags = {"AVX512": True, "AVX2": False, "AMX": True}
+    for capability, _ in flags.items():
+        monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda c=capability: c)
+        if capability == "AVX2":
+            assert devices.cpu_has_native_bf16() is False  # no AVX-512: emulated bfloat16
+        if capability == "AMX":
+            assert devices.cpu_has_native_bf16() is True
+    monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX512")
+    real_open = open
+
+    def fake_cpuinfo(text):
+        def opener(path, *a, **k):
+            if str(path) == "/proc/cpuinfo":
+                (tmp_path / "cpuinfo").write_text(text)
+                return real_open(tmp_path / "cpuinfo", *a, **k)
+            return real_open(path, *a, **k)
+        return opener
+
+    monkeypatch.setattr("builtins.open", fake_cpuinfo("flags\t: fpu avx512f avx512_bf16 sse\n"))
+    assert devices.cpu_has_native_bf16() is True
+    monkeypatch.setattr("builtins.open", fake_cpuinfo("flags\t: fpu avx512f sse\n"))
+    assert devices.cpu_has_native_bf16() is False
+
+
+def test_exactness_tests_do_not_depend_on_the_default_precision(monkeypatch, tiny_target_dir, tiny_pair,
+                                                                 tiny_close_pair, embedded_target_dtype):
+    """The exactness tests pass float32 explicitly: with the default forced to bfloat16 their models
+    still load in float32, and the fixtures they use are float32."""
+    from decoding import devices
+
+    monkeypatch.setenv(devices.DTYPE_ENV, "bfloat16")
+    assert default_dtype(torch.device("cpu")) == torch.bfloat16
+    assert load_model(str(tiny_target_dir), device="cpu", dtype="float32").dtype == torch.float32
+    for m in (*tiny_pair, *tiny_close_pair):
+        assert m.dtype == torch.float32 and m.model.dtype == torch.float32
+    assert embedded_target_dtype in (None, torch.float32)
 
 
 def test_cache_dir_precedence(monkeypatch, tmp_path):
@@ -284,7 +342,7 @@ def test_embedded_tokenizer_checks(embedded_target):
 @pytest.mark.requires_embedded_target
 def test_embedded_target_cached_reload_is_fast_and_sane(embedded_target):
     start = time.perf_counter()
-    again = load_model(DEFAULT_TARGET, device="cpu")  # not memoized: reads the cache
+    again = load_model(DEFAULT_TARGET, device="cpu", dtype="float32")  # not memoized: reads the cache
     elapsed = time.perf_counter() - start
     assert again.source == "gguf-cache"
     assert elapsed < 5, f"cached load took {elapsed:.1f} s"

@@ -231,7 +231,7 @@ def test_tune_cli(tiny_target_dir, tmp_path, monkeypatch, capsys):
     from decoding.models import load_model
     from decoding.ppd.tuning import tuning_curves
 
-    curves = tuning_curves(load_model(str(tiny_target_dir), device="cpu"))
+    curves = tuning_curves(load_model(str(tiny_target_dir), device="cpu"))  # the tune CLI's default dtype
     assert curves["n"] == [1, 4] and curves["chosen"] == entry["tree_size"] and len(curves["latency_ms"]) == 2
     assert all(t >= 1.0 for t in curves["model_tokens_per_step"])
 
@@ -331,7 +331,7 @@ def test_training_smoke_resume_and_export(tiny_target_dir, tmp_path):
     assert second["step"] == 3 and any("resumed" in line for line in logs)
     card = json.loads((tmp_path / "a" / "card.json").read_text())
     assert card["steps"] == 3 and set(card["dev_accuracy"]) == {"@1_top1", "@1_top5", "@2_top1", "@2_top5"}
-    target = load_model(str(tiny_target_dir), device="cpu")
+    target = load_model(str(tiny_target_dir), device="cpu", dtype="float32")
     trained = load_prompt_tokens(target, tmp_path / "a" / "prompt_tokens.pt")
     assert trained.trained and trained.m == 3 and not trained.weight.requires_grad
     assert not torch.equal(trained.weight, untrained_prompt_tokens(target).weight)

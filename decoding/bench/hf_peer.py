@@ -14,6 +14,7 @@ import time
 import torch
 
 from ..metrics import RunCounts
+from ..scoring import teacher_forced_logprob
 from ..warp import SamplingConfig
 from .variants import RunStats, Variant
 
@@ -105,14 +106,5 @@ def run_hf(variant: Variant, target, draft, prompt_ids: list[int], args, timing:
                        draft_calls=draft_counter.calls if draft_counter else 0)
     stats = RunStats(counts=counts, token_ids=new, joules=joules)
     if not timing and new:
-        stats.logprob_sum, stats.logprob_n = _score(target, prompt_ids, new), len(new)
+        stats.logprob_sum, stats.logprob_n = teacher_forced_logprob(target, prompt_ids, new), len(new)
     return stats
-
-
-@torch.inference_mode()
-def _score(target, prompt_ids: list[int], new: list[int]) -> float:
-    """Sum of log p_raw (temperature 1, unwarped) of `new` after `prompt_ids`, teacher-forced."""
-    ids = torch.tensor([prompt_ids + new], device=target.device)
-    logits = target.model(ids).logits[0, len(prompt_ids) - 1 : -1].float()
-    lp = logits.log_softmax(-1)
-    return float(lp[torch.arange(len(new)), torch.tensor(new)].sum())

@@ -13,6 +13,7 @@ Per iteration:
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
@@ -53,6 +54,8 @@ class ChainStep(StepData):
     KEY = "chain"
     greedy: bool | None = None  # temperature 0: no coins, accept iff p_raw(x) >= l max p_raw
     lenience: float | None = None
+    source: str | None = None  # where this iteration's draft came from: "model" | "lookup"
+    match_length: int | None = None  # a lookup's matched suffix length (the hybrid copies from >= its minimum)
 
 
 def speculative(target, drafter, prompt_ids: list[int], config: RunConfig, meter=None) -> Iterator[IterationRecord]:
@@ -81,17 +84,20 @@ def chain_loop(name: str, verify: VerifyFn, target, drafter, prompt_ids: list[in
     greedy = config.sampling.greedy
     # fixed gamma, or chosen per iteration (gamma_policy.py)
     policy = GammaPolicy(settings.gamma_schedule, config.gamma, max_gamma=settings.max_gamma)
-    chain = ChainStep(greedy=greedy, lenience=config.lenience).to_dict()
+
     while not state.finished:
         state.start_iteration()
         context_length = len(state.sequence)
         asked = policy.next_gamma()
         gamma = max(0, min(asked, state.room() - 1))
 
-        # Step 1: draft
+        # Step 1: draft (a copied span may be longer than gamma: never past the room left)
         with state.timed("draft"):
             proposal = (drafter.propose(state.sequence, gamma, config.sampling, state.generator, policy.draft_stopper())
                         if gamma else None)
+        if proposal is not None and len(proposal.tokens) > state.room() - 1:
+            keep = max(0, state.room() - 1)
+            proposal = dataclasses.replace(proposal, tokens=proposal.tokens[:keep], q_rows=proposal.q_rows[:keep])
         draft = proposal.tokens if proposal else []
         k = len(draft)
 
@@ -121,14 +127,16 @@ def chain_loop(name: str, verify: VerifyFn, target, drafter, prompt_ids: list[in
         record = state.record(
             context_length=context_length,
             gamma=gamma,
-            draft=_draft_tokens(state, draft, p_rows, q_rows, verdict, p_raw),
+            draft=_draft_tokens(state, draft, p_rows, q_rows, verdict, p_raw, proposal.source if proposal else None),
             accepted_length=n,
             emitted=emitted,
             residual=None if verdict.next_is_bonus else _residual(state, nxt, y, verdict),
             next_top=state.top_candidates(nxt),
             tree=_chain_tree(state, context_length, draft, verdict.accepted),
             target_calls=lm.calls,
-            extra={ChainStep.KEY: dict(chain), **verdict.extra},
+            extra={ChainStep.KEY: ChainStep(greedy, config.lenience, proposal.source if proposal else None,
+                                            proposal.match_length if proposal else None).to_dict(),
+                   **verdict.extra},
         )
         if policy.schedule != "fixed":
             policy.update(gamma, k, n, [d.overlap for d in record.draft if d.accepted is not None],
@@ -143,7 +151,7 @@ def _shared_width(target, drafter) -> int:
     return min(width, drafter_width)
 
 
-def _draft_tokens(state, draft, p_rows, q_rows, verdict, p_raw) -> list[DraftToken]:
+def _draft_tokens(state, draft, p_rows, q_rows, verdict, p_raw, source) -> list[DraftToken]:
     out = []
     for i, x in enumerate(draft):
         p_i, q_i = p_rows[i], q_rows[i]
@@ -159,6 +167,7 @@ def _draft_tokens(state, draft, p_rows, q_rows, verdict, p_raw) -> list[DraftTok
                 accepted=verdict.accepted[i],
                 overlap=float(torch.minimum(p_i, q_i).sum()),
                 top=state.top_candidates(p_i, q_i),
+                source=source,
             )
         )
     return out

@@ -1,0 +1,147 @@
+"""Drafters that pay: the hybrid lookup/model drafter and a draft head restricted to frequent tokens.
+
+Both must keep speculative decoding exact: greedy output equal to greedy autoregressive output in
+float32, sampled output with the target's two-token distribution (chi-square), and the q in the
+trace equal to the q each token was drawn from.
+"""
+
+import pytest
+import torch
+
+from decoding.drafters import HybridDrafter, ModelDrafter, suffix_match
+from decoding.output_head import frequent_tokens, load_head, subset_head
+from decoding.pair import Draft, load_draft_value
+from decoding.runner import decode
+from decoding.strategies import RunConfig
+from decoding.strategies.speculative import ChainStep
+from decoding.warp import SamplingConfig, warp_logits
+
+import test_engine
+
+GREEDY = SamplingConfig(temperature=0.0)
+REPEATING = "the cat sat on the mat. the cat sat on the"  # a long repeated span: lookup fires
+# a repeated span whose copied next token the tiny target gives probability ~0.5 (top-k 4, T = 2):
+# acceptance and rejection both happen, so the chi-square test sees both paths of the copy
+COPYING = "pvuwzlcpvuwz"
+
+
+def test_suffix_match_finds_the_longest_most_recent_span():
+    assert suffix_match([1, 2, 3, 4, 1, 2], 8) == (2, 2)
+    assert suffix_match([5, 1, 2, 9, 1, 2, 7, 1, 2], 8) == (6, 2)  # equally long: the most recent
+    assert suffix_match([7, 1, 2, 3, 9, 2, 3, 1, 2, 3], 8) == (4, 3)  # the longer one wins
+    assert suffix_match([1, 2, 1, 2, 1, 2], 3) == (4, 3)  # capped at 3: the most recent capped match
+    assert suffix_match([1, 2, 3], 8) is None and suffix_match([4], 8) is None
+
+
+def _hybrid(pair, **kw):
+    target, draft = pair
+    width = min(target.vocab_size, draft.vocab_size)
+    return HybridDrafter(ModelDrafter(draft.model, draft.device, width, draft.name), width, target.device, **kw)
+
+
+def test_hybrid_chooses_its_source_from_the_context_and_reports_the_q_it_drew_from(tiny_pair):
+    target, draft = tiny_pair
+    hybrid = _hybrid(tiny_pair, min_match=3, lookup_tokens=6)
+    sampling = SamplingConfig(temperature=0.9, top_k=8)
+    ids = target.encode_prompt(REPEATING, chat=False)
+    p = hybrid.propose(ids, 2, sampling, torch.Generator().manual_seed(0))
+    assert p.source == "lookup" and p.match_length >= 3 and len(p.tokens) == 6  # longer than gamma
+    assert torch.equal(p.q_rows, torch.nn.functional.one_hot(torch.tensor(p.tokens), p.q_rows.shape[-1]).float())
+    assert p.tokens == ids[ids.index(ids[-1], 0) + 1:][:6] or p.tokens[0] in ids  # copied from the context
+    other = target.encode_prompt("qzx vbn", chat=False)
+    m = hybrid.propose(other, 3, sampling, torch.Generator().manual_seed(0))
+    assert m.source == "model" and m.match_length is None and len(m.tokens) == 3
+    with torch.inference_mode():
+        fresh = draft.model(torch.tensor([other])).logits[0, -1:].float()
+    assert torch.allclose(m.q_rows[:1], warp_logits(fresh, sampling), atol=1e-5)  # q of the first model token
+
+
+def test_hybrid_greedy_equals_autoregressive_and_uses_both_sources(tiny_pair):
+    target, draft = tiny_pair
+    hybrid = Draft.of_model(draft).hybrid()
+    ids = target.encode_prompt(REPEATING, chat=False)
+    base = RunConfig(method="autoregressive", max_new_tokens=40, sampling=GREEDY, stop_at_eos=False)
+    expected = [t.token_id for r in decode(target, None, ids, base) for t in r.emitted]
+    for gamma in (2, 4):
+        config = RunConfig(method="speculative", max_new_tokens=40, sampling=GREEDY, gamma=gamma, stop_at_eos=False)
+        records = list(decode(target, hybrid, ids, config))
+        assert [t.token_id for r in records for t in r.emitted] == expected
+        sources = {ChainStep.of(r).source for r in records if r.draft}
+        assert sources == {"lookup", "model"}, sources
+        assert all(d.source == ChainStep.of(r).source for r in records for d in r.draft)
+
+
+@pytest.mark.parametrize("prompt, source", [(COPYING, "lookup"), (test_engine.PROMPT, "model")])
+def test_hybrid_sampled_output_has_the_target_distribution(tiny_close_pair, prompt, source, monkeypatch):
+    """The two-token chi-square test of test_engine, through the hybrid drafter, once where its
+    first draft is copied and once where the model drafts it."""
+    target, draft = tiny_close_pair
+    seen = set()
+    original = HybridDrafter.propose
+
+    def spy(self, *a, **k):
+        proposal = original(self, *a, **k)
+        seen.add(proposal.source)
+        return proposal
+
+    monkeypatch.setattr(HybridDrafter, "propose", spy)
+    monkeypatch.setattr(test_engine, "PROMPT", prompt)
+    test_engine.test_sampled_speculative_matches_target_distribution((target, Draft.of_model(draft).hybrid()))
+    assert seen == {source}
+
+
+def test_hybrid_loads_by_name_with_the_default_draft(tiny_target_dir, tiny_draft_dir, tiny_pair):
+    from decoding.errors import ModelLoadError
+
+    target, _ = tiny_pair
+    value = load_draft_value(f"hybrid:{tiny_draft_dir}", target, "float32")
+    assert value.kind == "hybrid" and value.model is not None and isinstance(value.drafter(target), HybridDrafter)
+    with pytest.raises(ModelLoadError, match="hybrid drafter needs a draft model"):
+        load_draft_value("hybrid", target, target_spec=str(tiny_target_dir))  # no default draft model for it
+
+
+# ------------------------------------------------------------------ a head over frequent tokens only
+def _outside(target, ids, sampling, k=2):
+    """The target's top tokens at the prompt's next position: the ones to keep out of the head."""
+    with torch.inference_mode():
+        p = warp_logits(target.model(torch.tensor([ids])).logits[0, -1].float(), sampling)
+    return torch.topk(p, k).indices.tolist()
+
+
+def test_restricted_head_saves_loads_and_scores_only_its_tokens(tiny_pair, tmp_path):
+    _, draft = tiny_pair
+    head = subset_head(draft.model, [3, 5, 7])
+    head.save(tmp_path)
+    back = load_head(tmp_path, torch.float32, "cpu")
+    assert back.token_ids.tolist() == [3, 5, 7] and torch.equal(back.weight, head.weight)
+    logits = back.logits(torch.randn(2, back.weight.shape[1]), 20)
+    assert torch.isinf(logits[:, [0, 1, 2, 4, 6, 8]]).all() and torch.isfinite(logits[:, [3, 5, 7]]).all()
+    assert frequent_tokens([[1, 1, 2], [2, 2, 9]], 2, always=[0]) == [0, 2]
+
+
+def test_restricted_head_sampled_output_has_the_target_distribution(tiny_close_pair):
+    """The target's two likeliest next tokens are outside the head: q is 0 there, and the residual
+    must bring the target's mass back exactly."""
+    target, draft = tiny_close_pair
+    sampling = SamplingConfig(temperature=2.0, top_k=4)
+    ids = target.encode_prompt(test_engine.PROMPT, chat=False)
+    outside = set(_outside(target, ids, sampling))
+    head = subset_head(draft.model, [t for t in range(draft.vocab_size) if t not in outside])
+    restricted = Draft.of_model(draft, head)
+    proposal = restricted.drafter(target).propose(ids, 1, sampling, torch.Generator().manual_seed(0))
+    assert all(float(proposal.q_rows[0, t]) == 0.0 for t in outside)  # explicit zeros outside the head
+    test_engine.test_sampled_speculative_matches_target_distribution((target, restricted))
+
+
+def test_restricted_head_greedy_equals_autoregressive_when_the_target_argmax_is_outside(tiny_pair):
+    target, draft = tiny_pair
+    ids = target.encode_prompt(test_engine.PROMPT, chat=False)
+    base = RunConfig(method="autoregressive", max_new_tokens=30, sampling=GREEDY, stop_at_eos=False)
+    expected = [t.token_id for r in decode(target, None, ids, base) for t in r.emitted]
+    banned = sorted(set(expected[:10]))[:3]  # tokens the target's greedy output uses
+    head = subset_head(draft.model, [t for t in range(draft.vocab_size) if t not in banned])
+    config = RunConfig(method="speculative", max_new_tokens=30, sampling=GREEDY, gamma=3, stop_at_eos=False)
+    records = list(decode(target, Draft.of_model(draft, head), ids, config))
+    assert [t.token_id for r in records for t in r.emitted] == expected
+    assert not any(d.token_id in banned for r in records for d in r.draft)  # never drafted
+    assert any(t.token_id in banned for r in records for t in r.emitted)  # yet in the output
