@@ -54,15 +54,13 @@ def bucket_table(rows: dict) -> list[dict]:
     return out
 
 
-def minimum_match(rows: dict) -> int | None:
-    """The smallest N such that, over all positions whose match is at least N long, the copied token
-    is right at least as often as the model's: the hybrid's threshold (None: lookup never wins)."""
-    lengths = sorted(n for n in rows if n > 0)
-    for n in lengths:
-        pos = sum(rows[m][0] for m in lengths if m >= n)
-        lookup = sum(rows[m][1] for m in lengths if m >= n)
-        model = sum(rows[m][2] for m in lengths if m >= n)
-        if pos and lookup >= model:
+def minimum_match(rows: dict, min_positions: int = 20) -> int | None:
+    """The smallest match length N at which a copied token is right at least as often as the model's
+    guess at the same positions (lengths seen fewer than `min_positions` times are skipped): the
+    hybrid's threshold (None: lookup never wins)."""
+    for n in sorted(n for n in rows if n > 0):
+        positions, lookup, model = rows[n]
+        if positions >= min_positions and lookup >= model:
             return n
     return None
 

@@ -21,7 +21,7 @@ from .strategies.ppd import PPDSettings, PPDStep, ppd
 from .strategies.speculative import ChainStep, SpeculativeSettings, speculative
 from .trace import IterationRecord, StepData
 
-__all__ = ["MethodSpec", "METHODS", "method_spec"]
+__all__ = ["MethodSpec", "METHODS", "method_spec", "STEP_DATA"]
 
 
 @dataclass(frozen=True)
@@ -72,6 +72,10 @@ METHODS: dict[str, MethodSpec] = {
                    title="PPD", lossless="greedy only", trace_data=PPDStep),
     )
 }
+
+
+# every kind of method data a record can carry, by its key in record.extra (the trace reader checks them)
+STEP_DATA: dict[str, type[StepData]] = {cls.KEY: cls for cls in (ChainStep, MentoredStep, MjsdStep, PPDStep)}
 
 
 def method_spec(name: str, methods: dict[str, MethodSpec] | None = None) -> MethodSpec:

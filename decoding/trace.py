@@ -11,10 +11,10 @@ Counting conventions (`decoding/metrics.py`): `accepted_length` counts accepted 
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field
 from typing import Any, ClassVar
 
-from .plain import ByName, from_plain
+from .plain import ByName, MayBeInfinite, from_plain
 
 # Kinds of emitted token, in the order the app's legend shows them.
 ACCEPTED, CORRECTION, BONUS, TARGET = "accepted", "correction", "bonus", "target"
@@ -144,7 +144,8 @@ class IterationRecord:
 
     @classmethod
     def from_dict(cls, data: dict) -> "IterationRecord":
-        return _build(cls, data)
+        """A record from its JSON form, every field's type checked (PlainDataError otherwise)."""
+        return from_plain(cls, data)
 
 
 @dataclass
@@ -167,7 +168,7 @@ class RunSummary:
     energy_note: str
     stop_reason: str  # "eos" | "max_new_tokens" | "context" | "stopped"
     models: dict = field(default_factory=dict)
-    target_perplexity: float | None = None
+    target_perplexity: MayBeInfinite | None = None  # infinite if a token's p_raw underflowed to 0
 
     def to_dict(self) -> dict:
         data = asdict(self)
@@ -176,30 +177,5 @@ class RunSummary:
 
     @classmethod
     def from_dict(cls, data: dict) -> "RunSummary":
-        return _build(cls, data)
-
-
-_NESTED = {
-    "draft": DraftToken,
-    "top": Candidate,
-    "next_top": Candidate,
-    "emitted": EmittedToken,
-    "tree": TreeNode,
-}
-
-
-def _build(cls, data: dict):
-    """Rebuild a dataclass (and its nested records) from a JSON dict, ignoring unknown keys."""
-    kwargs = {}
-    for f in fields(cls):
-        if f.name not in data:
-            continue
-        value = data[f.name]
-        if f.name in _NESTED and isinstance(value, list):
-            value = [_build(_NESTED[f.name], v) for v in value]
-        elif f.name == "residual" and isinstance(value, dict):
-            value = _build(Residual, value)
-        elif f.name == "timings" and isinstance(value, dict):
-            value = _build(Timings, value)
-        kwargs[f.name] = value
-    return cls(**kwargs)
+        """A summary from its JSON form, every field's type checked (PlainDataError otherwise)."""
+        return from_plain(cls, data)

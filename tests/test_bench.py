@@ -220,3 +220,24 @@ def test_bench_per_category_with_two_drafters(tmp_path, tiny_target_dir, tiny_dr
     assert result["greedy_equal_precision"] == "float32"
     assert all(v == "3/3" for v in result["greedy_equal_to_autoregressive"].values())
     assert "| variant | chat | copy | all |" in (out / "bench.md").read_text()
+
+
+def test_bench_tags_each_prompt_for_the_gallery(tmp_path, tiny_target_dir, tiny_draft_dir, capsys):
+    prompts = tmp_path / "gallery.jsonl"
+    prompts.write_text("\n".join(json.dumps(r) for r in [
+        {"id": "g-1", "kind": "copy", "prompt": "abc abc abc abc"},
+        {"id": "g-2", "kind": "chat", "prompt": "hello world, the cat sat"}]) + "\n")
+    gallery = tmp_path / "gallery.json"
+    argv = ["bench", "--prompts", str(prompts), "--target", str(tiny_target_dir), "--dtype", "float32",
+            "--draft", f"{tiny_draft_dir},prompt-lookup", "--gamma", "2,4", "--max-new-tokens", "6", "--repeats", "1",
+            "--warmup", "0", "--no-memory", "--no-quality", "--no-hf", "--out", str(tmp_path / "out"),
+            "--gallery", str(gallery), "--json"]
+    assert main(argv) == 0
+    result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    tags = json.loads(gallery.read_text())
+    assert [t["id"] for t in tags] == ["g-1", "g-2"]
+    for tag, prompt in zip(tags, result["per_prompt"]):
+        assert tag["drafter"] in (tiny_draft_dir.name, "prompt-lookup") and tag["gamma"] in (2, 4)
+        assert tag["precision"] == "float32" and tag["machine"] and tag["date"]
+        best = max(v["speedup"] for k, v in prompt["variants"].items() if k.startswith("speculative"))
+        assert tag["speedup"] == best and prompt["variants"][tag["variant"]]["tokens_per_call"] == tag["tokens_per_call"]

@@ -37,6 +37,9 @@ def add_parser(sub) -> None:
     b.add_argument("--hf-gamma", default=None, help="gammas HF assisted generation is pinned to (default: every numeric --gamma)")
     b.add_argument("--no-quality", dest="quality", action="store_false",
                    help="skip the quality runs (perplexity; greedy equality then uses the timing runs)")
+    b.add_argument("--gallery", default=None,
+                   help="also write, per prompt, the fastest speculative variant's tags to this JSON file "
+                        "(the app's task gallery reads docs/bench/gallery.json)")
     b.add_argument("--report", default=None, help="also write the markdown report to this path (e.g. docs/performance.md)")
     b.add_argument("--no-memory", dest="memory", action="store_false", help="skip per-method memory subprocesses")
     b.add_argument("--out", default="runs/bench", help="output directory for JSON, markdown and charts")
@@ -44,7 +47,10 @@ def add_parser(sub) -> None:
 
 
 def draft_label(spec: str) -> str:
-    """A short name for a drafter in the tables: 'distilled' for the shipped draft, else its name."""
+    """A short name for a drafter in the tables: 'distilled' for the shipped draft, 'hybrid' or
+    'hybrid-<name>' for a hybrid, else the draft's directory or file name."""
+    if spec.startswith("hybrid:"):
+        return "hybrid-" + draft_label(spec.partition(":")[2])
     if spec in ("distilled",) or Path(spec).expanduser().resolve() == SHIPPED_DRAFT.resolve():
         return "distilled"
     return Path(spec.rstrip("/")).name or spec
@@ -97,6 +103,11 @@ def run_cli(args) -> int:
     result = run_bench(args, target, drafts, prompts)
     result["command"] = " ".join(["python -m decoding"] + sys.argv[1:])
     paths = write_outputs(result, Path(args.out))
+    if args.gallery:
+        from .report import gallery_tags
+
+        Path(args.gallery).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.gallery).write_text(json.dumps(gallery_tags(result), indent=1) + "\n")
     if args.report:
         Path(args.report).parent.mkdir(parents=True, exist_ok=True)
         Path(args.report).write_text(markdown_report(result, command=result["command"]))

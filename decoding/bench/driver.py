@@ -26,7 +26,7 @@ from .hf_peer import HF_DEFAULT_PROMPT_LOOKUP_TOKENS
 from .memory import measure_memory
 from .runs import run_variant
 from .variants import RunStats, build_variants, parse_gammas
-from .stats import category_table, finish_summary, goals, summarize_variant
+from .stats import category_table, finish_summary, goals, per_prompt_table, summarize_variant
 
 
 def machine_info() -> dict:
@@ -176,6 +176,7 @@ def run_bench(args, target, drafts: dict, prompts: list, progress: bool = True) 
         **top,
         "methods": rows,
         "categories": category_table(timing, categories, ar_key, "hf-generate" if args.hf else None),
+        "per_prompt": per_prompt_table(timing, prompts, ar_key),
         "greedy_equal_to_autoregressive": equal,
         "greedy_equal_precision": str(target.dtype).removeprefix("torch.") if equal is not None else None,
     }

@@ -138,3 +138,23 @@ def category_markdown(result: dict, variants: list[str] | None = None) -> str:
         cells.append(f"{_fmt(r['speedup'])}x / {_fmt(r['tokens_per_target_call'])} / {_fmt(r['mean_accepted'])}")
         lines.append(f"| {key} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
+
+
+def gallery_tags(result: dict) -> list[dict]:
+    """Per prompt, what suits it: our speculative variant that ran fastest on it in this run, with its
+    drafter, gamma (or schedule), precision, speedup, tokens per call, the machine and the date (the
+    task gallery's tags: `docs/bench/gallery.json`)."""
+    rows = result["methods"]
+    ours = [k for k, r in rows.items() if r["engine"] == "ours" and r["method"] == "speculative"]
+    tags = []
+    for prompt in result.get("per_prompt", []):
+        best = max(ours, key=lambda k: prompt["variants"][k]["speedup"] or 0.0) if ours else None
+        if best is None:
+            continue
+        row, figures = rows[best], prompt["variants"][best]
+        tags.append({"id": prompt["id"], "variant": best, "drafter": row["draft"],
+                     "gamma": row["gamma"] if row["schedule"] == "fixed" else row["schedule"],
+                     "precision": str(result["models"].get("dtype", "")).removeprefix("torch."),
+                     "speedup": figures["speedup"], "tokens_per_call": figures["tokens_per_call"],
+                     "machine": result["machine"]["cpu"], "date": result["date"]})
+    return tags

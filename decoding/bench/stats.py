@@ -244,3 +244,17 @@ def category_table(timing: dict, categories: list[str], ar_key: str, hf_generate
             block[key] = row
         out[name] = block
     return out
+
+
+def per_prompt_table(timing: dict, prompts: list, ar_key: str) -> list[dict]:
+    """Per prompt (in file order): its id and category, and each variant's tokens, seconds, tokens per
+    target call and speedup over our autoregressive run of that prompt (summed over repeats)."""
+    out = []
+    for i, prompt in enumerate(prompts):
+        per_variant = {key: total([reps[r][i] for r in sorted(reps)]) for key, reps in timing.items()}
+        ar = per_variant[ar_key].tokens_per_second
+        out.append({"id": getattr(prompt, "id", "") or str(i), "category": getattr(prompt, "category", ""),
+                    "variants": {key: {"speedup": c.tokens_per_second / ar if ar else None,
+                                       "tokens_per_call": c.tokens_per_call if c.target_calls else None,
+                                       "tokens": c.tokens, "seconds": c.seconds} for key, c in per_variant.items()}})
+    return out

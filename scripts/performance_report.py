@@ -1,0 +1,188 @@
+"""Write docs/performance.md and the README's performance table from the committed measurements.
+
+Reads the benchmark runs under docs/bench/ (each `<name>/bench.json`, written by `python -m decoding
+bench ... --out docs/bench/<name>`) and `docs/bench/verify-cost.json` (`python -m decoding verify-cost
+--json`), so no figure in either document is typed by hand. Usage:
+
+    .venv/bin/python scripts/performance_report.py [--runs spec-bench-bfloat16,spec-bench-float32]
+
+The README's table sits between the lines `<!-- performance:begin -->` and `<!-- performance:end -->`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from decoding.paths import DOCS  # noqa: E402
+
+BENCH = DOCS / "bench"
+CATEGORY_NAMES = {"mt_bench": "multi-turn", "translation": "translation", "summarization": "summarization",
+                  "qa": "QA", "math_reasoning": "math", "rag": "RAG"}
+ORDER = list(CATEGORY_NAMES)
+# Spec-Bench's leaderboard (RTX 3090, Vicuna-7B-v1.3, fp16, greedy): speedups per category, overall
+# (benchmarks/README.md gives the source).
+PUBLISHED = {
+    "SpS (vanilla speculative sampling), GPU, 7B": [1.94, 1.37, 1.96, 1.86, 1.81, 1.83, 1.79],
+    "PLD (prompt lookup), GPU, 7B": [1.64, 1.15, 2.46, 1.28, 1.72, 1.71, 1.64],
+}
+BEGIN, END = "<!-- performance:begin -->", "<!-- performance:end -->"
+
+
+def load(name: str) -> dict | None:
+    path = BENCH / name / "bench.json"
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def _x(v) -> str:
+    return "n/a" if v is None else f"{v:.2f}x"
+
+
+def _f(v, spec=".2f") -> str:
+    return "n/a" if v is None else format(v, spec)
+
+
+def precision(result: dict) -> str:
+    return str(result["models"].get("dtype", "?")).removeprefix("torch.")
+
+
+def category_table(result: dict, keys: list[str]) -> list[str]:
+    cats = [c for c in ORDER if c in result["categories"]] + [c for c in result["categories"] if c not in ORDER]
+    head = "| variant | " + " | ".join(CATEGORY_NAMES.get(c, c) for c in cats) + " | all 48 |"
+    lines = [head, "|" + "---|" * (len(cats) + 2)]
+    for key in keys:
+        if key not in result["methods"]:
+            continue
+        cells = [_x(result["categories"][c][key]["speedup"]) for c in cats]
+        lines.append(f"| {key} | " + " | ".join(cells) + f" | **{_x(result['methods'][key]['speedup'])}** |")
+    return lines
+
+
+def calls_table(result: dict, keys: list[str]) -> list[str]:
+    cats = [c for c in ORDER if c in result["categories"]]
+    lines = ["| variant | " + " | ".join(CATEGORY_NAMES[c] for c in cats) + " | all |", "|" + "---|" * (len(cats) + 2)]
+    for key in keys:
+        if key not in result["methods"]:
+            continue
+        cells = [f"{_f(result['categories'][c][key]['tokens_per_call'])} / {_f(result['categories'][c][key]['mean_accepted'])}"
+                 for c in cats]
+        r = result["methods"][key]
+        lines.append(f"| {key} | " + " | ".join(cells) + f" | {_f(r['tokens_per_target_call'])} / {_f(r['mean_accepted'])} |")
+    return lines
+
+
+def headline_keys(result: dict) -> list[str]:
+    """Our autoregressive baseline, every speculative variant, and HF's peers."""
+    keys = ["autoregressive"]
+    keys += [k for k, r in result["methods"].items() if r["engine"] == "ours" and r["method"] != "autoregressive"]
+    keys += [k for k, r in result["methods"].items() if r["engine"] == "hf"]
+    return keys
+
+
+def machine_line(result: dict) -> str:
+    m, s = result["machine"], result["settings"]
+    return (f"{m['cpu']} ({m.get('cpu_capability', '?')}), {m['usable_cores']} usable cores, torch threads "
+            f"{m['torch_threads']}, torch {m['versions'].get('torch')}; target {result['models']['target']} in "
+            f"{precision(result)}, drafts {result['models']['draft']}; {s['prompts']} prompts of "
+            f"`{s['prompts_file']}`, {s['max_new_tokens']} new tokens (end-of-sequence ignored), greedy, "
+            f"{s['repeats']} repeat after {s['warmup']} warm-up; {result['date']}")
+
+
+def run_section(name: str, result: dict) -> list[str]:
+    keys = headline_keys(result)
+    equal = result.get("greedy_equal_to_autoregressive") or {}
+    lines = [f"## {precision(result)}: `docs/bench/{name}/`", "", machine_line(result) + ".", "",
+             f"Command: `{result.get('command', '?')}`", "",
+             "Speedup over our autoregressive decoding in the same run and precision (tokens/s ratio):", ""]
+    lines += category_table(result, keys)
+    lines += ["", "Tokens per target call / mean accepted draft tokens:", ""]
+    lines += calls_table(result, [k for k in keys if result["methods"][k]["engine"] == "ours"])
+    hf = result.get("hf_assisted_speedup_by_draft") or {}
+    ar_vs_hf = result.get("ratios", {}).get("autoregressive_vs_hf_generate")
+    lines += ["", f"Our autoregressive decoding runs at {_x(ar_vs_hf)} the speed of HF `generate()`; HF assisted "
+              "generation at its default settings, speedup over HF `generate()`: "
+              + ", ".join(f"{k} {_x(v)}" for k, v in hf.items()) + ".", ""]
+    if equal:
+        lines.append(f"Greedy text equal to greedy autoregressive text ({result.get('greedy_equal_precision')}, all "
+                     "64 tokens of each timing run): " + ", ".join(f"{k} {v}" for k, v in equal.items()) + ".")
+    auto = [k for k in keys if k.endswith("-auto")]
+    if auto:
+        lines.append("")
+        lines.append("Automatic gamma (mean gamma asked): " + ", ".join(
+            f"{k} {_f(result['methods'][k].get('mean_gamma_asked'), '.1f')}" for k in auto) + ".")
+    return lines + [""]
+
+
+def verify_section() -> list[str]:
+    path = BENCH / "verify-cost.json"
+    if not path.is_file():
+        return []
+    v = json.loads(path.read_text())
+    sizes = sorted({int(k) for row in v["rows"].values() for k in row["relative"]})
+    lines = ["## What a verify pass costs", "",
+             f"`python -m decoding verify-cost` on {v['device']}, {v['threads']} torch thread(s), a cache of "
+             f"{v['context']} tokens, median of {v['reps']} passes ({v.get('cpu_capability', '?')}): one target pass "
+             "over k new tokens, relative to one token.", "",
+             "| k | " + " | ".join(str(k) for k in sizes) + " |", "|" + "---|" * (len(sizes) + 1)]
+    for name, row in v["rows"].items():
+        lines.append(f"| {name} | " + " | ".join(f"{row['relative'][str(k)]:.2f}x" for k in sizes) + " |")
+    lines += ["", "In bfloat16 a pass over gamma + 1 = 5 tokens costs about one step (Leviathan et al.'s assumption); "
+              "in float32 it costs well over one. That is why bfloat16 is the default on CPUs with native bf16 "
+              "(`decoding/devices.py`), and float32 stays the reference for exactness.", ""]
+    return lines
+
+
+def published_section() -> list[str]:
+    lines = ["## Spec-Bench's published figures (a reference, not a like-for-like comparison)", "",
+             "| method | " + " | ".join(CATEGORY_NAMES[c] for c in ORDER) + " | overall |", "|" + "---|" * 8]
+    for name, values in PUBLISHED.items():
+        lines.append(f"| {name} | " + " | ".join(f"{v:.2f}x" for v in values) + " |")
+    return lines + ["", "Source: Spec-Bench's leaderboard (benchmarks/README.md); RTX 3090, Vicuna-7B-v1.3, fp16. "
+                    "Our target is a 135M model on a CPU: a verify pass there is relatively dearer and a draft "
+                    "relatively cheaper than for a 7B model on a GPU.", ""]
+
+
+def readme_block(results: dict) -> str:
+    lines = []
+    for name, result in results.items():
+        keys = [k for k in headline_keys(result) if not k.startswith("hf-assisted") or k.endswith("default")]
+        lines += [f"Spec-Bench subset, {precision(result)} ({machine_line(result)}):", ""]
+        lines += category_table(result, keys) + [""]
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", default="spec-bench-bfloat16,spec-bench-float32")
+    ap.add_argument("--readme", default=str(ROOT / "README.md"))
+    args = ap.parse_args(argv)
+    results = {name: r for name in args.runs.split(",") if (r := load(name.strip())) is not None}
+    if not results:
+        print("no benchmark results found under docs/bench/", file=sys.stderr)
+        return 2
+    doc = ["# Performance", "",
+           "Every figure below is read from the JSON the commands wrote (`scripts/performance_report.py`). "
+           "Speedups are ratios measured within one run, against our own autoregressive decoding in the same "
+           "precision; the machine is shared and noisy, so compare runs only by their ratios.", ""]
+    doc += verify_section()
+    for name, result in results.items():
+        doc += run_section(name, result)
+    doc += published_section()
+    (DOCS / "performance.md").write_text("\n".join(doc).replace("\n\n\n", "\n\n"))
+    readme = Path(args.readme)
+    text = readme.read_text()
+    if BEGIN in text and END in text:
+        head, rest = text.split(BEGIN, 1)
+        _, tail = rest.split(END, 1)
+        readme.write_text(f"{head}{BEGIN}\n{readme_block(results)}\n{END}{tail}")
+    print(f"wrote {DOCS / 'performance.md'}" + (" and the README's table" if BEGIN in text else ""))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
