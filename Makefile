@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test cli-demo distill
+.PHONY: setup demo test cli-demo distill gpu-check
 
 setup: $(STAMP)
 
@@ -23,3 +23,10 @@ cli-demo: setup
 # Distill the draft for the default target (resumable stages of <= 40 min; run again to continue).
 distill: setup
 	$(PY) -m distill all
+
+# Check and measure the GPU path into docs/gpu.md with the Python already on the machine (no setup,
+# no network): `make gpu-check PYTHON=python3 [PART=tests|bench|energy|ppd]`. Without a GPU it
+# prints one line and exits 0.
+PYTHON ?= $(if $(wildcard $(PY)),$(PY),python3)
+gpu-check:
+	@$(PYTHON) -m decoding gpu-check $(if $(PART),--part $(PART))

@@ -102,9 +102,11 @@ def build_parser(methods=None) -> argparse.ArgumentParser:
     _add_eval_draft(sub)
     from .bench import add_parser as _add_bench
     from .bench.verify_cost import add_parser as _add_verify_cost
+    from .gpu_check import add_parser as _add_gpu_check
 
     _add_bench(sub)
     _add_verify_cost(sub)
+    _add_gpu_check(sub)
     return parser
 
 
@@ -129,6 +131,10 @@ def main(argv: list[str] | None = None) -> int:
             from .bench.verify_cost import run_cli as run_verify_cost
 
             return run_verify_cost(args)
+        if args.command == "gpu-check":
+            from .gpu_check import run_cli as run_gpu_check
+
+            return run_gpu_check(args)
     except (UsageError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_BAD_INPUT

@@ -1,0 +1,21 @@
+"""`python -m decoding gpu-check` (`make gpu-check`): the GPU path checked and measured in one command.
+
+No GPU has been lent to the project so far, so every CUDA and NVML line was tested with fakes only.
+This command does the checks that need one, wherever a CUDA machine is at hand, with the Python
+already there (no install step, no network). Parts, each runnable alone with `--part`:
+
+- `tests`  the suite's CUDA-marked tests (tests/test_cuda.py) in a pytest subprocess  (`tests_part.py`)
+- `bench`  a short benchmark of the pairs that load there, float32 and half precision, with the
+           HF peers, through the benchmark's own command line                        (`bench_part.py`)
+- `energy` NVML joules per token over windows of at least one second, or the meter's reason
+                                                                                       (`energy_part.py`)
+- `ppd`    the PPD hardware tune: does the chosen tree size move on a GPU?            (`ppd_part.py`)
+
+The results go to docs/gpu.md with the device, driver, CUDA/torch versions and the date
+(`report.py`, `device.py`). Without CUDA the command prints one line and exits 0, writing nothing.
+"""
+
+from .cli import add_parser, run_cli
+from .settings import PARTS
+
+__all__ = ["add_parser", "run_cli", "PARTS"]
