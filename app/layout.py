@@ -1,7 +1,8 @@
 """The Gradio Blocks: the layout of the tabs and the wiring of their events.
 
-Handlers live in `handlers.py` (explainer), `lab_events.py` (exactness lab) and `compare.py`
-(side by side); the method controls come from the registry (`controls.py`). Events that touch
+Handlers live in `handlers.py` (explainer), `lab_events.py` (exactness lab), `race.py` (the race,
+played in the browser by `player.py`) and `compare.py` (the plain comparison table inside the race
+tab); the method controls come from the registry (`controls.py`). Events that touch
 models share one concurrency group (`concurrency_limit=1`); the queue is bounded. Per-user state
 is a `Session` in a gr.State with a time to live.
 """
@@ -21,7 +22,11 @@ from .controls import build_method_controls, control_order
 from .handlers import (EXAMPLE_PROMPTS, controls_from_session, generate, load_models, on_load, on_method, on_preset,
                        on_prompt_pick, open_example, open_trace, reset, show_iteration, show_position, step, stop)
 from .lab_events import lab_converge, lab_normalize, lab_run
+from .gallery import DEFAULT_DRAFTER, DEFAULT_GAMMA, DRAFTERS, gallery_choices
+from .player import empty_data, player
 from .presets import presets
+from .race import NO_RACE, on_gallery_pick, on_lane_a, open_race_upload, open_shipped_race, race, race_on_load
+from .race_file import shipped_races
 from .session import SESSION_TTL_SECONDS, delete_session, example_traces
 from .settings import MAX_GAMMA, MAX_NEW_TOKENS, MAX_PROMPT_CHARS, PRECISIONS
 
@@ -155,19 +160,53 @@ def build_demo() -> gr.Blocks:
                             lab_res = gr.Plot(label="Residual", min_width=280)
                             lab_tv = gr.Plot(label="Convergence", min_width=280)
 
-            # ---------------------------------------------------------------- side by side
-            with gr.Tab("Side by side", id="side"):
-                gr.Markdown(texts.SIDE)
-                gr.Markdown("Uses the prompt, models and settings of the Explainer tab.", elem_classes="note")
-                with gr.Row():
-                    method_a = gr.Dropdown(methods, value=default_method, label="Method A")
-                    method_b = gr.Dropdown(methods, value="autoregressive" if "autoregressive" in methods else methods[0],
-                                           label="Method B (baseline)")
-                compare_btn = gr.Button("Run A, then B", variant="primary")
-                cmp_table = gr.HTML(label="Measured comparison")
-                with gr.Row():
-                    text_a = gr.Textbox(label="Text from method A", lines=6, interactive=False)
-                    text_b = gr.Textbox(label="Text from method B", lines=6, interactive=False)
+            # ---------------------------------------------------------------- race
+            with gr.Tab("Race", id="race"):
+                gr.Markdown(texts.RACE)
+                with gr.Row(equal_height=False, elem_classes="mainrow"):
+                    with gr.Column(scale=1, min_width=280, elem_classes="controls"):
+                        races = list(shipped_races())
+                        shipped_pick = gr.Dropdown(races, value=None, elem_id="shipped-races",
+                                                   label="Shipped races (replay at once, no model needed)",
+                                                   info=None if races else "None shipped yet "
+                                                   "(scripts/record_races.py records them).")
+                        gallery_pick = gr.Dropdown(gallery_choices(), value=None, label="Task gallery",
+                                                   elem_id="gallery-pick")
+                        gallery_note = gr.Markdown("", elem_classes="note")
+                        race_prompt = gr.Textbox(label="Race prompt", lines=3, max_length=MAX_PROMPT_CHARS,
+                                                 value=next(iter(EXAMPLE_PROMPTS.values()))[0], elem_id="race-prompt")
+                        with gr.Row():
+                            lane_a = gr.Dropdown(methods, value=default_method, label="Lane A", min_width=120)
+                            lane_b = gr.Dropdown(methods, value="autoregressive" if "autoregressive" in methods
+                                                 else methods[0], label="Lane B (baseline)", min_width=120)
+                        lane_a_draft = gr.Dropdown([(label, key) for key, label in DRAFTERS.items()],
+                                                   value=DEFAULT_DRAFTER, label="Lane A's drafter")
+                        lane_a_gamma = gr.Slider(1, MAX_GAMMA, value=DEFAULT_GAMMA, step=1, label="Lane A's γ (draft length)")
+                        race_btn = gr.Button("▶ Race", variant="primary", elem_id="race-btn")
+                        gr.Markdown("Models, precision, seed, temperature, max new tokens and the chat template: "
+                                    "the Explainer's settings. Lane B uses the Explainer's settings for its method.",
+                                    elem_classes="note")
+                        with gr.Accordion("Save or open a race", open=False):
+                            race_download = gr.DownloadButton("Download this race (.json, both traces)",
+                                                              interactive=False, elem_id="race-download")
+                            race_upload = gr.UploadButton("Open a race file (.json)", file_types=[".json"],
+                                                          elem_id="race-upload")
+                    with gr.Column(scale=2, min_width=320, elem_classes="panels"):
+                        race_player = player(empty_data(NO_RACE), elem_id="race-player", label="The race")
+                        with gr.Accordion("The race's figures (both summary lines and the speedup)", open=False):
+                            race_json = gr.JSON(label="Race figures", elem_id="race-figures")
+                with gr.Accordion("Plain comparison table", open=False):
+                    gr.Markdown(texts.SIDE)
+                    gr.Markdown("Uses the prompt, models and settings of the Explainer tab.", elem_classes="note")
+                    with gr.Row():
+                        method_a = gr.Dropdown(methods, value=default_method, label="Method A")
+                        method_b = gr.Dropdown(methods, value="autoregressive" if "autoregressive" in methods else methods[0],
+                                               label="Method B (baseline)")
+                    compare_btn = gr.Button("Run A, then B", variant="primary")
+                    cmp_table = gr.HTML(label="Measured comparison")
+                    with gr.Row():
+                        text_a = gr.Textbox(label="Text from method A", lines=6, interactive=False)
+                        text_b = gr.Textbox(label="Text from method B", lines=6, interactive=False)
 
         # ---------------------------------------------------------------- wiring
         view_outputs = [stats, timeline, iter_caption, chips, text, draft_row, pq_plot, residual_plot, tree,
@@ -187,7 +226,18 @@ def build_demo() -> gr.Blocks:
         step_ev = step_btn.click(step, inputs(step), [state, *view_outputs], api_name="step", **model_events)
         cmp_ev = compare_btn.click(compare, inputs(compare), [state, text_a, text_b, cmp_table],
                                    api_name="compare", **model_events)
-        stop_btn.click(stop, [state, position], [state, *view_outputs], cancels=[run_ev, step_ev, cmp_ev],
+        race_inputs = {**components, "prompt": race_prompt, "lane_a": lane_a, "lane_b": lane_b,
+                       "lane_a_draft": lane_a_draft, "lane_a_gamma": lane_a_gamma}
+        race_shown = [race_player, race_json, race_download]
+        race_ev = race_btn.click(race, [state] + [race_inputs[name] for name in race.input_names], [state, *race_shown],
+                                 api_name="race", **model_events)
+        shipped_pick.input(open_shipped_race, shipped_pick, race_shown, api_name=False)
+        race_upload.upload(open_race_upload, race_upload, race_shown, api_name=False)
+        gallery_pick.input(on_gallery_pick, gallery_pick, [race_prompt, lane_a, lane_a_draft, lane_a_gamma, gallery_note],
+                           api_name=False)
+        lane_a.change(on_lane_a, lane_a, [lane_a_draft, lane_a_gamma], api_name=False)
+        demo.load(race_on_load, None, [shipped_pick, *race_shown], api_name=False)
+        stop_btn.click(stop, [state, position], [state, *view_outputs], cancels=[run_ev, step_ev, cmp_ev, race_ev],
                        api_name=False, queue=False)
         reset_btn.click(reset, [state, position], [state, *view_outputs], api_name=False)
         timeline.input(show_iteration, [state, timeline, position], view_outputs, api_name=False,

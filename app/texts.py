@@ -45,7 +45,7 @@ In a PPD tree, blue nodes (solid border) are candidates the target checks now, a
 
 RUNNING = """
 **Running charts.** Cumulative tokens/s (dashed: the autoregressive baseline, when measured in
-this session, e.g. in the side-by-side tab), the accepted length of every iteration, and energy
+this session, e.g. in the race tab), the accepted length of every iteration, and energy
 per token when a meter is available — otherwise the reason, plus a labelled proxy (bytes of weights
 read per token), which is *not* a measurement.
 """
@@ -69,11 +69,22 @@ Starting values: the worked example of the `004` walkthrough.
 """
 
 SIDE = """
-# Side by side
-Runs two methods on the same prompt, seed and models, **one after the other** (so they do not slow
-each other down), with lean traces for fair timing. With the same seed the two texts usually
-differ: both come from the target's distribution, not from the same random draws. On a CPU with a
-tiny model, speculative decoding can be **slower** than plain decoding — this tab says so when it is.
+**Plain comparison table.** Runs two methods on the same prompt, seed and models, **one after the
+other** (so they do not slow each other down), with lean traces for fair timing, and tabulates their
+measured figures. With the same seed the two texts usually differ when sampling: both come from the
+target's distribution, not from the same random draws. On a CPU with a tiny model, speculative
+decoding can be **slower** than plain decoding — the table says so when it is.
+"""
+
+RACE = """
+# The race: does speculative decoding buy time here?
+Two methods decode the same prompt with the same seed, models and precision: **lane A** (speculative
+decoding, with the drafter that suits the prompt) against **lane B** (plain autoregressive decoding).
+Each is warmed up, then timed on its own, one after the other, so they never share the processor.
+Then both replay together on **one clock**: every token appears at the moment it was produced.
+Green chips were drafted and accepted, so a burst of green is one target call paying for several
+tokens. Whether that wins depends on the machine: on a CPU with a small model speculative decoding
+often loses, and the result says so. Slow motion and Replay run in your browser, without the server.
 """
 
 MENTORED = """

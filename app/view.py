@@ -64,7 +64,7 @@ def theory_panel(session: Session, upto: int | None = None):
         else:
             lines.append(f"**Measured speedup over plain decoding: ×{ratio:.2f}** ({tps:.1f} vs {baseline:.1f} tokens/s).")
     else:
-        lines.append("No autoregressive baseline measured in this session yet: run the *Side by side* tab (or the "
+        lines.append("No autoregressive baseline measured in this session yet: run the *Race* tab (or the "
                      "autoregressive method) to see whether speculative decoding is actually faster here. "
                      "On a CPU with a small target it often is **not**.")
     if method not in ("speculative",):

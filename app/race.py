@@ -1,0 +1,179 @@
+"""The race tab's handlers: run a race on the loaded models, open a shipped or uploaded race file,
+pick a gallery prompt. Each race outputs the player's data (`player.py`), the race's figures as
+plain data (`race_result.race_figures`) and the race file to download (`race_file.py`).
+
+The lanes share the Explainer's settings (models, precision, seed, sampling, max new tokens, chat
+template) and the race tab's prompt; lane A's method, drafter and gamma and lane B's method are the
+race tab's own. Recording (warm-up, then one lane after the other) is `race_run.record_race`.
+"""
+
+from __future__ import annotations
+
+import atexit
+import dataclasses
+import shutil
+import tempfile
+from pathlib import Path
+
+import gradio as gr
+
+from decoding.methods import METHODS
+from decoding.pair import HYBRID, PROMPT_LOOKUP
+
+from .controls import with_run_inputs
+from .gallery import DRAFTERS, gallery_item, lane_a_choice, tag_text
+from .live import check_prompt_fits, load_models, settings_from_values
+from .player import empty_data, lane_data, player_data
+from .race_file import Race, read_race, shipped_races, write_race
+from .race_result import lane_name, race_figures
+from .race_run import LaneRun, record_race
+from .session import Session
+from .settings import MAX_GAMMA, Settings
+
+NO_RACE = "No race yet: pick a shipped race, or press Race to run one on the loaded models."
+_SHIPPED_COPIES: str | None = None  # a temporary folder serving shipped races for download
+
+
+def drafter_spec(choice: str, pair_draft: str) -> str:
+    """The draft spec of lane A's drafter choice (a key of gallery.DRAFTERS) on a pair whose own
+    draft is `pair_draft`; ValueError for a choice this pair cannot make."""
+    if choice == "pair":
+        return pair_draft
+    if choice == PROMPT_LOOKUP:
+        return PROMPT_LOOKUP
+    if choice == "hybrid":
+        if pair_draft == HYBRID or pair_draft.startswith(HYBRID + ":"):
+            return pair_draft
+        if pair_draft == PROMPT_LOOKUP:
+            raise ValueError("the hybrid drafter needs a draft model, and this model pair drafts by prompt lookup: "
+                             "pick another drafter for lane A or another pair")
+        return f"{HYBRID}:{pair_draft}"
+    raise ValueError(f"unknown drafter {choice!r} for lane A; choose one of: {', '.join(DRAFTERS)}")
+
+
+def lane_settings(values: dict) -> tuple[Settings, Settings]:
+    """Lane A's and lane B's checked settings: the same in everything but the method and that
+    method's own settings (lane A's drafter and gamma)."""
+    a = settings_from_values({**values, "gamma": values.get("lane_a_gamma", values.get("gamma"))}, values["lane_a"])
+    if METHODS[a.method].uses_drafter:
+        try:
+            a = dataclasses.replace(a, draft=drafter_spec(values.get("lane_a_draft") or "pair", a.draft))
+        except ValueError as exc:
+            raise gr.Error(str(exc), title="Check lane A's drafter") from None
+    b = settings_from_values(values, values["lane_b"])
+    return a, b
+
+
+def race_view(race: Race) -> tuple[dict, dict]:
+    """(the player's data, the race's figures) of a race."""
+    figures = race_figures(race)
+    lanes = [lane_data(lane.label, lane.records, lane.summary, name=lane_name(lane.summary)) for lane in race.lanes]
+    title = race.title or f"{lanes[0]['name']} against {lanes[1]['name']}"
+    value = player_data(lanes, title=title, prompt=race.lanes[0].summary.prompt, result=figures["result"],
+                        verdict=figures["verdict"])
+    return value, figures
+
+
+@with_run_inputs(method_inputs=("lane_a", "lane_b"), extra=("lane_a_draft", "lane_a_gamma"))
+def race(session, values: dict, progress):
+    """Warm up both lanes, run A then B with lean traces, and send both traces to the player once."""
+    session = session if isinstance(session, Session) else Session()
+    runs = []
+    for label, s in zip("AB", lane_settings(values)):
+        target, draft = load_models(s.target, s.draft, METHODS[s.method].uses_drafter, progress, s.dtype)
+        try:
+            check_prompt_fits(len(target.encode_prompt(s.prompt, s.chat)), s.max_new_tokens, target.max_context)
+        except ValueError as exc:
+            raise gr.Error(str(exc), title="Check the prompt") from None
+        runs.append(LaneRun(label, s, target, draft))
+
+    def report(fraction, message):
+        if progress is not None:
+            progress(fraction, desc=message)
+
+    try:
+        result = record_race(runs, report, recorded={"machine": _machine()})
+    except ValueError as exc:
+        raise gr.Error(f"The race stopped: {exc}", title="Race not finished") from None
+    for lane in result.lanes:
+        if lane.summary.method == "autoregressive":  # the theory panel's baseline, as the Explainer keeps it
+            session.baselines[runs[0].settings.target] = lane.summary.tokens_per_second
+    value, figures = race_view(result)
+    return session, value, figures, gr.update(value=_race_download(session, result), interactive=True)
+
+
+def _machine() -> dict:
+    from decoding.bench.driver import machine_info
+
+    info = machine_info()
+    return {k: info.get(k) for k in ("cpu", "cores", "usable_cores", "torch_threads", "cuda")}
+
+
+def _race_download(session: Session, result: Race) -> str:
+    if session.tmpdir is None:
+        session.tmpdir = tempfile.mkdtemp(prefix="specdec-")
+    a, b = (lane.summary for lane in result.lanes)
+    seed = (a.settings or {}).get("seed", 0)
+    path = Path(session.tmpdir) / f"specdec-race-{a.method}-vs-{b.method}-seed{seed}.json"
+    write_race(path, result)
+    return str(path)
+
+
+def _shipped_copy(path: Path) -> str:
+    """A copy of a shipped race in a temporary folder, which Gradio serves wherever the app runs from."""
+    global _SHIPPED_COPIES
+    if _SHIPPED_COPIES is None or not Path(_SHIPPED_COPIES).is_dir():
+        _SHIPPED_COPIES = tempfile.mkdtemp(prefix="specdec-races-")
+        atexit.register(shutil.rmtree, _SHIPPED_COPIES, True)
+    copy = Path(_SHIPPED_COPIES) / path.name
+    shutil.copyfile(path, copy)
+    return str(copy)
+
+
+def _open(path, download: str) -> tuple:
+    try:
+        result = read_race(path)
+    except (OSError, ValueError) as exc:
+        raise gr.Error(f"Could not open the race: {exc}", title="Not a race file") from None
+    value, figures = race_view(result)
+    return value, figures, gr.update(value=download, interactive=True)
+
+
+def open_shipped_race(title):
+    """Open a shipped race by its title and play it (no model needed)."""
+    races = shipped_races()
+    if title not in races:
+        return empty_data("No shipped race by that name."), None, gr.update(value=None, interactive=False)
+    return _open(races[title], _shipped_copy(races[title]))
+
+
+def open_race_upload(file):
+    """Open an uploaded race file (both traces in one JSON file) and play it."""
+    if not file:
+        raise gr.Error("No file received.", title="Not a race file")
+    path = file if isinstance(file, str) else getattr(file, "name", None)
+    return _open(path, path)
+
+
+def race_on_load():
+    """On page load: the first shipped race, ready to play once the race tab is opened."""
+    races = shipped_races()
+    if not races:
+        return gr.skip(), empty_data(NO_RACE), None, gr.skip()
+    title = next(iter(races))
+    return (title, *open_shipped_race(title))
+
+
+def on_lane_a(method):
+    """Lane A's drafter and gamma show only for a method that uses them."""
+    spec = METHODS.get(method)
+    return (gr.update(visible=bool(spec and spec.uses_drafter)), gr.update(visible=bool(spec and spec.uses_gamma)))
+
+
+def on_gallery_pick(item_id):
+    """A gallery prompt moves into the race; lane A takes the drafter and gamma measured for it."""
+    item = gallery_item(item_id) if item_id else None
+    if item is None:
+        return gr.skip(), gr.skip(), gr.skip(), gr.skip(), ""
+    choice, gamma, tag = lane_a_choice(item.id)
+    return item.prompt, "speculative", choice, min(max(int(gamma), 1), MAX_GAMMA), tag_text(tag)

@@ -1,0 +1,98 @@
+"""A race's result in words and as plain data: who was faster, by the ratio of the two runs'
+tokens per second (each run's figures are its RunSummary's, computed by the engine).
+
+The sentence never calls a slower run faster: below a ratio of 1 it starts with "slower".
+No Gradio here.
+"""
+
+from __future__ import annotations
+
+from decoding.methods import METHODS
+from decoding.trace import RunSummary
+
+from .race_file import Race
+
+
+def lane_name(summary: RunSummary) -> str:
+    """A run's method with the settings that make it that method: "speculative (prompt-lookup, γ 4)"."""
+    spec = METHODS.get(summary.method)
+    if spec is None:
+        return summary.method
+    settings = summary.settings or {}
+    parts = []
+    if spec.uses_drafter and (summary.models or {}).get("draft"):
+        parts.append(str(summary.models["draft"]))
+    if spec.uses_gamma and settings.get("gamma") is not None:
+        schedule = (settings.get("extra") or {}).get("gamma_schedule")
+        parts.append(f"γ {schedule}" if schedule and schedule != "fixed" else f"γ {settings['gamma']}")
+    return spec.title + (f" ({', '.join(parts)})" if parts else "")
+
+
+def speedup(a: RunSummary, b: RunSummary) -> float | None:
+    """Run A's tokens/s over run B's; None when B has no speed to compare with."""
+    return a.tokens_per_second / b.tokens_per_second if b.tokens_per_second > 0 else None
+
+
+def verdict(ratio: float | None) -> str:
+    if ratio is None:
+        return "unknown"
+    return "faster" if ratio > 1 else "slower" if ratio < 1 else "same"
+
+
+def _ratio_text(ratio: float) -> str:
+    text = f"{ratio:.2f}"
+    return f"{ratio:.3f}" if text == "1.00" and ratio != 1 else text
+
+
+def _secs(x: float) -> str:
+    return f"{x:.2f} s" if x >= 0.1 else f"{x:.3f} s"
+
+
+def _tokens(n: int) -> str:
+    return f"{n} token" if n == 1 else f"{n} tokens"
+
+
+def result_sentence(a: RunSummary, b: RunSummary, a_name: str | None = None, b_name: str | None = None) -> str:
+    """The race's result, plainly: tokens and seconds of both runs, both tokens/s, the ratio and the
+    target calls, e.g. "speculative: 64 tokens in 2.10 s against 3.20 s for autoregressive (30.5 against
+    20.0 tokens/s), 1.52x faster, 41 target calls instead of 64."."""
+    a_name = a_name or a.method
+    b_name = b_name or b.method
+    na, nb = len(a.token_ids), len(b.token_ids)
+    ratio = speedup(a, b)
+    if nb == na:
+        run = f"{_tokens(na)} in {_secs(a.wall_seconds)} against {_secs(b.wall_seconds)} for {b_name}"
+    else:
+        run = f"{_tokens(na)} in {_secs(a.wall_seconds)} against {_tokens(nb)} in {_secs(b.wall_seconds)} for {b_name}"
+    speeds = f"{a.tokens_per_second:.1f} against {b.tokens_per_second:.1f} tokens/s"
+    calls = f"{a.target_calls} target calls instead of {b.target_calls}"
+    kind = verdict(ratio)
+    if kind == "faster":
+        text = f"{a_name}: {run} ({speeds}), {_ratio_text(ratio)}x faster, {calls}."
+    elif kind == "slower":
+        text = (f"slower: {a_name} ran at {_ratio_text(ratio)}x the speed of {b_name}: {run} ({speeds}), "
+                f"{calls}.")
+    elif kind == "same":
+        text = f"{a_name}: {run} ({speeds}), the same speed, {calls}."
+    else:
+        text = f"{a_name}: {run} ({speeds}); {b_name} produced no measurable speed, so no ratio."
+    if na != nb:
+        text += " The runs produced different numbers of tokens, so tokens/s decides, not who finished first."
+    return text
+
+
+def race_figures(race: Race) -> dict:
+    """What the race api returns as plain data: both summary lines, the speedup of A over B and the
+    result sentence."""
+    a, b = race.lanes[0].summary, race.lanes[1].summary
+    ratio = speedup(a, b)
+    return {
+        "speedup": ratio,
+        "verdict": verdict(ratio),
+        "result": result_sentence(a, b, lane_name(a), lane_name(b)),
+        "title": race.title,
+        "gallery_id": race.gallery_id,
+        "recorded": race.recorded,
+        "lanes": [{"label": lane.label, "role": lane.role, "name": lane_name(lane.summary),
+                   "summary": lane.summary.to_dict()} for lane in race.lanes],
+    }

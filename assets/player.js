@@ -1,0 +1,253 @@
+// The token player (app/player.py builds the gr.HTML and documents the data; styles: player.css).
+// Gradio runs this once per component as its js_on_load, with `element` (the component's root),
+// `props` (props.value: the lanes) and `watch`. Every lane plays on ONE clock: a token appears when
+// the clock reaches its `time` (a record's measured elapsed seconds), scaled by slow motion.
+// Playback starts when the player is on screen; Replay and the speed control never ask the server.
+// Text goes in with textContent only (token text is data, never HTML).
+
+const root = element.querySelector('.rp') || element;
+const SPEEDS = [[1, '1x (real time)'], [0.75, '0.75x'], [0.5, '0.5x'], [0.25, '0.25x']];
+const KINDS = {accepted: 'accepted draft', correction: 'correction', bonus: 'bonus', target: 'target'};
+let speed = 1;
+let data = null;   // the value being shown
+let run = null;    // the animation: {lanes, end, t0, base, raf}
+let pending = false;  // a new value waits for the player to be on screen
+let onScreen = false;
+
+function el(tag, cls, text) {
+  const e = document.createElement(tag);
+  if (cls) e.className = cls;
+  if (text !== undefined && text !== null) e.textContent = text;
+  return e;
+}
+function secs(x) { return (x < 0.1 ? x.toFixed(3) : x.toFixed(2)) + ' s'; }
+function num(x, d) { return (typeof x === 'number' && isFinite(x)) ? x.toFixed(d) : '—'; }
+function parse(v) {
+  if (!v) return null;
+  if (typeof v === 'string') { try { return JSON.parse(v); } catch (e) { return null; } }
+  return v;
+}
+
+// ---- the frame: controls, legend, lanes, result --------------------------------------------
+const bar = el('div', 'rp-controls');
+const replay = el('button', 'rp-btn rp-replay', '↺ Replay');
+replay.type = 'button';
+const speedLabel = el('label', 'rp-speedlabel', 'Slow motion ');
+const speedSel = el('select', 'rp-speed');
+for (const [v, label] of SPEEDS) { const o = el('option', '', label); o.value = String(v); speedSel.appendChild(o); }
+speedLabel.appendChild(speedSel);
+const bigBtn = el('button', 'rp-btn rp-bigbtn', 'A+ Large text');
+bigBtn.type = 'button';
+bigBtn.setAttribute('aria-pressed', 'false');
+const status = el('span', 'rp-status');
+status.setAttribute('aria-live', 'polite');
+bar.append(replay, speedLabel, bigBtn, status);
+const head = el('div', 'rp-headline');
+const legend = el('div', 'rp-legend');
+const lanesBox = el('div', 'rp-lanes');
+const result = el('p', 'rp-result');
+result.setAttribute('aria-live', 'polite');
+root.replaceChildren(head, bar, legend, lanesBox, result);
+
+// ---- building one value ---------------------------------------------------------------------
+function buildLane(lane, i) {
+  const box = el('section', 'rp-lane');
+  box.dataset.lane = String(i);
+  box.dataset.count = '0';
+  box.setAttribute('aria-label', 'Lane ' + (lane.label || i + 1) + ': ' + (lane.name || lane.method || ''));
+  const top = el('header', 'rp-lanehead');
+  top.append(el('span', 'rp-tag', lane.label || String(i + 1)), el('span', 'rp-name', lane.name || lane.method || ''));
+  const flag = el('span', 'rp-flag');
+  top.appendChild(flag);
+  const track = el('div', 'rp-track');
+  const fill = el('div', 'rp-fill');
+  const finish = el('div', 'rp-finish');
+  finish.title = 'finish line';
+  track.append(fill, finish);
+  const figs = el('dl', 'rp-figs');
+  const fig = {};
+  for (const [key, label] of [['clock', 'clock'], ['tokens', 'tokens'], ['tps', 'tokens/s'],
+                              ['calls', 'target calls'], ['tpc', 'tokens/call']]) {
+    const cell = el('div', 'rp-fig');
+    cell.dataset.fig = key;
+    fig[key] = el('dd', '', '—');
+    cell.append(el('dt', '', label), fig[key]);
+    figs.appendChild(cell);
+  }
+  const chips = el('div', 'rp-chips chips');
+  chips.setAttribute('role', 'log');
+  box.append(top, track, figs, chips);
+  const tokens = Array.isArray(lane.tokens) ? lane.tokens : [];
+  const s = lane.summary || null;
+  const last = tokens.length ? Number(tokens[tokens.length - 1].time) || 0 : 0;
+  const end = Math.max(last, s && typeof s.seconds === 'number' ? s.seconds : 0);
+  return {lane, box, flag, fill, fig, chips, tokens, summary: s, end, i: 0, calls: 0, done: false, shown: {}};
+}
+
+function show(data_) {
+  data = data_;
+  stop();
+  lanesBox.replaceChildren();
+  result.textContent = '';
+  result.className = 'rp-result';
+  legend.replaceChildren();
+  head.replaceChildren();
+  const lanes = data && Array.isArray(data.lanes) ? data.lanes : [];
+  root.dataset.lanes = String(lanes.length);
+  bar.hidden = !lanes.length;
+  if (!lanes.length) {
+    root.dataset.state = 'empty';
+    head.appendChild(el('p', 'rp-empty', (data && data.message) || 'Nothing to play yet.'));
+    replay.disabled = true;
+    return;
+  }
+  replay.disabled = false;
+  if (data.title) head.appendChild(el('h3', 'rp-title', data.title));
+  if (data.prompt) {
+    const d = el('details', 'rp-prompt');
+    d.append(el('summary', '', 'Prompt'), el('pre', '', data.prompt));
+    head.appendChild(d);
+  }
+  const kinds = new Set();
+  let lookup = false;
+  for (const lane of lanes) for (const t of lane.tokens || []) { kinds.add(t.kind); lookup = lookup || !!t.lookup; }
+  for (const k of Object.keys(KINDS)) if (kinds.has(k)) legend.appendChild(el('span', 'chip chip-' + k, KINDS[k]));
+  if (lookup) legend.appendChild(el('span', 'chip chip-accepted from-lookup', 'copied from the context'));
+  run = {lanes: lanes.map(buildLane), raf: 0, t0: 0, base: 0, end: 0};
+  run.end = Math.max(0, ...run.lanes.map(l => l.end));
+  // finish order, from the measured times (ties share a place)
+  for (const l of run.lanes) l.place = 1 + run.lanes.filter(o => o.end < l.end).length;
+  for (const l of run.lanes) lanesBox.appendChild(l.box);
+  root.dataset.state = 'ready';
+  pending = true;
+  if (onScreen) start();
+  else {
+    status.textContent = 'Ready: plays when on screen.';
+    // opened while its tab is shown (a phone: the player sits below the controls): bring it into view
+    if (root.getClientRects().length) root.scrollIntoView({behavior: 'smooth', block: 'start'});
+  }
+}
+
+// ---- playing --------------------------------------------------------------------------------
+function stop() { if (run && run.raf) cancelAnimationFrame(run.raf); if (run) run.raf = 0; }
+
+function reset() {
+  for (const l of run.lanes) {
+    l.i = 0; l.calls = 0; l.done = false; l.shown = {};
+    l.chips.replaceChildren();
+    l.flag.textContent = '';
+    l.box.classList.remove('done', 'winner');
+    l.box.dataset.count = '0';
+    delete l.box.dataset.place;
+    l.fill.style.transform = 'scaleX(0)';
+  }
+  result.textContent = '';
+  result.className = 'rp-result';
+}
+
+function start() {
+  if (!run) return;
+  pending = false;
+  stop();
+  reset();
+  run.base = 0;
+  run.t0 = performance.now();
+  root.dataset.state = 'playing';
+  status.textContent = speed === 1 ? 'Racing in real time…' : 'Racing in slow motion (' + speed + 'x)…';
+  run.raf = requestAnimationFrame(frame);
+}
+
+function clockAt(now) { return run.base + (now - run.t0) / 1000 * speed; }
+
+function chip(tok) {
+  const kind = KINDS[tok.kind] ? tok.kind : 'target';
+  const s = el('span', 'chip chip-' + kind + (tok.lookup ? ' from-lookup' : ''));
+  const text = String(tok.text === undefined ? '' : tok.text);
+  s.textContent = text === '' ? '∅' : text.replace(/\n/g, '↵').replace(/\t/g, '⇥');
+  return s;
+}
+
+function set(l, key, text) {  // touch the DOM only when a figure changes
+  if (l.shown[key] !== text) { l.shown[key] = text; l.fig[key].textContent = text; }
+}
+
+function advance(l, clock) {
+  const frag = document.createDocumentFragment();
+  while (l.i < l.tokens.length && Number(l.tokens[l.i].time) <= clock) {
+    const tok = l.tokens[l.i++];
+    frag.appendChild(chip(tok));
+    if (String(tok.text).includes('\n')) frag.appendChild(el('br'));
+    if (typeof tok.calls === 'number') l.calls = tok.calls;
+  }
+  if (frag.childNodes.length) {
+    l.chips.appendChild(frag);
+    l.chips.scrollTop = l.chips.scrollHeight;
+    l.box.dataset.count = String(l.i);
+    l.fill.style.transform = 'scaleX(' + (l.tokens.length ? l.i / l.tokens.length : 1) + ')';
+  }
+  const t = Math.min(clock, l.end);
+  const finished = clock >= l.end;
+  const s = l.summary;
+  set(l, 'clock', secs(finished && s ? s.seconds : t));
+  set(l, 'tokens', String(l.i));
+  set(l, 'tps', finished && s ? num(s.tokens_per_second, 1) : (t > 0 ? num(l.i / t, 1) : '—'));
+  set(l, 'calls', finished && s ? String(s.target_calls) : (l.calls ? String(l.calls) : '—'));
+  set(l, 'tpc', finished && s ? num(s.tokens_per_call, 2) : (l.calls ? num(l.i / l.calls, 2) : '—'));
+  if (finished && !l.done) {
+    l.done = true;
+    l.box.classList.add('done');
+    l.box.dataset.place = String(l.place);
+    l.fill.style.transform = 'scaleX(1)';
+    const several = run.lanes.length > 1;
+    const place = l.place === 1 ? 'first to finish' : l.place === 2 ? '2nd' : l.place === 3 ? '3rd' : l.place + 'th';
+    l.flag.textContent = (several ? place : 'done') + ', ' + secs(l.end);
+    if (several && l.place === 1) l.box.classList.add('winner');
+  }
+}
+
+function frame(now) {
+  if (!run) return;
+  const clock = clockAt(now);
+  for (const l of run.lanes) advance(l, clock);
+  if (clock >= run.end) {
+    run.raf = 0;
+    root.dataset.state = 'done';
+    status.textContent = 'Finished. Replay to watch again' + (speed === 1 ? ', or pick a slow motion.' : '.');
+    if (data && data.result) {
+      result.textContent = data.result;
+      result.className = 'rp-result ' + (data.verdict || '');
+    }
+    return;
+  }
+  run.raf = requestAnimationFrame(frame);
+}
+
+// ---- controls -------------------------------------------------------------------------------
+replay.addEventListener('click', () => start());
+speedSel.addEventListener('change', () => {
+  const next = Number(speedSel.value) || 1;
+  if (run && run.raf) {  // keep the clock where it is, change its rate from now on
+    const now = performance.now();
+    run.base = clockAt(now);
+    run.t0 = now;
+  }
+  speed = next;
+  if (run && run.raf) status.textContent = speed === 1 ? 'Racing in real time…' : 'Racing in slow motion (' + speed + 'x)…';
+});
+bigBtn.addEventListener('click', () => {
+  const big = root.classList.toggle('big');
+  bigBtn.setAttribute('aria-pressed', big ? 'true' : 'false');
+});
+
+// ---- when to play ---------------------------------------------------------------------------
+if ('IntersectionObserver' in window) {
+  new IntersectionObserver(entries => {
+    onScreen = entries.some(e => e.isIntersecting);
+    if (onScreen && pending) start();
+  }).observe(root);
+} else {
+  onScreen = true;
+}
+
+watch('value', () => show(parse(props.value)));
+show(parse(props.value));
