@@ -125,7 +125,8 @@ def open_trace_file(session: Session, path, title: str, source: str, position):
     try:
         records, summary = read_trace(path)
     except (OSError, ValueError) as exc:
-        raise gr.Error(f"Could not open the trace: {exc}", title="Not a trace file") from None
+        # the title in the text too: Gradio's toast shows its own heading, not the title
+        raise gr.Error(f"Not a trace file: {exc}", title="Not a trace file") from None
     session.reset_run()
     session.records, session.summary = records, summary
     session.settings = settings_from_summary(summary)

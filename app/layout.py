@@ -41,7 +41,7 @@ def precision_label() -> str:
         auto = "the device's default"
     return f"Precision of the models (auto = {auto} here)"
 
-QUEUE_SIZE = 16
+QUEUE_SIZE = 64  # room for a whole class pressing Run at once (model runs wait their turn in it)
 
 
 def build_demo() -> gr.Blocks:
@@ -240,30 +240,33 @@ def build_demo() -> gr.Blocks:
         stop_btn.click(stop, [state, position], [state, *view_outputs], cancels=[run_ev, step_ev, cmp_ev, race_ev],
                        api_name=False, queue=False)
         reset_btn.click(reset, [state, position], [state, *view_outputs], api_name=False)
-        timeline.input(show_iteration, [state, timeline, position], view_outputs, api_name=False,
+        # cheap events run outside the queue: they never wait behind model runs nor count against them
+        timeline.input(show_iteration, [state, timeline, position], view_outputs, api_name=False, queue=False,
                        show_progress="hidden", trigger_mode="always_last")
-        position.change(show_position, [state, timeline, position], [pq_plot, method_plot2], api_name=False,
+        position.change(show_position, [state, timeline, position], [pq_plot, method_plot2], api_name=False, queue=False,
                         show_progress="hidden")
         controls = [components[name] for name in control_order()]
-        upload.upload(open_trace, [state, upload, position], [state, *view_outputs], api_name=False).then(
-            controls_from_session, state, controls, api_name=False)
-        example_pick.input(open_example, [state, example_pick, position], [state, *view_outputs], api_name=False).then(
-            controls_from_session, state, controls, api_name=False)
+        upload.upload(open_trace, [state, upload, position], [state, *view_outputs], api_name=False,
+                      queue=False).then(controls_from_session, state, controls, api_name=False, queue=False)
+        example_pick.input(open_example, [state, example_pick, position], [state, *view_outputs], api_name=False,
+                           queue=False).then(controls_from_session, state, controls, api_name=False, queue=False)
         load_btn.click(load_models, [preset, custom_target, custom_draft, dtype], load_msg, api_name=False, **model_events)
         prompt_pick.input(on_prompt_pick, prompt_pick, [prompt, chat], api_name=False)
         preset.change(on_preset, preset, [custom_target, custom_draft, chat, preset_note], api_name=False)
         toggled = ("gamma", "lenience", *knobs)
         method.change(lambda m: on_method(m, toggled), method, [components[n] for n in toggled], api_name=False)
-        lab_btn.click(lab_run, [table, lab_lenience, lab_n, lab_seed], [lab_plot, lab_res, lab_tv, lab_md], api_name="lab")
+        lab_btn.click(lab_run, [table, lab_lenience, lab_n, lab_seed], [lab_plot, lab_res, lab_tv, lab_md], api_name="lab",
+                      queue=False)
         converge_btn.click(lab_converge, [table, lab_lenience, lab_seed], [lab_plot, lab_res, lab_tv, lab_md],
                            api_name="lab_converge")
-        normalize_btn.click(lab_normalize, table, table, api_name=False)
-        demo.load(on_load, [state, position], [state, *view_outputs], api_name=False)
-        demo.load(lab_run, [table, lab_lenience, lab_n, lab_seed], [lab_plot, lab_res, lab_tv, lab_md], api_name=False)
+        normalize_btn.click(lab_normalize, table, table, api_name=False, queue=False)
+        demo.load(on_load, [state, position], [state, *view_outputs], api_name=False, queue=False)
+        demo.load(lab_run, [table, lab_lenience, lab_n, lab_seed], [lab_plot, lab_res, lab_tv, lab_md], api_name=False,
+                  queue=False)
     demo.queue(max_size=QUEUE_SIZE, default_concurrency_limit=2)
     return demo
 
 
 def launch_kwargs() -> dict:
     css = APP_CSS.read_text(encoding="utf-8") if APP_CSS.exists() else ""
-    return dict(css=css, share=False, max_file_size="20mb", show_error=True, footer_links=["api", "gradio"])
+    return dict(css=css, share=False, max_file_size="5mb", show_error=True, footer_links=["api", "gradio"])
