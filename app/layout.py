@@ -83,6 +83,8 @@ def build_demo() -> gr.Blocks:
                         dtype = gr.Dropdown(list(PRECISIONS), value="auto", label=precision_label(),
                                             info="bfloat16 makes the verify pass cheap on CPUs with native bf16; "
                                                  "float32 is the reference for exactness")
+                        with gr.Accordion("Is it still exact in bfloat16?", open=False):
+                            gr.Markdown(texts.bf16_exactness_sentence(), elem_classes="note")
                         pacing = gr.Slider(0.0, 2.0, value=0.3, step=0.05,
                                            label="Pacing: seconds per iteration (0 = as fast as it decodes)")
                         with gr.Row():
