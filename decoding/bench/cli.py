@@ -34,7 +34,8 @@ def add_parser(sub) -> None:
     b.add_argument("--draft-dtype", default=None, help="draft dtype (default: float16 on AVX-512 CPUs, else as --dtype; see docs)")
     b.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's)")
     b.add_argument("--no-hf", dest="hf", action="store_false", help="skip the HF transformers peer")
-    b.add_argument("--hf-gamma", default=None, help="gammas HF assisted generation is pinned to (default: every numeric --gamma)")
+    b.add_argument("--hf-gamma", default=None, help="gammas HF assisted generation is pinned to (default: every numeric --gamma; 'none': only HF's "
+                        "default settings)")
     b.add_argument("--no-quality", dest="quality", action="store_false",
                    help="skip the quality runs (perplexity; greedy equality then uses the timing runs)")
     b.add_argument("--gallery", default=None,

@@ -73,8 +73,9 @@ def run_bench(args, target, drafts: dict, prompts: list, progress: bool = True) 
     texts = [getattr(p, "prompt", p) for p in prompts]
     categories = [getattr(p, "category", "") for p in prompts]
     gammas = parse_gammas(args.gamma)
-    hf_gammas = None if getattr(args, "hf_gamma", None) is None else [
-        g for g in parse_gammas(args.hf_gamma) if isinstance(g, int)]
+    hf_gamma = getattr(args, "hf_gamma", None)
+    hf_gammas = None if hf_gamma is None else [] if hf_gamma == "none" else [
+        g for g in parse_gammas(hf_gamma) if isinstance(g, int)]
     variants = build_variants(args.methods, gammas, args.hf, hf_gammas,
                               {label: d.model is not None for label, d in drafts.items()})
     ar_key = "autoregressive"
