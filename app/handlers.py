@@ -191,8 +191,25 @@ def on_preset(preset):
     return gr.update(visible=custom), gr.update(visible=custom), gr.update(value=p.chat if p else True), note
 
 
-def on_prompt_pick(label):
-    prompt, chat = EXAMPLE_PROMPTS.get(label, ("", True))
+GALLERY_PREFIX = "gallery:"
+
+
+def prompt_choices() -> list[tuple[str, str]]:
+    """The explainer's example prompts: the classic examples, then the task gallery shared with the
+    race (its labels carry what the benchmark measured for each prompt, docs/bench/gallery.json)."""
+    from .gallery import gallery_choices
+
+    return [(label, label) for label in EXAMPLE_PROMPTS] + [
+        (f"Task gallery, {label}", GALLERY_PREFIX + ident) for label, ident in gallery_choices()]
+
+
+def on_prompt_pick(choice):
+    if isinstance(choice, str) and choice.startswith(GALLERY_PREFIX):
+        from .gallery import gallery_item
+
+        item = gallery_item(choice[len(GALLERY_PREFIX):])
+        return (item.prompt, True) if item is not None else (gr.skip(), gr.skip())
+    prompt, chat = EXAMPLE_PROMPTS.get(choice, ("", True))
     return prompt, chat
 
 

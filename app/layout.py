@@ -20,7 +20,8 @@ from . import render, texts
 from .compare import compare
 from .controls import build_method_controls, control_order
 from .handlers import (EXAMPLE_PROMPTS, controls_from_session, generate, load_models, on_load, on_method, on_preset,
-                       on_prompt_pick, open_example, open_trace, reset, show_iteration, show_position, step, stop)
+                       on_prompt_pick, open_example, open_trace, prompt_choices, reset, show_iteration, show_position,
+                       step, stop)
 from .lab_events import lab_converge, lab_normalize, lab_run
 from .gallery import DEFAULT_DRAFTER, DEFAULT_GAMMA, DRAFTERS, gallery_choices
 from .player import empty_data, player
@@ -68,7 +69,7 @@ def build_demo() -> gr.Blocks:
                         load_msg = gr.Markdown("", elem_classes="note")
                         prompt = gr.Textbox(label="Prompt", lines=3, max_length=MAX_PROMPT_CHARS,
                                             value=next(iter(EXAMPLE_PROMPTS.values()))[0])
-                        prompt_pick = gr.Dropdown(list(EXAMPLE_PROMPTS), value=None, label="Example prompts")
+                        prompt_pick = gr.Dropdown(prompt_choices(), value=None, label="Example prompts and the task gallery")
                         chat = gr.Checkbox(value=PRESETS[0].chat, label="Apply the chat template (instruct models)")
                         method = gr.Dropdown(methods, value=default_method, label="Method")
                         gamma = gr.Slider(1, MAX_GAMMA, value=4, step=1, label="γ (gamma): draft length")

@@ -252,3 +252,17 @@ def test_race_lane_a_takes_its_own_drafter(client):
     with pytest.raises(Exception) as info:
         client.predict(prompt="x", lane_a_draft="nonsense", max_new_tokens=4, api_name="/race")
     assert "not in the list of choices" in str(info.value) and "Traceback" not in str(info.value)
+
+
+def test_the_task_gallery_is_shared_with_the_explainer():
+    from app.gallery import gallery_items, gallery_tags
+    from app.handlers import on_prompt_pick, prompt_choices
+
+    choices = dict((value, label) for label, value in prompt_choices())
+    items = gallery_items()
+    assert items and all(f"gallery:{i.id}" in choices for i in items)
+    first = items[0]
+    assert on_prompt_pick(f"gallery:{first.id}") == (first.prompt, True)
+    tag = gallery_tags().get(first.id)
+    if tag is not None:  # the label says what the benchmark measured, read from docs/bench/gallery.json
+        assert f"{tag.speedup:.2f}x" in choices[f"gallery:{first.id}"]
