@@ -5,43 +5,10 @@ that chips, bars and charts appear. Screenshots go to artifacts/screenshots/ (de
 Skipped when chromium or playwright is absent, except under CI=true where that is a failure.
 """
 
-import os
-import shutil
-from pathlib import Path
-
 import pytest
 
 from _app_server import running_app
-
-CHROMIUM = os.environ.get("SPECDEC_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-        "--disable-component-update", "--no-first-run", "--disable-sync", "--disable-dev-shm-usage"]
-SHOTS = Path(__file__).resolve().parents[1] / "artifacts" / "screenshots"
-
-
-def _require_browser():
-    missing = None
-    try:
-        import playwright.sync_api  # noqa: F401
-    except ImportError:
-        missing = "the playwright package is not installed"
-    if missing is None and not Path(CHROMIUM).exists():
-        missing = f"chromium not found at {CHROMIUM} (apt-get install chromium)"
-    if missing:
-        if os.environ.get("CI") == "true":
-            pytest.fail(f"CI=true but {missing}", pytrace=False)
-        pytest.skip(missing)
-
-
-@pytest.fixture(scope="module")
-def browser():
-    _require_browser()
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        yield b
-        b.close()
+from _browser import SHOTS, browser  # noqa: F401 (browser: a fixture)
 
 
 @pytest.fixture(scope="module")

@@ -12,7 +12,7 @@ import os
 import pytest
 
 from _app_server import running_app
-from test_app_browser import ARGS, CHROMIUM, SHOTS, _require_browser
+from _browser import SHOTS, browser  # noqa: F401 (browser: a fixture)
 
 TITLE = "tiny: the cat sat"
 
@@ -29,17 +29,6 @@ SAMPLER = """() => new Promise(resolve => {
   }
   tick();
 })"""
-
-
-@pytest.fixture(scope="module")
-def browser():
-    _require_browser()
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS)
-        yield b
-        b.close()
 
 
 @pytest.fixture(scope="module")
