@@ -112,7 +112,11 @@ def test_files_have_one_job_and_stay_short():
     assert long == {}
 
 
-POINTERS = re.compile(r"shared/|issue [0-9]|\b00[0-4]_|DESIGN\.md|/work/")
+# Paths of a machine: the checkout's own parent folder (the shared texts sit beside the checkout;
+# at the file-system root the checkout itself) and the usual home folders of any machine.
+MACHINE_PATH = ROOT.parent if ROOT.parent != ROOT.parent.parent else ROOT
+POINTERS = re.compile(r"shared/|issue [0-9]|\b00[0-4]_|DESIGN\.md|/(home|root|Users|mnt)/|"
+                      + re.escape(f"{MACHINE_PATH}/"))
 SCANNED = ("decoding", "app", "distill", "docs", "assets", "benchmarks", "scripts", "README.md", "Makefile")
 
 
