@@ -85,17 +85,10 @@ def test_sampled_speculative_matches_target_distribution_on_cuda(cuda_close_pair
 def test_cache_rollback_matches_fresh_forward_on_cuda(cuda_pair, which):
     """test_engine's rollback test, its fresh pass on the model's device."""
     model = cuda_pair[0] if which == "target" else cuda_pair[1]
-    ids = model.encode_prompt(test_engine.PROMPT, chat=False)
-    lm = CachedLM(model.model, model.device, model.vocab_size)
-    lm.extend(ids, [5, 6, 7, 8])  # prefill + 4 "draft" tokens
-    lm.rollback(len(ids) + 1)  # keep one accepted draft token
-    cont = [5, 9, 10]
-    got = lm.extend(ids + [5], cont[1:])
-    with torch.inference_mode():
-        fresh = model.model(torch.tensor([ids + cont], device=model.device)).logits[0, -2:].float()
-    torch.testing.assert_close(got, fresh[:, : lm.vocab_width], **CLOSE)
-    assert got.argmax(-1).tolist() == fresh[:, : lm.vocab_width].argmax(-1).tolist()
-    assert lm.length == len(ids) + 3
+    got, fresh, (length, expected_length) = test_engine.rollback_and_fresh(model)
+    torch.testing.assert_close(got, fresh, **CLOSE)
+    assert got.argmax(-1).tolist() == fresh.argmax(-1).tolist()
+    assert length == expected_length
 
 
 # ------------------------------------------------------------------ PPD (test_ppd)

@@ -146,9 +146,10 @@ def test_q_in_trace_is_the_distribution_sampled_from(tiny_pair):
         assert proposal.q_rows[i, x] > 0
 
 
-@pytest.mark.parametrize("which", ["target", "draft"])
-def test_cache_rollback_matches_fresh_forward(tiny_pair, which):
-    model = tiny_pair[0] if which == "target" else tiny_pair[1]
+def rollback_and_fresh(model):
+    """Extend the cache by 4 draft tokens, roll back to one accepted, extend again; return the
+    logits of that second extension, a fresh uncached pass's logits at the same positions, and the
+    number of positions the cache should then hold and does."""
     ids = model.encode_prompt(PROMPT, chat=False)
     lm = CachedLM(model.model, model.device, model.vocab_size)
     lm.extend(ids, [5, 6, 7, 8])  # prefill + 4 "draft" tokens
@@ -156,9 +157,16 @@ def test_cache_rollback_matches_fresh_forward(tiny_pair, which):
     cont = [5, 9, 10]
     got = lm.extend(ids + [5], cont[1:])
     with torch.inference_mode():
-        fresh = model.model(torch.tensor([ids + cont])).logits[0, -2:].float()
-    assert torch.allclose(got, fresh[:, : lm.vocab_width], atol=1e-5)
-    assert lm.length == len(ids) + 3
+        fresh = model.model(torch.tensor([ids + cont], device=model.device)).logits[0, -2:].float()
+    return got, fresh[:, : lm.vocab_width], (lm.length, len(ids) + 3)
+
+
+@pytest.mark.parametrize("which", ["target", "draft"])
+def test_cache_rollback_matches_fresh_forward(tiny_pair, which):
+    model = tiny_pair[0] if which == "target" else tiny_pair[1]
+    got, fresh, (length, expected_length) = rollback_and_fresh(model)
+    assert torch.allclose(got, fresh, atol=1e-5)
+    assert length == expected_length
 
 
 def test_seeded_runs_repeat_exactly(tiny_pair):
