@@ -15,6 +15,7 @@ import gradio as gr
 from . import charts
 from .controls import controls_from_settings, visible_for, with_run_inputs
 from .live import advance, load_models as load_pair_models, settings_from_values, start
+from .player import empty_data, lane_data, player_data
 from .presets import preset_by_label, resolve_pair
 from .session import Session, example_traces, read_trace
 from .settings import settings_from_summary
@@ -38,35 +39,74 @@ def _session(session) -> Session:
     return session if isinstance(session, Session) else Session()
 
 
+PLAYBACK_IDLE = ("A run with pacing above 0 plays here, in your browser, at that pace. The server decodes it at "
+                 "full speed first, so a whole class can press Run at once; Replay and slow motion cost nothing.")
+MAX_PACING = 5.0
+
+
+def pacing_seconds(value) -> float:
+    """The pacing control's seconds per iteration, clamped to [0, MAX_PACING] (0 for a bad value)."""
+    try:
+        pacing = float(value or 0.0)
+    except (TypeError, ValueError):
+        return 0.0
+    return max(0.0, min(pacing, MAX_PACING)) if pacing == pacing else 0.0
+
+
+def playback_data(session: Session, pacing: float) -> dict:
+    """The session's run as one lane of the browser player (`player.py`): iteration i appears at
+    (i + 1) x `pacing` seconds. The figures shown at the end are the run's measured ones."""
+    from .race_result import lane_name
+
+    records, summary = session.records, session.summary
+    times = [pacing * (i + 1) for i in range(len(records))]
+    lane = lane_data("▶", records, summary, name=lane_name(summary) if summary is not None else "", times=times)
+    result = ""
+    if summary is not None:
+        result = (f"Decoded in {summary.wall_seconds:.2f} s ({summary.tokens_per_second:.1f} tokens/s), played back at "
+                  f"{pacing:g} s per iteration. Drag the timeline below to inspect any iteration.")
+    return player_data([lane], title=f"Playback: {len(records)} iterations, {pacing:g} s each",
+                       prompt=session.settings.prompt if session.settings is not None else "", result=result,
+                       paced=True)
+
+
 @with_run_inputs(extra=("pacing", "position"))
 def generate(session, values: dict, progress):
-    """Run (or continue a stepped run with the same settings) and stream its iterations."""
+    """Run (or continue a stepped run with the same settings) to the end.
+
+    Pacing 0 streams the panels as the run decodes. A pacing above 0 never sleeps on the server:
+    the run decodes at full speed inside its model slot (reporting progress only), and its records
+    go to the browser player, which plays them at that pace (so a paced run holds the model no
+    longer than an unpaced one)."""
     session = _session(session)
     settings = settings_from_values(values)
     position = values["position"]
     session.stop_requested = False
     if not (session.live and session.settings is not None and session.settings.key() == settings.key()):
         start(session, settings, progress)
-    try:
-        pacing = max(0.0, min(float(values["pacing"] or 0.0), 5.0))
-    except (TypeError, ValueError):
-        pacing = 0.0
-    last_yield = 0.0
-    while session.generator is not None and not getattr(session, "stop_requested", False):
+    pacing = pacing_seconds(values["pacing"])
+    last_yield = time.monotonic()
+    tokens = sum(len(r.emitted) for r in session.records)
+    while session.generator is not None and not session.stop_requested:
         record = advance(session)
         if record is None:
             break
-        now = time.monotonic()
-        if session.generator is not None and (pacing > 0 or now - last_yield >= REFRESH_SECONDS):
+        tokens += len(record.emitted)
+        if session.generator is None:
+            break
+        if pacing > 0:
+            if progress is not None:
+                progress((min(tokens, settings.max_new_tokens), settings.max_new_tokens), desc="Decoding",
+                         unit="tokens")
+        elif time.monotonic() - last_yield >= REFRESH_SECONDS:
             yield (session, *view(session, None, position))
             last_yield = time.monotonic()
-            if pacing > 0:
-                time.sleep(pacing)
+    playback = playback_data(session, pacing) if pacing > 0 and session.records else None
     if session.stop_requested and session.live:
-        yield (session, *view(session, None, position, final=True,
+        yield (session, *view(session, None, position, final=True, playback=playback,
                               note="Stopped. Step continues this run; Run continues it to the end."))
         return
-    yield (session, *view(session, None, position, final=True))
+    yield (session, *view(session, None, position, final=True, playback=playback))
 
 
 @with_run_inputs(extra=("position",))
@@ -102,7 +142,8 @@ def reset(session, position):
     session.reset_run()
     session.settings = None
     session.source = "none"
-    return (session, *view(session, None, position, note="Cleared. Run or Step starts a new run."))
+    return (session, *view(session, None, position, note="Cleared. Run or Step starts a new run.",
+                           playback=empty_data(PLAYBACK_IDLE)))
 
 
 def show_iteration(session, upto, position):
@@ -135,7 +176,7 @@ def open_trace_file(session: Session, path, title: str, source: str, position):
     models = summary.models if summary is not None else {}
     session.target_bytes = models.get("target_weight_bytes")
     session.draft_bytes = models.get("draft_weight_bytes")
-    return (session, *view(session, None, position, final=True))
+    return (session, *view(session, None, position, final=True, playback=empty_data(PLAYBACK_IDLE)))
 
 
 def open_trace(session, file, position):

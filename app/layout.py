@@ -3,8 +3,9 @@
 Handlers live in `handlers.py` (explainer), `lab_events.py` (exactness lab), `race.py` (the race,
 played in the browser by `player.py`) and `compare.py` (the plain comparison table inside the race
 tab); the method controls come from the registry (`controls.py`). Events that touch
-models share one concurrency group (`concurrency_limit=1`); the queue is bounded. Per-user state
-is a `Session` in a gr.State with a time to live.
+models share one concurrency group with one slot per core (`capacity.py`); cheap events (page load,
+the lab, opening a trace, the timeline) skip the queue; the queue is bounded. Per-user state is a
+`Session` in a gr.State with a time to live.
 """
 
 from __future__ import annotations
@@ -18,8 +19,9 @@ from decoding.paths import APP_CSS
 
 from . import render, texts
 from .compare import compare
+from .capacity import model_slots
 from .controls import build_method_controls, control_order
-from .handlers import (EXAMPLE_PROMPTS, controls_from_session, generate, load_models, on_load, on_method, on_preset,
+from .handlers import (EXAMPLE_PROMPTS, PLAYBACK_IDLE, controls_from_session, generate, load_models, on_load, on_method, on_preset,
                        on_prompt_pick, open_example, open_trace, prompt_choices, reset, show_iteration, show_position,
                        step, stop)
 from .lab_events import lab_converge, lab_normalize, lab_run
@@ -99,6 +101,8 @@ def build_demo() -> gr.Blocks:
                             example_pick = gr.Dropdown(list(examples), value=None, label="Example traces (no model needed)")
                             cli = gr.Code(label="Copy as CLI command", language="shell", lines=3, interactive=False)
                     with gr.Column(scale=2, min_width=320, elem_classes="panels"):
+                        playback = player(empty_data(PLAYBACK_IDLE), elem_id="explainer-player",
+                                          label="Playback in the browser")
                         stats = gr.HTML(label="Run statistics", elem_id="stats")
                         with gr.Row(equal_height=True):
                             timeline = gr.Slider(0, 1, value=0, step=1, label="Timeline: iteration", scale=3)
@@ -214,7 +218,7 @@ def build_demo() -> gr.Blocks:
         # ---------------------------------------------------------------- wiring
         view_outputs = [stats, timeline, iter_caption, chips, text, draft_row, pq_plot, residual_plot, tree,
                         running, theory_plot, theory_md, cli, download, method_box, method_md, method_html,
-                        method_plot, method_col2, method_plot2]
+                        method_plot, method_col2, method_plot2, playback]
         components = {"preset": preset, "custom_target": custom_target, "custom_draft": custom_draft,
                       "prompt": prompt, "chat": chat, "method": method, "method_a": method_a, "method_b": method_b,
                       "gamma": gamma, "temperature": temperature, "top_k": top_k, "top_p": top_p,
@@ -224,7 +228,8 @@ def build_demo() -> gr.Blocks:
         def inputs(handler):  # the components of a handler's inputs, by its api names (controls.py)
             return [state] + [components[name] for name in handler.input_names]
 
-        model_events = dict(concurrency_limit=1, concurrency_id="model")
+        # one model slot per core on a CPU (app/capacity.py says why; app.py sets the threads per run)
+        model_events = dict(concurrency_limit=model_slots(), concurrency_id="model")
         run_ev = run_btn.click(generate, inputs(generate), [state, *view_outputs], api_name="generate", **model_events)
         step_ev = step_btn.click(step, inputs(step), [state, *view_outputs], api_name="step", **model_events)
         cmp_ev = compare_btn.click(compare, inputs(compare), [state, text_a, text_b, cmp_table],

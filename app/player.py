@@ -8,6 +8,7 @@ run played at a chosen pace is one lane.
 The player's value (plain JSON data):
 
     {"title": str, "prompt": str, "result": str, "verdict": "faster" | "slower" | "same" | "",
+     "paced": bool,                   # times are a chosen pace, not measured (tokens/s shown at the end)
      "nonce": float,                  # changes on every open, so opening the same race replays it
      "lanes": [{"label": "A", "name": "speculative (prompt-lookup, γ 4)", "method": "speculative",
                 "tokens": [{"text": " the", "kind": "accepted", "time": 0.41, "lookup": true,
@@ -72,10 +73,12 @@ def lane_data(label: str, records: list[IterationRecord], summary: RunSummary | 
             "summary": summary_figures(summary) if summary is not None else None}
 
 
-def player_data(lanes: list[dict], title: str = "", prompt: str = "", result: str = "", verdict: str = "") -> dict:
-    """The player's value: lanes (from `lane_data`) and the words shown at the end."""
+def player_data(lanes: list[dict], title: str = "", prompt: str = "", result: str = "", verdict: str = "",
+                paced: bool = False) -> dict:
+    """The player's value: lanes (from `lane_data`) and the words shown at the end; `paced` when the
+    tokens' times are a chosen pace rather than measured ones."""
     return {"title": title, "prompt": prompt, "result": result, "verdict": verdict, "lanes": lanes,
-            "nonce": time.time()}
+            "paced": paced, "nonce": time.time()}
 
 
 def empty_data(message: str) -> dict:

@@ -75,16 +75,18 @@ def theory_panel(session: Session, upto: int | None = None):
     return charts.theory_figure(a, c, gamma), "\n\n".join(lines)
 
 
-def view(session: Session, upto=None, position=None, final: bool = False, note: str = ""):
+def view(session: Session, upto=None, position=None, final: bool = False, note: str = "", playback=None):
     """Every panel of the explainer for iteration `upto` of the session's run, as a tuple in the
-    order of `VIEW_OUTPUTS`."""
+    order of the layout's `view_outputs`. `playback`: the browser player's new value (`player.py`),
+    or None to leave the player as it is (moving the timeline must not restart a playback)."""
     records = session.records
+    played = gr.skip() if playback is None else playback
     if not records:
         empty = charts.empty_figure("No run yet.")
         return (render.stats_html([], note=note or "No run yet: press Run or Step."), gr.update(maximum=1, value=0),
                 "", render.chips_html([]), "", render.draft_row_html(None), empty, empty, render.tree_html(None),
                 charts.running_figure([]), empty, "", "", gr.update(value=None, interactive=False),
-                *method_panel(None))
+                *method_panel(None), played)
     i = iteration_index(records, upto)
     record = records[i]
     last = i == len(records) - 1
@@ -108,4 +110,5 @@ def view(session: Session, upto=None, position=None, final: bool = False, note: 
         cli,
         download,
         *method_panel(record, position, records),
+        played,
     )

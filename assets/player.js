@@ -102,6 +102,7 @@ function show(data_) {
     return;
   }
   replay.disabled = false;
+  speedSel.options[0].textContent = data.paced ? '1x (the chosen pace)' : SPEEDS[0][1];
   if (data.title) head.appendChild(el('h3', 'rp-title', data.title));
   if (data.prompt) {
     const d = el('details', 'rp-prompt');
@@ -153,8 +154,15 @@ function start() {
   run.base = 0;
   run.t0 = performance.now();
   root.dataset.state = 'playing';
-  status.textContent = speed === 1 ? 'Racing in real time…' : 'Racing in slow motion (' + speed + 'x)…';
+  status.textContent = playingText();
   run.raf = requestAnimationFrame(frame);
+}
+
+// a race plays measured times; a paced value (data.paced) plays a chosen pace, so its clock is not a
+// measurement: its tokens/s stays blank until the lane ends and shows the run's measured figure
+function playingText() {
+  const what = data && data.paced ? 'Playing at the chosen pace' : 'Racing in real time';
+  return speed === 1 ? what + '…' : (data && data.paced ? 'Playing' : 'Racing') + ' in slow motion (' + speed + 'x)…';
 }
 
 function clockAt(now) { return run.base + (now - run.t0) / 1000 * speed; }
@@ -190,7 +198,8 @@ function advance(l, clock) {
   const s = l.summary;
   set(l, 'clock', secs(finished && s ? s.seconds : t));
   set(l, 'tokens', String(l.i));
-  set(l, 'tps', finished && s ? num(s.tokens_per_second, 1) : (t > 0 ? num(l.i / t, 1) : '—'));
+  const paced = !!(data && data.paced);
+  set(l, 'tps', finished && s ? num(s.tokens_per_second, 1) : (t > 0 && !paced ? num(l.i / t, 1) : '—'));
   set(l, 'calls', finished && s ? String(s.target_calls) : (l.calls ? String(l.calls) : '—'));
   set(l, 'tpc', finished && s ? num(s.tokens_per_call, 2) : (l.calls ? num(l.i / l.calls, 2) : '—'));
   if (finished && !l.done) {
@@ -232,7 +241,7 @@ speedSel.addEventListener('change', () => {
     run.t0 = now;
   }
   speed = next;
-  if (run && run.raf) status.textContent = speed === 1 ? 'Racing in real time…' : 'Racing in slow motion (' + speed + 'x)…';
+  if (run && run.raf) status.textContent = playingText();
 });
 bigBtn.addEventListener('click', () => {
   const big = root.classList.toggle('big');

@@ -11,7 +11,7 @@ import torch
 from .errors import ModelLoadError
 
 __all__ = ["resolve_device", "resolve_dtype", "default_dtype", "default_draft_dtype", "resolve_draft_dtype", "sync",
-           "pick_device", "cpu_has_native_bf16", "dtype_name", "DTYPE_ENV"]
+           "pick_device", "cpu_has_native_bf16", "dtype_name", "usable_cores", "DTYPE_ENV"]
 
 
 def resolve_device(device: str | torch.device | None) -> torch.device:
@@ -40,6 +40,14 @@ def resolve_device(device: str | torch.device | None) -> torch.device:
 
 
 DTYPE_ENV = "SPECDEC_DTYPE"  # float32 | bfloat16 | float16 | auto: overrides the default precision
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity where the OS reports one)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:
+        return max(1, os.cpu_count() or 1)
 
 
 def cpu_has_native_bf16() -> bool:

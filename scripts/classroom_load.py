@@ -76,6 +76,8 @@ def one_client(url: str, i: int, args, out: list) -> None:
         kwargs = dict(prompt=prompt, chat=True, seed=i, max_new_tokens=args.max_new_tokens, api_name="/generate")
         if args.pacing is not None:
             kwargs["pacing"] = args.pacing
+        if args.preset:
+            kwargs["preset"] = args.preset
         job = client.submit(**kwargs)
         while not job.done():
             if row["first"] is None and job.outputs():
@@ -136,6 +138,7 @@ def main(argv=None) -> int:
     ap.add_argument("--within", type=float, default=5.0, help="seconds over which the clients start")
     ap.add_argument("--max-new-tokens", type=int, default=32)
     ap.add_argument("--pacing", type=float, default=None, help="seconds per iteration (default: the app's)")
+    ap.add_argument("--preset", default=None, help="the model pair's label in the app (default: the app's first)")
     ap.add_argument("--timeout", type=float, default=300.0, help="a client gives up after this many seconds")
     ap.add_argument("--lab-every", type=float, default=2.0, help="seconds between the side client's /lab calls")
     ap.add_argument("--json", action="store_true")

@@ -5,8 +5,11 @@ that chips, bars and charts appear. Screenshots go to artifacts/screenshots/ (de
 Skipped when chromium or playwright is absent, except under CI=true where that is a failure.
 """
 
+import time
+
 import pytest
 
+from app import handlers
 from _app_server import running_app
 from _browser import SHOTS, browser  # noqa: F401 (browser: a fixture)
 
@@ -22,7 +25,7 @@ def _plot_ready(page, elem_id: str):
 
 
 @pytest.mark.parametrize("name, width, height", [("desktop", 1366, 900), ("phone", 390, 844)])
-def test_run_then_step_shows_chips_bars_and_charts(browser, app_url, name, width, height):
+def test_run_then_step_shows_chips_bars_and_charts(browser, app_url, name, width, height, monkeypatch):
     SHOTS.mkdir(parents=True, exist_ok=True)
     page = browser.new_page(viewport={"width": width, "height": height})
     errors = []
@@ -42,15 +45,33 @@ def test_run_then_step_shows_chips_bars_and_charts(browser, app_url, name, width
     _plot_ready(page, "running-plot")
     page.screenshot(path=str(SHOTS / f"{name}_1_run.png"), full_page=True)
 
-    if name == "desktop":  # Stop cancels a paced run; its iterations stay
+    if name == "desktop":
+        # a paced run decodes at full speed and plays in the browser, one iteration every 0.5 s
         for label, value in (("Pacing", "0.5"), ("Temperature", "0")):  # greedy: 16 iterations, no early eos
-            box = page.locator(f"input[aria-label^='number input for {label}']")
-            box.fill(value)
-            box.press("Enter")
+            _set_number(page, label, value)
         page.click("#run-btn")
-        page.wait_for_function("document.querySelector('#stats').innerText.includes('2 of 2')", timeout=60_000)
+        page.wait_for_function("document.querySelector('#explainer-player .rp').dataset.state === 'playing'",
+                               timeout=60_000)
+        shown = page.locator("#explainer-player .rp-chips .chip").count()
+        page.wait_for_function("(n) => document.querySelectorAll('#explainer-player .rp-chips .chip').length > n",
+                               arg=shown, timeout=10_000)
+        assert "Playing at the chosen pace" in page.inner_text("#explainer-player .rp-status")
+        page.screenshot(path=str(SHOTS / f"{name}_1b_playback.png"), full_page=False)
+        # Stop cancels a streaming run (pacing 0, each iteration slowed down here); its iterations stay
+        real_advance = handlers.advance
+        monkeypatch.setattr(handlers, "advance", lambda session: (time.sleep(0.15), real_advance(session))[1])
+        _set_number(page, "Pacing", 0)
+        seed = page.get_by_label("Seed", exact=True)  # other settings: a new run
+        seed.fill("1")
+        seed.press("Enter")
+        page.click("#run-btn")
+        page.wait_for_function("(() => { const m = /(\\d+) of \\d+/.exec(document.querySelector('#stats').innerText);"
+                               " return m && Number(m[1]) >= 2 && document.querySelector('#stats').innerText"
+                               ".includes('Live run') && !document.querySelector('#stats').innerText"
+                               ".includes('stopped by'); })()", timeout=60_000)
         page.click("#stop-btn")
         page.wait_for_function("document.querySelector('#stats').innerText.includes('Stopped')", timeout=30_000)
+        monkeypatch.setattr(handlers, "advance", real_advance)
         assert page.locator("#chips .chip").count() > 0
 
     # Step: continues the stopped run (desktop) or starts a new one after a finished run (phone)

@@ -17,11 +17,15 @@ def client(tiny_target_dir, tiny_draft_dir):
 
 # outputs of /generate and /step, in order (the session state is not part of the API)
 STATS, TIMELINE, CAPTION, CHIPS, TEXT, DRAFT_ROW, PQ, RESIDUAL, TREE, RUNNING, THEORY, THEORY_MD, CLI, DOWNLOAD = range(14)
+PLAYBACK = -1  # the browser player, last of the view's outputs (layout blocks are not api outputs)
 
 
-def test_generate_streams_iterations_and_ends_with_text(client):
+def test_generate_streams_iterations_and_ends_with_text(client, monkeypatch):
+    from app import handlers
+
+    monkeypatch.setattr(handlers, "REFRESH_SECONDS", 0.0)  # every iteration refreshes (the app runs in-process)
     job = client.submit(prompt="the cat sat", chat=False, method="speculative", gamma=3, temperature=0,
-                        seed=0, max_new_tokens=16, pacing=0.02, api_name="/generate")
+                        seed=0, max_new_tokens=16, pacing=0, api_name="/generate")
     final = job.result(timeout=120)
     outputs = job.outputs()
     assert len(outputs) >= 3, "the run should stream several iterations"
@@ -39,6 +43,24 @@ def test_generate_streams_iterations_and_ends_with_text(client):
     records, summary = read_trace(download.get("value") if isinstance(download, dict) else download)
     assert len(records) >= len(outputs) - 1
     assert summary is not None and summary.text.strip() != "" and summary.method == "speculative"
+
+
+def test_paced_run_decodes_at_full_speed_and_plays_in_the_browser(client):
+    """Pacing never sleeps on the server: the run's records go to the browser player, one iteration
+    every `pacing` seconds, and the call returns in far less than the playback takes."""
+    import time
+
+    t0 = time.perf_counter()
+    final = client.predict(prompt="the cat sat", chat=False, method="speculative", gamma=3, temperature=0, seed=0,
+                           max_new_tokens=16, pacing=0.5, api_name="/generate")
+    wall = time.perf_counter() - t0
+    played = final[PLAYBACK]
+    lane = played["lanes"][0]
+    times = sorted({t["time"] for t in lane["tokens"]})
+    assert times == pytest.approx([0.5 * (i + 1) for i in range(len(times))])
+    assert "".join(t["text"] for t in lane["tokens"]).strip() == final[TEXT].strip()
+    assert lane["summary"]["target_calls"] >= len(times)
+    assert wall < 0.5 * len(times), f"a paced run held the server for {wall:.1f} s"
 
 
 def test_autoregressive_and_step(client):

@@ -20,6 +20,7 @@ import statistics
 import sys
 import time
 
+from ..devices import usable_cores
 from ..energy import PROXY_LABEL, make_meter
 from ..paths import display_path
 from .hf_peer import HF_DEFAULT_PROMPT_LOOKUP_TOKENS
@@ -49,10 +50,7 @@ def machine_info() -> dict:
             versions[mod] = __import__(mod).__version__
         except Exception:  # noqa: BLE001 - absent package: just not listed
             pass
-    try:
-        usable = len(os.sched_getaffinity(0))
-    except AttributeError:
-        usable = os.cpu_count()
+    usable = usable_cores()
     return {
         "cpu": cpu or platform.processor() or "unknown",
         "cpu_capability": torch.backends.cpu.get_cpu_capability(),
