@@ -2,16 +2,26 @@
 
 Environment: SPECDEC_APP_TARGET / SPECDEC_APP_DRAFT replace the default model pair (tests use tiny
 models); SPECDEC_MODEL_SLOTS sets how many model runs go at once (default: one per core on a CPU);
-GRADIO_SERVER_NAME / GRADIO_SERVER_PORT choose the address as usual.
+GRADIO_SERVER_NAME / GRADIO_SERVER_PORT choose the address as usual. On ZeroGPU (SPACES_ZERO_GPU set)
+the preset pairs load at start-up and each run decodes in one GPU call (app/zerogpu.py).
 """
+
+from app.zerogpu import on_zerogpu, preload
+
+if on_zerogpu():  # ZeroGPU asks for `spaces` before torch is imported (it patches torch's CUDA calls)
+    import spaces  # noqa: F401
 
 from app.capacity import configure, model_slots
 from app.layout import build_demo, launch_kwargs
+from app.presets import presets
 
 try:
     configure(model_slots())  # torch threads per run for the app's concurrent model slots
 except ValueError as exc:  # a bad SPECDEC_MODEL_SLOTS: one line, not a traceback
     raise SystemExit(f"error: {exc}") from None
+if on_zerogpu():  # ZeroGPU: the preset pairs load at start-up, on the GPU each call gets
+    for problem in preload([(p.target, p.draft) for p in presets() if p.key != "custom"]):
+        print(f"warning: preset not loaded: {problem}")
 demo = build_demo()
 
 if __name__ == "__main__":

@@ -21,7 +21,10 @@ from .session import Session, example_traces, read_trace
 from .settings import settings_from_summary
 from .view import view
 from .view_common import iteration_index, position_index
+from .zerogpu import on_zerogpu
 
+ZEROGPU_STEP_NOTE = ("On this shared-GPU Space one GPU call computed the whole run at once; Step reveals it one "
+                     "iteration at a time.")
 REFRESH_SECONDS = 0.2  # heavy panels refresh at most ~5 times a second when pacing is off
 
 # label -> (prompt, chat): prompts of different kinds (prompt lookup shines on copying)
@@ -120,6 +123,8 @@ def step(session, values: dict, progress):
         if session.live:
             note = "Settings changed: a new run started."
         start(session, settings, progress)
+    if on_zerogpu():
+        note = (note + " " if note else "") + ZEROGPU_STEP_NOTE
     record = advance(session)
     if record is None and not session.records:
         note = "The run produced no iteration."

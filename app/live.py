@@ -11,6 +11,7 @@ from decoding.methods import METHODS
 from .presets import MAX_PARAMS, presets, resolve_pair
 from .session import Session
 from .settings import Settings, make_settings
+from .zerogpu import device as gpu_device, on_zerogpu, whole_run
 
 
 def settings_from_values(values: dict, method: str | None = None) -> Settings:
@@ -38,9 +39,14 @@ def load_models(target_spec: str, draft_spec: str, need_draft: bool, progress=No
         return report
 
     preset_specs = {p.target for p in presets()} | {p.draft for p in presets()}
+    zero = on_zerogpu()
+    if zero and not {target_spec, draft_spec if need_draft else target_spec} <= preset_specs:
+        raise gr.Error("This Space runs on shared GPUs (ZeroGPU), where only the preset pairs are loaded, at start-up; "
+                       "it cannot load a custom model. Pick a preset, or run the app on your own machine "
+                       "(README: Run it yourself) to try other models.", title="Custom models are off here")
     try:
         target, draft = load_pair(target_spec, draft_spec, need_draft=need_draft, cached=True,
-                                  dtype=None if dtype == "auto" else dtype,
+                                  device=gpu_device(), dtype=None if dtype == "auto" else dtype,
                                   target_progress=reporter(0.0, "target"), draft_progress=reporter(0.5, "draft"))
     except ModelLoadError as exc:
         raise gr.Error(f"Could not load the model pair: {exc}", title="Model pair not loaded") from None
@@ -71,8 +77,12 @@ def start(session: Session, settings: Settings, progress) -> None:
     try:
         prompt_ids = target.encode_prompt(settings.prompt, settings.chat)
         check_prompt_fits(len(prompt_ids), settings.max_new_tokens, target.max_context)
-        session.meter = make_meter(target.device)
-        session.generator = decode(target, draft, prompt_ids, settings.config(), session.meter)
+        if on_zerogpu():
+            # one GPU call decodes the whole run; Step and Run then reveal its records from memory
+            session.generator = iter(list(whole_run(settings)))
+        else:
+            session.meter = make_meter(target.device)
+            session.generator = decode(target, draft, prompt_ids, settings.config(), session.meter)
     except ValueError as exc:
         raise gr.Error(str(exc), title="Check the prompt" if "prompt" in str(exc) else "Cannot start the run") from None
     session.settings = settings

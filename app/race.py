@@ -29,6 +29,7 @@ from .race_result import lane_name, race_figures
 from .race_run import LaneRun, record_race
 from .session import Session
 from .settings import MAX_GAMMA, Settings
+from .zerogpu import on_zerogpu, whole_race
 
 NO_RACE = "No race yet: pick a shipped race, or press Race to run one on the loaded models."
 _SHIPPED_COPIES: str | None = None  # a temporary folder serving shipped races for download
@@ -78,8 +79,9 @@ def race_view(race: Race) -> tuple[dict, dict]:
 def race(session, values: dict, progress):
     """Warm up both lanes, run A then B with lean traces, and send both traces to the player once."""
     session = session if isinstance(session, Session) else Session()
+    settings = lane_settings(values)
     runs = []
-    for label, s in zip("AB", lane_settings(values)):
+    for label, s in zip("AB", settings):
         target, draft = load_models(s.target, s.draft, METHODS[s.method].uses_drafter, progress, s.dtype)
         try:
             check_prompt_fits(len(target.encode_prompt(s.prompt, s.chat)), s.max_new_tokens, target.max_context)
@@ -92,7 +94,10 @@ def race(session, values: dict, progress):
             progress(fraction, desc=message)
 
     try:
-        result = record_race(runs, report, recorded={"machine": _machine()})
+        if on_zerogpu():  # both lanes in one GPU call; the player replays the records it returns
+            result = whole_race(*settings, {"machine": _machine()})
+        else:
+            result = record_race(runs, report, recorded={"machine": _machine()})
     except ValueError as exc:
         raise gr.Error(f"The race stopped: {exc}", title="Race not finished") from None
     for lane in result.lanes:

@@ -152,12 +152,7 @@ def load_model_cached(
     None and "auto" share an entry. Thread-safe: concurrent calls for one key load it once."""
     dev = resolve_device(device)
     dt = resolve_dtype(dtype, dev)
-    key_spec = spec.strip() if isinstance(spec, str) else spec
-    if isinstance(key_spec, str) and key_spec != DEFAULT_TARGET:
-        path = Path(key_spec).expanduser()
-        if path.exists():
-            key_spec = str(path.resolve())
-    key = (key_spec, str(dev), dt)
+    key = (_memo_spec(spec), str(dev), dt)
     with _memo_guard:
         lock = _memo_locks.setdefault(key, threading.Lock())
     with lock:
@@ -169,6 +164,23 @@ def load_model_cached(
         loaded = load_model(spec, dev, dt, progress)
         _memo[key] = loaded
         return loaded
+
+
+def _memo_spec(spec):
+    """The memo's name for a spec: a local path resolved, so that two spellings share an entry."""
+    key_spec = spec.strip() if isinstance(spec, str) else spec
+    if isinstance(key_spec, str) and key_spec != DEFAULT_TARGET:
+        path = Path(key_spec).expanduser()
+        if path.exists():
+            key_spec = str(path.resolve())
+    return key_spec
+
+
+def cached_model(spec: str) -> LoadedModel | None:
+    """A model `load_model_cached` already holds for `spec` (on any device, in any precision), else None."""
+    key_spec = _memo_spec(spec)
+    with _memo_guard:
+        return next((model for (s, _, _), model in _memo.items() if s == key_spec), None)
 
 
 def clear_model_cache() -> None:
