@@ -47,24 +47,25 @@ def main(argv=None) -> int:
     config = RunConfig(method="speculative", gamma=4, sampling=SamplingConfig(temperature=0.0), chat=True,
                        max_new_tokens=args.max_new_tokens)
 
-    def one(prompt: str) -> int:
-        return len(generate(target, draft, prompt, config)[1].token_ids)
+    def one(prompt: str) -> list[int]:
+        return generate(target, draft, prompt, config)[1].token_ids
 
     one(prompts[0])  # warm-up
     torch.set_num_threads(cores)
     t0 = time.perf_counter()
-    tokens_seq = sum(one(p) for p in prompts)
+    tokens_seq = [one(p) for p in prompts]
     sequential = time.perf_counter() - t0
     torch.set_num_threads(1)
     t0 = time.perf_counter()
     with ThreadPoolExecutor(cores) as pool:
-        tokens_par = sum(pool.map(one, prompts))
+        tokens_par = list(pool.map(one, prompts))
     parallel = time.perf_counter() - t0
     result = {"cores": cores, "runs": args.runs, "max_new_tokens": args.max_new_tokens,
               "precision": str(target.dtype).removeprefix("torch."), "draft": draft.name,
               "sequential_s": round(sequential, 2), "sequential_threads": cores,
               "parallel_s": round(parallel, 2), "parallel_workers": cores,
-              "tokens": [tokens_seq, tokens_par], "parallel_speedup": round(sequential / parallel, 3)}
+              "tokens": sum(map(len, tokens_seq)), "same_tokens": f"{sum(a == b for a, b in zip(tokens_seq, tokens_par))}/"
+              f"{len(prompts)}", "parallel_speedup": round(sequential / parallel, 3)}
     print(json.dumps(result) if args.json else "\n".join(f"{k:20s} {v}" for k, v in result.items()))
     return 0
 
