@@ -89,7 +89,9 @@ def build_demo() -> gr.Blocks:
                         with gr.Accordion("Is it still exact in bfloat16?", open=False):
                             gr.Markdown(texts.bf16_exactness_sentence(), elem_classes="note")
                         pacing = gr.Slider(0.0, 2.0, value=0.3, step=0.05,
-                                           label="Pacing: seconds per iteration (0 = as fast as it decodes)")
+                                           label="Pacing: seconds per iteration (0 = as fast as it decodes)",
+                                           info="Above 0 the run decodes at full speed, then plays in your browser "
+                                                "at this pace (the player above the panels)")
                         with gr.Row():
                             run_btn = gr.Button("▶ Run", variant="primary", elem_id="run-btn")
                             step_btn = gr.Button("⏭ Step", elem_id="step-btn")
