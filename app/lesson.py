@@ -19,7 +19,6 @@ import yaml
 
 from decoding.paths import ASSETS
 
-from .controls import control_order
 from .lesson_values import VALUES
 
 LESSON_FILE = ASSETS / "lesson.yaml"
@@ -31,12 +30,11 @@ DIGIT = re.compile(r"[0-9]")
 WIDGETS = {
     "trace": {"name", "upto", "panel"},
     "coin": {"token", "seed", "lenience"},
-    "lab": {"lenience", "n", "seed", "kl_bound"},
+    "lab": {"lenience", "n", "seed", "kl_bound", "residual"},
     "theory": {"alpha", "gamma", "c"},
     "race": {"name"},
 }
 PANELS = {None, "mentored", "mjsd", "ppd"}
-LIVE_KEYS = set(control_order()) | {"trace"}
 
 
 class LessonError(ValueError):
@@ -60,6 +58,7 @@ class Chapter:
     try_set: dict
     question: Question
     live: dict = field(default_factory=dict)
+    reveal: dict = field(default_factory=dict)  # widget settings that Check applies
 
 
 # --------------------------------------------------------------------------- placeholders
@@ -119,7 +118,7 @@ def _words(text: str) -> int:
     return len(text.split())
 
 
-def _check_chapter(n: int, ch, errors: list[str]) -> Chapter | None:
+def _check_chapter(n: int, ch, errors: list[str], live_keys: set[str] | None) -> Chapter | None:
     where = f"chapter {n}"
     if not isinstance(ch, dict):
         errors.append(f"{where} is not a mapping of title, text, widget, try and question")
@@ -152,10 +151,17 @@ def _check_chapter(n: int, ch, errors: list[str]) -> Chapter | None:
             errors.append(f"{where}: try-this sets {', '.join(sorted(bad))}, which a {kind} widget does not have")
         if all(widget.get(k) == v for k, v in tried["set"].items()):
             errors.append(f"{where}: try-this changes nothing (the widget already has those settings)")
+    reveal = ch.get("reveal") or {}
+    if not isinstance(reveal, dict) or (kind in WIDGETS and set(reveal) - WIDGETS[kind]):
+        errors.append(f"{where}: reveal sets widget settings, and a {kind} widget has only {', '.join(sorted(WIDGETS.get(kind, ())))}")
+        reveal = {}
     live = ch.get("live") or {}
-    if not isinstance(live, dict) or set(live) - LIVE_KEYS:
-        errors.append(f"{where}: live may set only {', '.join(sorted(LIVE_KEYS))}")
+    if not isinstance(live, dict):
+        errors.append(f"{where}: live is a mapping of the Explainer's controls (method: speculative, gamma: 4, ...)")
         live = {}
+    elif live_keys is not None and set(live) - live_keys - {"trace"}:
+        errors.append(f"{where}: live sets {', '.join(sorted(set(live) - live_keys - {'trace'}))}; "
+                      f"it may set trace and {', '.join(sorted(live_keys))}")
     question = _check_question(where, ch.get("question"), errors)
     try:
         text_r = resolve(text) if isinstance(text, str) else ""
@@ -168,7 +174,7 @@ def _check_chapter(n: int, ch, errors: list[str]) -> Chapter | None:
         return None
     if len(errors) > before or question is None:
         return None
-    return Chapter(title_r, text_r, dict(widget), label, dict(tried["set"]), question, dict(live))
+    return Chapter(title_r, text_r, dict(widget), label, dict(tried["set"]), question, dict(live), dict(reveal))
 
 
 def _check_question(where: str, q, errors: list[str]) -> Question | None:
@@ -212,26 +218,28 @@ def _check_question(where: str, q, errors: list[str]) -> Question | None:
     return Question(ask_r, resolved, hits[0], why_r)
 
 
-def validate(data) -> tuple[list[Chapter], list[str]]:
-    """(the chapters, every problem found) of a parsed lesson file."""
+def validate(data, live_keys=None) -> tuple[list[Chapter], list[str]]:
+    """(the chapters, every problem found) of a parsed lesson file; `live_keys`: the names of the
+    Explainer's controls a chapter's live: may set (unchecked when None)."""
     if not isinstance(data, dict) or not isinstance(data.get("chapters"), list) or not data["chapters"]:
         return [], ["the lesson file needs a list of chapters (chapters: - title: ...)"]
     errors: list[str] = []
-    chapters = [_check_chapter(n, ch, errors) for n, ch in enumerate(data["chapters"], 1)]
+    keys = None if live_keys is None else set(live_keys)
+    chapters = [_check_chapter(n, ch, errors, keys) for n, ch in enumerate(data["chapters"], 1)]
     return [c for c in chapters if c is not None], errors
 
 
-def parse(text: str) -> list[Chapter]:
+def parse(text: str, live_keys=None) -> list[Chapter]:
     """The chapters of a lesson file's text; LessonError listing the problems otherwise."""
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise LessonError(f"the lesson file is not valid YAML: {exc}") from None
-    chapters, errors = validate(data)
+    chapters, errors = validate(data, live_keys)
     if errors:
         raise LessonError("the lesson file has problems:\n- " + "\n- ".join(errors))
     return chapters
 
 
-def load(path: Path | str = LESSON_FILE) -> list[Chapter]:
-    return parse(Path(path).read_text(encoding="utf-8"))
+def load(path: Path | str = LESSON_FILE, live_keys=None) -> list[Chapter]:
+    return parse(Path(path).read_text(encoding="utf-8"), live_keys)

@@ -10,6 +10,7 @@ the app. No Gradio here. Shipped traces and races are found by a forgiving name 
 from __future__ import annotations
 
 import functools
+import math
 import re
 from pathlib import Path
 from typing import Callable
@@ -17,9 +18,11 @@ from typing import Callable
 import torch
 
 from decoding import theory
+from decoding.joint import joint_verify
 from decoding.acceptance import acceptance_threshold, residual_distribution
 from decoding.lab import EXAMPLE_P, EXAMPLE_Q, EXAMPLE_VOCAB, run_sampling_lab
 from decoding.metrics import RunCounts
+from decoding.strategies.mjsd import MjsdStep
 from decoding.trace import BONUS, CORRECTION
 from decoding.trace_file import read_trace
 
@@ -257,6 +260,20 @@ def next_token_source(name: str, iteration: int) -> str:
     if final is None:
         raise ValueError(f"iteration {iteration} of {name!r} has no correction or bonus token")
     return NEXT_TOKEN_SOURCE[final.kind]
+
+
+@value("trace.mjsd_kept")
+def mjsd_kept(name: str, iteration: int, tau: float) -> int:
+    """How many drafts an MJSD iteration keeps at threshold `tau`: the engine's `joint_verify` on the
+    recorded joint likelihoods (at the run's own tau it is what the run kept)."""
+    info = MjsdStep.of(_record(name, iteration))
+    if info is None or not info.prefixes:
+        raise ValueError(f"iteration {iteration} of {name!r} is not an MJSD step")
+    probs, before = [], 0.0
+    for prefix in info.prefixes:  # per-token p from the running joint log p
+        probs.append(0.0 if prefix.log_p == -math.inf or before == -math.inf else math.exp(prefix.log_p - before))
+        before = prefix.log_p
+    return joint_verify(probs, [prefix.log_q for prefix in info.prefixes], float(tau)).eta
 
 
 # --------------------------------------------------------------------------- shipped races
