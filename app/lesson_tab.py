@@ -210,11 +210,12 @@ def build() -> LessonTab:
     chapters, problem = load_chapters()
     first = chapter_view(chapters, 0, problem)
     with gr.Column(elem_id="lesson-root"):
-        with gr.Row(equal_height=True, elem_classes="lesson-top"):
-            menu = gr.Dropdown([(f"{n}. {c.title}", n - 1) for n, c in enumerate(chapters, 1)], value=0 if chapters else None,
-                               label="Chapter", elem_id="lesson-menu", scale=4, min_width=220)
-            projector = gr.Checkbox(False, label="Projector mode (larger type)", elem_id="lesson-projector", scale=1,
-                                    min_width=160)
+        with gr.Row(equal_height=False, elem_classes="lesson-top"):  # columns: they wrap on a phone
+            with gr.Column(scale=4, min_width=260):
+                menu = gr.Dropdown([(f"{n}. {c.title}", n - 1) for n, c in enumerate(chapters, 1)],
+                                   value=0 if chapters else None, label="Chapter", elem_id="lesson-menu")
+            with gr.Column(scale=1, min_width=220):
+                projector = gr.Checkbox(False, label="Projector mode (larger type)", elem_id="lesson-projector")
         progress = gr.HTML(first[3], elem_id="lesson-progress", padding=False)
         notice = gr.Markdown(first[4], elem_id="lesson-notice")
         title = gr.Markdown(first[5], elem_id="lesson-title")

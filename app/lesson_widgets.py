@@ -60,8 +60,8 @@ def _coin_view(w: dict) -> WidgetView:
     kept = u <= threshold
     bars = "".join(
         f'<tr{" class=cur" if v == token else ""}><td>{html.escape(v)}</td>'
-        f'<td><span class="lesson-bar p" style="width:{p * 200:.0f}px"></span> {fmt(p)}</td>'
-        f'<td><span class="lesson-bar q" style="width:{q * 200:.0f}px"></span> {fmt(q)}</td></tr>'
+        f'<td><span class="lesson-bar p" style="--w:{p:.4f}"></span> {fmt(p)}</td>'
+        f'<td><span class="lesson-bar q" style="--w:{q:.4f}"></span> {fmt(q)}</td></tr>'
         for v, p, q in zip(EXAMPLE_VOCAB, EXAMPLE_P, EXAMPLE_Q))
     verdict = ('<span class="mark acc">✓ kept</span>' if kept else '<span class="mark rej">✗ rejected: a correction '
                'is drawn from the residual</span>')
@@ -87,7 +87,10 @@ def _lab_view(w: dict) -> WidgetView:
             f'kept); measured acceptance <b>{fmt(result["acceptance_rate"])}</b> over N = {n:,} steps; '
             f'TV(empirical, expected) = {result["tv_to_expected"]:.4f}'
             + (f'; KL(p ‖ expected) = {fmt(result["kl_to_target"])}' if kl is not None else "") + ".</p>")
-    residual = charts.lab_residual_figure(EXAMPLE_VOCAB, result) if w.get("residual", True) else None
+    # no residual chart where every draft is kept (the lab's own placeholder there reads "p = q", which
+    # a lenient or mentored rule does not mean)
+    shown = w.get("residual", True) and result["residual"] is not None
+    residual = charts.lab_residual_figure(EXAMPLE_VOCAB, result) if shown else None
     return WidgetView(line, charts.lab_figure(EXAMPLE_VOCAB, result), residual)
 
 
