@@ -28,7 +28,7 @@ DIGIT = re.compile(r"[0-9]")
 
 # widget kind -> the settings it takes (a try-this changes one or more of them)
 WIDGETS = {
-    "trace": {"name", "upto", "panel"},
+    "trace": {"name", "upto", "panel", "show"},
     "coin": {"token", "seed", "lenience"},
     "lab": {"lenience", "n", "seed", "kl_bound", "residual"},
     "theory": {"alpha", "gamma", "c"},
@@ -140,6 +140,8 @@ def _check_chapter(n: int, ch, errors: list[str], live_keys: set[str] | None) ->
             errors.append(f"{where}: a {kind} widget has no setting {', '.join(sorted(extra))}")
         if widget.get("panel") not in PANELS:
             errors.append(f"{where}: panel must be one of mentored, mjsd, ppd")
+        if widget.get("show", "all") not in ("all", "drafts"):
+            errors.append(f"{where}: show is all (the iteration checked) or drafts (its drafts before the check)")
     tried = ch.get("try")
     if not (isinstance(tried, dict) and isinstance(tried.get("label"), str) and isinstance(tried.get("set"), dict)
             and tried["set"]):

@@ -236,8 +236,8 @@ def build() -> LessonTab:
                 with gr.Column(visible=w[3]["visible"], elem_id="lesson-plot2-col") as plot2_col:
                     plot2 = gr.Plot(w[4], label="Second chart", elem_id="lesson-plot2", show_label=False)
                 with gr.Column(visible=w[5]["visible"], elem_id="lesson-player-col") as player_col:
-                    lesson_player = player(w[6] if isinstance(w[6], dict) else empty_data(""), elem_id="lesson-player",
-                                           label="Race")
+                    value = w[6] if isinstance(w[6], dict) and "lanes" in w[6] else empty_data("")
+                    lesson_player = player(value, elem_id="lesson-player", label="Race")
         with gr.Row(elem_classes="lesson-nav"):
             prev = gr.Button("← Previous", elem_id="lesson-prev", interactive=False)
             nxt = gr.Button("Next →", elem_id="lesson-next", variant="primary", interactive=len(chapters) > 1)

@@ -2,7 +2,8 @@
 browser tests): walk all ten chapters with Next, answer each question once wrongly and once
 rightly, apply "Try this" and see the widget change; open `/?lesson=6` and `/?trace=NAME`
 directly; turn pages with the arrow keys; "Run it live" moves to the Explainer. Screenshots of
-every chapter (desktop 1280 wide) and two at phone width (390) go to artifacts/screenshots/.
+every chapter (desktop 1280 wide: as it opens, then answered and tried) and two at phone width
+(390) go to artifacts/screenshots/.
 
 Skipped when chromium or playwright is absent, except under CI=true where that is a failure.
 """
@@ -67,6 +68,8 @@ def test_walk_every_chapter(browser, app_url):
         assert f"Chapter {n} of {len(CHAPTERS)}" in page.inner_text("#lesson-progress")
         q = chapter.question
         wrong = next(c for i, c in enumerate(q.choices) if i != q.answer)
+        page.wait_for_timeout(300)
+        page.screenshot(path=str(SHOTS / f"lesson_desktop_{n:02d}a_start.png"), full_page=True)
         hidden = page.evaluate(SIGNATURE)
         _answer(page, wrong, "Not quite")
         if chapter.reveal:  # what would give the answer away shows once an answer is checked
@@ -77,7 +80,7 @@ def test_walk_every_chapter(browser, app_url):
         page.click("#lesson-try")
         page.wait_for_function(f"(b) => ({SIGNATURE})() !== b", arg=before, timeout=15_000)
         page.wait_for_timeout(400)
-        page.screenshot(path=str(SHOTS / f"lesson_desktop_{n:02d}.png"), full_page=True)
+        page.screenshot(path=str(SHOTS / f"lesson_desktop_{n:02d}b_answered_tried.png"), full_page=True)
         if n < len(CHAPTERS):
             page.click("#lesson-next")
     assert page.locator("#lesson-next").is_disabled()
@@ -122,6 +125,10 @@ def test_teacher_links_and_run_it_live(browser, app_url):
     page.goto(app_url + "?trace=06_code_mjsd_beams4_tau0.1")
     page.wait_for_function("document.querySelector('#stats')?.innerText.includes('code mjsd')", timeout=30_000)
     assert page.get_by_role("tab", name="Explainer").get_attribute("aria-selected") == "true"
+
+    page.goto(app_url + "?trace=no-such-trace")  # a clear message on the lesson, no traceback
+    page.wait_for_function("document.querySelector('#lesson-notice')?.innerText.includes('No shipped trace called')",
+                           timeout=30_000)
 
     page.goto(app_url + "?lesson=42")
     page.wait_for_function("document.querySelector('#lesson-notice')?.innerText.includes('no chapter')", timeout=30_000)
