@@ -22,7 +22,7 @@ from decoding.paths import ASSETS
 from .lesson_values import VALUES
 
 LESSON_FILE = ASSETS / "lesson.yaml"
-MAX_WORDS = 130  # "one idea in about 120 words"; a little slack for the placeholders' figures
+MAX_WORDS = 120  # one idea in at most 120 words (counted with the placeholders resolved)
 PLACEHOLDER = re.compile(r"\{([a-z_]+\.[a-z_]+)(?:\(([^(){}]*)\))?(?::([^{}]+))?\}")
 DIGIT = re.compile(r"[0-9]")
 

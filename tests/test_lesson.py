@@ -183,3 +183,32 @@ def test_the_lesson_text_modules_do_not_import_gradio():
     code = "import sys, app.lesson, app.lesson_values; print('gradio' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
+
+
+def test_the_method_panels_and_a_bad_widget():
+    from app import lesson_tab
+
+    mentored = render_widget({"kind": "trace", "name": "05_question_mentored_kl0.3", "upto": 1, "panel": "mentored"})
+    assert mentored.plot is not None and mentored.html
+    ppd = render_widget({"kind": "trace", "name": "07_list_ppd_tree16", "upto": 2, "panel": "ppd"})
+    assert 'class="tree ppdtree"' in ppd.html
+    drafts = render_widget({"kind": "trace", "name": "03_story_sampled_speculative", "upto": 0, "show": "drafts"})
+    assert "not checked yet" in drafts.html and "reject" not in drafts.html
+    shown = lesson_tab.widget_updates({"kind": "trace", "name": "nope"})
+    assert shown[0].startswith('<div class="lesson-error">This widget cannot be shown: no shipped trace called')
+
+
+def test_no_lesson_event_loads_a_model(monkeypatch):
+    import decoding.models as models
+    from app import lesson_tab
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the lesson loaded a model")
+
+    for name in ("load_model", "load_model_cached", "load_draft"):
+        monkeypatch.setattr(models, name, refuse)
+    for i, ch in enumerate(CHAPTERS):
+        lesson_tab.chapter_view(CHAPTERS, i)
+        lesson_tab.try_this(CHAPTERS, i, False, True)
+        lesson_tab.check_answer(CHAPTERS, i, ch.question.choices[0], False)
+        lesson_tab.to_explainer(CHAPTERS, i, None, 20)
