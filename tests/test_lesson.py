@@ -212,3 +212,22 @@ def test_no_lesson_event_loads_a_model(monkeypatch):
         lesson_tab.try_this(CHAPTERS, i, False, True)
         lesson_tab.check_answer(CHAPTERS, i, ch.question.choices[0], False)
         lesson_tab.to_explainer(CHAPTERS, i, None, 20)
+
+
+def test_a_broken_lesson_file_still_builds_the_app_and_says_why(monkeypatch, tmp_path):
+    from app import lesson_tab
+    from app.layout import build_demo
+
+    bad = tmp_path / "lesson.yaml"
+    bad.write_text("chapters:\n  - title: Only a title\n", encoding="utf-8")
+    chapters, problem = [], ""
+    try:
+        lesson.load(bad)
+    except lesson.LessonError as exc:
+        problem = str(exc)
+    assert "chapter 1 (Only a title) has no text" in problem
+    monkeypatch.setattr(lesson_tab, "load_chapters", lambda: (chapters, f"The lesson could not be loaded: {problem}"))
+    build_demo()  # no exception: the other tabs work, the Lesson tab shows the reason
+    view = lesson_tab.chapter_view([], 0, "why")
+    assert len(view) == 20 and view[4] == "why"
+    assert lesson_tab.feedback_text([], 0, "x") == ""
