@@ -25,6 +25,7 @@ from .handlers import (EXAMPLE_PROMPTS, PLAYBACK_IDLE, controls_from_session, ge
                        on_prompt_pick, open_example, open_trace, prompt_choices, reset, show_iteration, show_position,
                        step, stop)
 from .lab_events import lab_converge, lab_normalize, lab_run
+from . import lesson_tab
 from .gallery import DEFAULT_DRAFTER, DEFAULT_GAMMA, DRAFTERS, gallery_choices
 from .player import empty_data, player
 from .presets import presets
@@ -54,7 +55,11 @@ def build_demo() -> gr.Blocks:
     PRESETS = presets()
     with gr.Blocks(title="Speculative decoding playground") as demo:
         state = gr.State(None, time_to_live=SESSION_TTL_SECONDS, delete_callback=delete_session)
-        with gr.Tabs():
+        with gr.Tabs(elem_id="main-tabs", selected="lesson") as tabs:
+            # ---------------------------------------------------------------- lesson (lesson_tab.py)
+            with gr.Tab("Lesson", id="lesson"):
+                lesson = lesson_tab.build()
+
             # ---------------------------------------------------------------- explainer
             with gr.Tab("Explainer", id="explainer"):
                 gr.Markdown(texts.INTRO)
@@ -273,10 +278,14 @@ def build_demo() -> gr.Blocks:
         demo.load(on_load, [state, position], [state, *view_outputs], api_name=False, queue=False)
         demo.load(lab_run, [table, lab_lenience, lab_n, lab_seed], [lab_plot, lab_res, lab_tv, lab_md], api_name=False,
                   queue=False)
+
+        # ---------------------------------------------------------------- lesson wiring (lesson_tab.py)
+        lesson_tab.wire(demo, lesson, tabs, state, view_outputs, [components[name] for name in control_order()])
     demo.queue(max_size=QUEUE_SIZE, default_concurrency_limit=2)
     return demo
 
 
 def launch_kwargs() -> dict:
     css = APP_CSS.read_text(encoding="utf-8") if APP_CSS.exists() else ""
+    css += lesson_tab.lesson_css()
     return dict(css=css, share=False, max_file_size="5mb", show_error=True, footer_links=["api", "gradio"])

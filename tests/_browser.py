@@ -28,6 +28,18 @@ def require_browser():
         pytest.skip(missing)
 
 
+def open_tab(page, name: str) -> None:
+    """Select a tab of the app by its name (the Lesson tab is the one shown first). On a narrow
+    screen Gradio moves the tabs that do not fit into its "More tabs" menu."""
+    page.wait_for_selector("[role='tablist']", timeout=60_000)
+    tab = page.get_by_role("tab", name=name)
+    if tab.count() and tab.first.is_visible():
+        tab.first.click()
+        return
+    page.get_by_role("button", name="More tabs").click()
+    page.locator(".overflow-dropdown button", has_text=name).first.click()
+
+
 @pytest.fixture(scope="module")
 def browser():
     require_browser()

@@ -11,7 +11,7 @@ import pytest
 
 from app import handlers
 from _app_server import running_app
-from _browser import SHOTS, browser  # noqa: F401 (browser: a fixture)
+from _browser import SHOTS, browser, open_tab  # noqa: F401 (browser: a fixture)
 
 
 @pytest.fixture(scope="module")
@@ -31,6 +31,7 @@ def test_run_then_step_shows_chips_bars_and_charts(browser, app_url, name, width
     errors = []
     page.on("pageerror", lambda exc: errors.append(str(exc)))
     page.goto(app_url)
+    open_tab(page, "Explainer")  # the Lesson tab comes first
     # the example trace renders before any model has loaded
     page.wait_for_selector("#chips .chip", timeout=60_000)
     assert "Replay" in page.inner_text("#stats")
@@ -96,7 +97,7 @@ def test_run_then_step_shows_chips_bars_and_charts(browser, app_url, name, width
     box.press("Enter")
     page.wait_for_function("document.querySelector('#draft-row').innerText.includes('Iteration 0 ')", timeout=30_000)
 
-    page.get_by_role("tab", name="Exactness lab").click()
+    open_tab(page, "Exactness lab")
     _plot_ready(page, "lab-plot")
     page.screenshot(path=str(SHOTS / f"{name}_3_lab.png"), full_page=True)
     # no horizontal overflow of the page on a phone
@@ -120,6 +121,7 @@ def test_method_panels_show_only_for_their_method(browser, app_url):
     errors = []
     page.on("pageerror", lambda exc: errors.append(str(exc)))
     page.goto(app_url)
+    open_tab(page, "Explainer")
     page.wait_for_selector("#chips .chip", timeout=60_000)
     assert not page.locator("#method-panel").is_visible()  # the example trace is speculative
     page.get_by_label("Prompt", exact=True).fill("the cat sat")

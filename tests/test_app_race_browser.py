@@ -12,7 +12,7 @@ import os
 import pytest
 
 from _app_server import running_app
-from _browser import SHOTS, browser  # noqa: F401 (browser: a fixture)
+from _browser import SHOTS, browser, open_tab  # noqa: F401 (browser: a fixture)
 
 TITLE = "tiny: the cat sat"
 
@@ -79,8 +79,8 @@ def test_a_shipped_race_replays_on_one_clock(browser, app_url, shipped, name, wi
     errors = []
     page.on("pageerror", lambda exc: errors.append(str(exc)))
     page.goto(app_url)
-    page.wait_for_selector("#chips .chip", timeout=60_000)  # the app has loaded
-    page.get_by_role("tab", name="Race").click()
+    page.wait_for_selector("#lesson-title", timeout=60_000)  # the app has loaded (the Lesson tab comes first)
+    open_tab(page, "Race")
     page.wait_for_function("() => document.querySelector('#race-player .rp-title')?.innerText === 'tiny: opened on load'",
                            timeout=60_000)
     page.get_by_label("Shipped races (replay at once, no model needed)").click()
@@ -127,8 +127,8 @@ def test_a_bad_race_file_shows_a_clear_error(browser, app_url, tmp_path):
     bad.write_text('{"summary": false}\n{"summary": true}\n')
     page = browser.new_page(viewport={"width": 1366, "height": 900})
     page.goto(app_url)
-    page.wait_for_selector("#chips .chip", timeout=60_000)
-    page.get_by_role("tab", name="Race").click()
+    page.wait_for_selector("#lesson-title", timeout=60_000)
+    open_tab(page, "Race")
     page.get_by_text("Save or open a race").click()
     with page.expect_file_chooser() as chooser:
         page.click("#race-upload")

@@ -1,0 +1,301 @@
+"""The Lesson tab: ten short chapters from assets/lesson.yaml, each with one idea, one live widget,
+a question checked before its answer is shown, a "Try this" that changes one setting, and a
+"Run it live" that moves the same settings to the Explainer.
+
+Everything here is cheap (shipped traces and races, the lab, the closed forms): every event runs
+outside the queue and nothing loads a model. `build` lays the tab out (call it inside the Tabs);
+`wire` connects it once the Explainer's components exist. Teacher links: `/?lesson=N` opens
+chapter N, `/?trace=NAME` opens a shipped trace in the Explainer.
+"""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass
+
+import gradio as gr
+
+from decoding.paths import ASSETS
+
+from .controls import control_order, controls_from_settings
+from .handlers import open_trace_file
+from .lesson import Chapter, LessonError, load
+from .lesson_values import find_trace, race, trace
+from .lesson_widgets import WidgetView, render_widget
+from .player import empty_data, player
+from .session import Session, example_traces
+from .settings import settings_from_summary
+
+LESSON_CSS = ASSETS / "lesson.css"
+CHEAP = dict(queue=False, api_name=False, show_progress="hidden")
+
+# Left and right arrows turn the page while the lesson is shown and focus is not in a field.
+KEYS_JS = """() => {
+  if (window.__lessonKeys) return;
+  window.__lessonKeys = true;
+  const fields = 'input, textarea, select, [contenteditable=""], [contenteditable="true"], [role="slider"], '
+    + '[role="listbox"], [role="combobox"], [role="radiogroup"], [role="tab"], [role="textbox"]';
+  document.addEventListener('keydown', (e) => {
+    if ((e.key !== 'ArrowLeft' && e.key !== 'ArrowRight') || e.altKey || e.ctrlKey || e.metaKey || e.shiftKey) return;
+    if (e.target && e.target.closest && e.target.closest(fields)) return;
+    const root = document.getElementById('lesson-root');
+    if (!root || root.offsetParent === null) return;
+    const button = document.getElementById(e.key === 'ArrowLeft' ? 'lesson-prev' : 'lesson-next');
+    if (button && !button.disabled) { e.preventDefault(); button.click(); }
+  });
+}"""
+PROJECTOR_JS = "(on) => { document.getElementById('lesson-root')?.classList.toggle('projector', !!on); }"
+
+
+def lesson_css() -> str:
+    return LESSON_CSS.read_text(encoding="utf-8") if LESSON_CSS.exists() else ""
+
+
+def load_chapters() -> tuple[list[Chapter], str]:
+    """The chapters and, when the lesson file cannot be shown, the reason (the app still starts)."""
+    try:
+        return load(live_keys=control_order()), ""
+    except (OSError, LessonError) as exc:
+        return [], f"The lesson could not be loaded: {exc}"
+
+
+@dataclass
+class LessonTab:
+    chapters: list[Chapter]
+    index: gr.State
+    tried: gr.State
+    menu: gr.Dropdown
+    projector: gr.Checkbox
+    progress: gr.HTML
+    notice: gr.Markdown
+    title: gr.Markdown
+    text: gr.Markdown
+    ask: gr.Markdown
+    quiz: gr.Radio
+    check: gr.Button
+    feedback: gr.Markdown
+    try_btn: gr.Button
+    live_btn: gr.Button
+    widget: list  # html, plot column, plot, plot2 column, plot2, player column, player
+    prev: gr.Button
+    next: gr.Button
+
+    def chapter_outputs(self) -> list:
+        return [self.index, self.tried, self.menu, self.progress, self.notice, self.title, self.text, self.ask,
+                self.quiz, self.feedback, self.try_btn, self.prev, self.next, *self.widget]
+
+
+# --------------------------------------------------------------------------- rendering a chapter
+def progress_html(i: int, n: int) -> str:
+    pct = 100 * (i + 1) / max(n, 1)
+    label = f"Chapter {i + 1} of {n}"
+    return (f'<div class="lesson-progress" role="progressbar" aria-valuemin="1" aria-valuemax="{n}" '
+            f'aria-valuenow="{i + 1}" aria-label="{label}"><span class="lesson-progress-label">{label}</span>'
+            f'<span class="lesson-progress-track"><span class="lesson-progress-fill" style="width:{pct:.0f}%">'
+            "</span></span></div>")
+
+
+def widget_updates(widget: dict) -> tuple:
+    """The widget components' updates for a widget's settings (an error shows in place of it)."""
+    try:
+        view = render_widget(widget)
+    except (KeyError, ValueError, OSError) as exc:
+        view = WidgetView(f'<div class="lesson-error">This widget cannot be shown: {html.escape(str(exc))}</div>')
+    return (view.html,
+            gr.update(visible=view.plot is not None), view.plot,
+            gr.update(visible=view.plot2 is not None), view.plot2,
+            gr.update(visible=view.player is not None), view.player if view.player is not None else gr.skip())
+
+
+def _clamp(chapters, i) -> int:
+    try:
+        i = int(i)
+    except (TypeError, ValueError):
+        i = 0
+    return max(0, min(i, len(chapters) - 1))
+
+
+def chapter_view(chapters: list[Chapter], i, notice: str = "") -> tuple:
+    """Every output of `LessonTab.chapter_outputs` for chapter i (0-based)."""
+    if not chapters:
+        return (0, False, gr.skip(), "", notice, "## Lesson", "", "", gr.update(choices=[], value=None), "",
+                gr.update(interactive=False), gr.update(interactive=False), gr.update(interactive=False),
+                "", gr.update(visible=False), None, gr.update(visible=False), None, gr.update(visible=False), gr.skip())
+    i = _clamp(chapters, i)
+    ch = chapters[i]
+    return (i, False, gr.update(value=i), progress_html(i, len(chapters)), notice, f"## {i + 1}. {ch.title}", ch.text,
+            f"**Question.** {ch.question.ask}", gr.update(choices=ch.question.choices, value=None), "",
+            gr.update(value=f"Try this: {ch.try_label}", interactive=True),
+            gr.update(interactive=i > 0), gr.update(interactive=i < len(chapters) - 1),
+            *widget_updates(ch.widget))
+
+
+def feedback_text(chapters: list[Chapter], i, choice) -> str:
+    """The feedback on an answer: "Correct." or "Not quite." and why."""
+    if not chapters:
+        return ""
+    q = chapters[_clamp(chapters, i)].question
+    if choice is None or choice not in q.choices:
+        return "Pick an answer first, then press Check."
+    right = q.choices[q.answer]
+    if choice == right:
+        return f"**Correct.** {q.why}"
+    return f"**Not quite.** You chose {choice}; the answer is **{right}**. {q.why}"
+
+
+def check_answer(chapters: list[Chapter], i, choice, tried) -> tuple:
+    """(the feedback, the widget with the chapter's reveal: settings applied once an answer is checked)."""
+    text = feedback_text(chapters, i, choice)
+    ch = chapters[_clamp(chapters, i)] if chapters else None
+    if ch is None or not ch.reveal or text.startswith("Pick"):
+        return (text, *(gr.skip(),) * 7)
+    return (text, *widget_updates({**ch.widget, **(ch.try_set if tried else {}), **ch.reveal}))
+
+
+def try_this(chapters: list[Chapter], i, tried, revealed: bool = False) -> tuple:
+    """Apply the chapter's try-this (or, pressed again, go back to the chapter's own settings)."""
+    if not chapters:
+        return (False, gr.skip(), *(gr.skip(),) * 7)
+    ch = chapters[_clamp(chapters, i)]
+    tried = not tried
+    widget = {**ch.widget, **ch.try_set} if tried else dict(ch.widget)
+    widget.update(ch.reveal if revealed else {})
+    label = "Back to the start of this chapter" if tried else f"Try this: {ch.try_label}"
+    return (tried, gr.update(value=label), *widget_updates(widget))
+
+
+# --------------------------------------------------------------------------- to the Explainer
+def _run_of(ch: Chapter):
+    """(title, path) of the shipped trace a chapter's "Run it live" opens, or None."""
+    name = ch.live.get("trace") or (ch.widget.get("name") if ch.widget.get("kind") == "trace" else None)
+    return find_trace(name) if name else None
+
+
+def live_settings(ch: Chapter):
+    """The Settings a chapter's run used (its trace's or its race's lane A), or None."""
+    found = _run_of(ch)
+    if found is not None:
+        return settings_from_summary(trace(found[1].stem)[1])
+    if ch.widget.get("kind") == "race":
+        return settings_from_summary(race(ch.widget["name"])[1].lanes[0].summary)
+    return None
+
+
+def control_values(ch: Chapter) -> tuple:
+    """The Explainer controls' values (in `control_order`): the run's settings, then the chapter's live: ones."""
+    values = list(controls_from_settings(live_settings(ch)))
+    for n, name in enumerate(control_order()):
+        if name in ch.live:
+            values[n] = ch.live[name]
+    return tuple(values)
+
+
+def to_explainer(chapters: list[Chapter], i, session, n_view: int) -> tuple:
+    """(session, the Explainer's view, its controls, the Tabs): the chapter's run opened there when it
+    has one, its settings in the controls, and the Explainer selected."""
+    ch = chapters[_clamp(chapters, i)] if chapters else None
+    session = session if isinstance(session, Session) else Session()
+    found = _run_of(ch) if ch is not None else None
+    if found is not None:
+        session, *view = open_trace_file(session, found[1], found[0], "example", None)
+    else:
+        view = [gr.skip()] * n_view
+    controls = control_values(ch) if ch is not None else tuple(gr.skip() for _ in control_order())
+    return (session, *view, *controls, gr.Tabs(selected="explainer"))
+
+
+# --------------------------------------------------------------------------- layout and wiring
+def build() -> LessonTab:
+    """The tab's components (call inside `gr.Tab("Lesson")`)."""
+    chapters, problem = load_chapters()
+    first = chapter_view(chapters, 0, problem)
+    with gr.Column(elem_id="lesson-root"):
+        with gr.Row(equal_height=False, elem_classes="lesson-top"):  # columns: they wrap on a phone
+            with gr.Column(scale=4, min_width=260):
+                menu = gr.Dropdown([(f"{n}. {c.title}", n - 1) for n, c in enumerate(chapters, 1)],
+                                   value=0 if chapters else None, label="Chapter", elem_id="lesson-menu")
+            with gr.Column(scale=1, min_width=220):
+                projector = gr.Checkbox(False, label="Projector mode (larger type)", elem_id="lesson-projector")
+        progress = gr.HTML(first[3], elem_id="lesson-progress", padding=False)
+        notice = gr.Markdown(first[4], elem_id="lesson-notice")
+        title = gr.Markdown(first[5], elem_id="lesson-title")
+        with gr.Row(equal_height=False, elem_classes="lesson-main"):
+            with gr.Column(scale=2, min_width=300, elem_classes="lesson-words"):
+                text = gr.Markdown(first[6], elem_id="lesson-text")
+                ask = gr.Markdown(first[7], elem_id="lesson-ask")
+                quiz = gr.Radio(first[8]["choices"], value=None, label="Your answer", elem_id="lesson-quiz")
+                check = gr.Button("Check my answer", variant="primary", elem_id="lesson-check")
+                feedback = gr.Markdown("", elem_id="lesson-feedback")
+                try_btn = gr.Button(first[10].get("value", "Try this"), elem_id="lesson-try")
+                live_btn = gr.Button("Run it live in the Explainer", elem_id="lesson-live", size="sm")
+            with gr.Column(scale=3, min_width=320, elem_id="lesson-widget"):
+                w = first[13:]
+                widget_html = gr.HTML(w[0], elem_id="lesson-widget-html", padding=False)
+                with gr.Column(visible=w[1]["visible"], elem_id="lesson-plot-col") as plot_col:
+                    plot = gr.Plot(w[2], label="Chart", elem_id="lesson-plot", show_label=False)
+                with gr.Column(visible=w[3]["visible"], elem_id="lesson-plot2-col") as plot2_col:
+                    plot2 = gr.Plot(w[4], label="Second chart", elem_id="lesson-plot2", show_label=False)
+                with gr.Column(visible=w[5]["visible"], elem_id="lesson-player-col") as player_col:
+                    value = w[6] if isinstance(w[6], dict) and "lanes" in w[6] else empty_data("")
+                    lesson_player = player(value, elem_id="lesson-player", label="Race")
+        with gr.Row(elem_classes="lesson-nav"):
+            prev = gr.Button("← Previous", elem_id="lesson-prev", interactive=False)
+            nxt = gr.Button("Next →", elem_id="lesson-next", variant="primary", interactive=len(chapters) > 1)
+        gr.Markdown("Keys: ← and → turn the page. Teachers: `/?lesson=N` opens chapter N, "
+                    "`/?trace=NAME` opens a shipped trace in the Explainer.", elem_classes="note")
+    return LessonTab(chapters, gr.State(0), gr.State(False), menu, projector, progress, notice, title, text, ask, quiz,
+                     check, feedback, try_btn, live_btn,
+                     [widget_html, plot_col, plot, plot2_col, plot2, player_col, lesson_player], prev, nxt)
+
+
+def wire(demo: gr.Blocks, tab: LessonTab, tabs: gr.Tabs, state: gr.State, view_outputs: list, controls: list) -> None:
+    """Connect the tab's events (all cheap, outside the queue), the teacher links and the keys."""
+    chapters = tab.chapters
+    shown = tab.chapter_outputs()
+    tab.prev.click(lambda i: chapter_view(chapters, _clamp(chapters, i) - 1), tab.index, shown, **CHEAP)
+    tab.next.click(lambda i: chapter_view(chapters, _clamp(chapters, i) + 1), tab.index, shown, **CHEAP)
+    tab.menu.input(lambda i: chapter_view(chapters, i), tab.menu, shown, **CHEAP)
+    tab.check.click(lambda i, c, t: check_answer(chapters, i, c, t), [tab.index, tab.quiz, tab.tried],
+                    [tab.feedback, *tab.widget], **CHEAP)
+    tab.quiz.input(lambda: "", None, tab.feedback, **CHEAP)
+    tab.try_btn.click(lambda i, t, f: try_this(chapters, i, t, str(f or "").startswith(("**Correct", "**Not quite"))), [tab.index, tab.tried, tab.feedback],
+                      [tab.tried, tab.try_btn, *tab.widget],
+                      **CHEAP)
+    n_view = len(view_outputs)
+    tab.live_btn.click(lambda i, s: to_explainer(chapters, i, s, n_view), [tab.index, state],
+                       [state, *view_outputs, *controls, tabs], **CHEAP)
+    tab.projector.change(None, tab.projector, None, js=PROJECTOR_JS, **CHEAP)
+
+    def open_chapter(request: gr.Request):
+        """/?lesson=N: chapter N (1-based); a bad N says so and shows chapter 1."""
+        wanted = (dict(request.query_params) if request is not None else {}).get("lesson")
+        if wanted is None:
+            return tuple(gr.skip() for _ in shown)
+        try:
+            n = int(wanted)
+            if not 1 <= n <= len(chapters):
+                raise ValueError
+        except ValueError:
+            return chapter_view(chapters, 0, f"There is no chapter {html.escape(str(wanted))!r}: "
+                                             f"chapters are 1 to {len(chapters)}.")
+        return chapter_view(chapters, n - 1)
+
+    def open_trace_link(session, request: gr.Request):
+        """/?trace=NAME: that shipped trace in the Explainer, its settings in the controls."""
+        wanted = (dict(request.query_params) if request is not None else {}).get("trace")
+        skip = tuple(gr.skip() for _ in range(1 + n_view + len(controls) + 2))
+        if not wanted:
+            return skip
+        found = find_trace(wanted)
+        if found is None:
+            names = ", ".join(p.stem for p in example_traces().values())
+            return (*skip[:-1], f"No shipped trace called {html.escape(wanted)!r}. Shipped: {names}.")
+        session, *view = open_trace_file(session if isinstance(session, Session) else Session(), found[1], found[0],
+                                         "example", None)
+        return (session, *view, *controls_from_settings(session.settings), gr.Tabs(selected="explainer"), gr.skip())
+
+    demo.load(open_chapter, None, shown, **CHEAP)
+    # after a first round trip, so that the Explainer's own first example (loaded at the same time) is already in
+    demo.load(lambda: None, None, None, **CHEAP).then(
+        open_trace_link, state, [state, *view_outputs, *controls, tabs, tab.notice], **CHEAP)
+    demo.load(None, None, None, js=KEYS_JS, **CHEAP)

@@ -1,0 +1,137 @@
+"""The lesson's live widgets: one chapter's widget settings -> what its panel shows.
+
+Each widget is drawn by the app's own panels (`render`, `charts`, `charts_methods`, the race
+`player`) from the engine's results (`decoding.lab`, `decoding.theory`, shipped traces and races),
+so the lesson shows exactly what the Explainer, the lab and the race tab would. `render_widget`
+returns a `WidgetView`; the tab (`lesson_tab.py`) puts it into its components.
+"""
+
+from __future__ import annotations
+
+import html
+from dataclasses import dataclass
+
+from decoding import theory
+from decoding.pair import PROMPT_LOOKUP
+from decoding.lab import EXAMPLE_P, EXAMPLE_Q, EXAMPLE_VOCAB, run_sampling_lab
+
+from . import charts, charts_methods, render, render_methods
+from .html_text import fmt, token_html
+from .lesson_values import coin, keep_chance, race, trace
+from .race import race_view
+
+# Large enough for the lab's bars to settle, small enough to answer at once (the lab's own cap is higher).
+MAX_LESSON_SAMPLES = 200_000
+
+
+@dataclass
+class WidgetView:
+    """What a widget shows: HTML, up to two charts, and the race player's value (None: hidden)."""
+
+    html: str = ""
+    plot: object = None
+    plot2: object = None
+    player: dict | None = None
+
+
+def _proposal(records, upto: int, summary) -> str:
+    """Iteration `upto` before the target has checked it: the text so far and the drafts, no verdicts."""
+    record = records[upto]
+    before = render.chips_html(records, upto - 1) if upto > 0 else \
+        f'<div class="chips"><span class="prompt" aria-label="prompt">{token_html(summary.prompt if summary else "")}</span></div>'
+    drafts = "".join(f'<span class="chip chip-none">{token_html(d.text)}</span>' for d in record.draft)
+    origin = record.draft[0].source if record.draft else None
+    if origin is None and summary is not None and (summary.models or {}).get("draft") == PROMPT_LOOKUP:
+        origin = "lookup"
+    source = {"lookup": "copied from the context", "model": "proposed by the draft model"}.get(origin,
+                                                                                              "proposed by the drafter")
+    return (f'{before}<p class="lesson-caption">Iteration {record.iteration}: {len(record.draft)} draft tokens '
+            f'{source}, not checked yet:</p><div class="chips lesson-proposal">{drafts}</div>')
+
+
+def _trace_view(w: dict) -> WidgetView:
+    records, summary = trace(w["name"])
+    upto = len(records) - 1 if w.get("upto", "last") == "last" else max(0, min(int(w["upto"]), len(records) - 1))
+    record = records[upto]
+    if w.get("show") == "drafts":
+        return WidgetView(f'<div class="lesson-note">Shipped trace {html.escape(str(w["name"]))} (no model needed)</div>'
+                          + _proposal(records, upto, summary))
+    stats = render.stats_html(records, upto, summary if upto == len(records) - 1 else None,
+                              f"Shipped trace {w['name']} (no model needed)")
+    caption = f'<p class="lesson-caption">{html.escape(render.caption(record))}</p>'
+    panel = w.get("panel")
+    if panel == "mentored":
+        return WidgetView(stats + render_methods.mentored_table_html(record),
+                          charts_methods.mentored_acceptance_figure(record))
+    if panel == "mjsd":
+        head = f'<p class="lesson-caption">Iteration {record.iteration}: {len(record.draft)} draft tokens, one beam.</p>'
+        return WidgetView(stats + head, charts_methods.mjsd_ratio_figure(record))
+    if panel == "ppd":
+        return WidgetView(stats + caption + render.tree_html(record))
+    return WidgetView(stats + caption + render.chips_html(records, upto) + render.draft_row_html(record))
+
+
+def _coin_view(w: dict) -> WidgetView:
+    """One check of one draft token of the worked example: p, q, the threshold, the coin, the verdict."""
+    token, seed, lenience = str(w["token"]), int(w.get("seed", 0)), float(w.get("lenience", 1.0))
+    i = EXAMPLE_VOCAB.index(token)
+    threshold, u = keep_chance(token, lenience), coin(seed)
+    kept = u <= threshold
+    bars = "".join(
+        f'<tr{" class=cur" if v == token else ""}><td>{html.escape(v)}</td>'
+        f'<td><span class="lesson-bar p" style="--w:{p:.4f}"></span> {fmt(p)}</td>'
+        f'<td><span class="lesson-bar q" style="--w:{q:.4f}"></span> {fmt(q)}</td></tr>'
+        for v, p, q in zip(EXAMPLE_VOCAB, EXAMPLE_P, EXAMPLE_Q))
+    verdict = ('<span class="mark acc">✓ kept</span>' if kept else '<span class="mark rej">✗ rejected: a correction '
+               'is drawn from the residual</span>')
+    rule = "p/q" if lenience == 1 else f"p/({lenience:g}·q)"
+    out = (f'<div class="lesson-coin"><table class="drafttable"><caption>The worked example: target p and draft q'
+           f'</caption><thead><tr><th>token</th><th>p (target)</th><th>q (draft)</th></tr></thead>'
+           f'<tbody>{bars}</tbody></table>'
+           f'<p>The draft proposes <span class="chip chip-none">{html.escape(token)}</span>: '
+           f'threshold min(1, {rule}) = <b>{fmt(threshold)}</b>; coin (seed {seed}) u = <b>{fmt(u)}</b> → '
+           f'u {"≤" if kept else ">"} threshold.</p>'
+           f'{render._coin_bar(u, threshold, kept)}<p class="lesson-verdict">{verdict}</p></div>')
+    return WidgetView(out)
+
+
+def _lab_view(w: dict) -> WidgetView:
+    n = max(1, min(int(w.get("n", 10_000)), MAX_LESSON_SAMPLES))
+    kl = w.get("kl_bound")
+    result = run_sampling_lab(EXAMPLE_P, EXAMPLE_Q, lenience=float(w.get("lenience", 1.0)), n=n,
+                              seed=int(w.get("seed", 0)), kl_bound=None if kl is None else float(kl))
+    rule = (f"mentored, D = {float(kl):g}" if kl is not None else
+            "strict" if result["lenience"] == 1 else f"lenience l = {result['lenience']:g}")
+    line = (f'<p class="lesson-caption">Rule: <b>{rule}</b>. α = <b>{fmt(result["alpha"])}</b> (the chance a draft is '
+            f'kept); measured acceptance <b>{fmt(result["acceptance_rate"])}</b> over N = {n:,} steps; '
+            f'TV(empirical, expected) = {result["tv_to_expected"]:.4f}'
+            + (f'; KL(p ‖ expected) = {fmt(result["kl_to_target"])}' if kl is not None else "") + ".</p>")
+    # no residual chart where every draft is kept (the lab's own placeholder there reads "p = q", which
+    # a lenient or mentored rule does not mean)
+    shown = w.get("residual", True) and result["residual"] is not None
+    residual = charts.lab_residual_figure(EXAMPLE_VOCAB, result) if shown else None
+    return WidgetView(line, charts.lab_figure(EXAMPLE_VOCAB, result), residual)
+
+
+def _theory_view(w: dict) -> WidgetView:
+    a, g, c = float(w["alpha"]), int(w["gamma"]), float(w.get("c", 0.1))
+    line = (f'<p class="lesson-caption">α = <b>{a:g}</b>, γ = <b>{g}</b>, c = {c:g}: '
+            f'<b>{fmt(theory.expected_tokens_per_call(a, g))}</b> tokens per target call '
+            f'({fmt(theory.expected_accepted_length(a, g))} accepted drafts + one correction or bonus), '
+            f'improvement ×{theory.improvement_factor(a, g, c):.2f} when a verify pass costs one target step.</p>')
+    return WidgetView(line, charts.theory_figure(a, c, g))
+
+
+def _race_view(w: dict) -> WidgetView:
+    title, result = race(w["name"])
+    value, _figures = race_view(result)  # the player says who won once the race is over, not before
+    return WidgetView(f'<p class="lesson-caption">Race: <b>{html.escape(title)}</b>. Replay it, or watch in slow '
+                      "motion.</p>", player=value)
+
+
+VIEWS = {"trace": _trace_view, "coin": _coin_view, "lab": _lab_view, "theory": _theory_view, "race": _race_view}
+
+
+def render_widget(widget: dict) -> WidgetView:
+    """The view of a widget's settings (ValueError with a readable message for bad settings)."""
+    return VIEWS[widget["kind"]](widget)
