@@ -1,0 +1,50 @@
+"""The app's model slots and torch threads per run (app/capacity.py)."""
+
+import pytest
+
+from app import capacity
+
+
+def test_one_slot_per_usable_core_on_a_cpu(monkeypatch):
+    monkeypatch.delenv(capacity.SLOTS_ENV, raising=False)
+    monkeypatch.setattr("torch.cuda.is_available", lambda: False)
+    monkeypatch.setattr("decoding.devices.usable_cores", lambda: 2)
+    assert capacity.model_slots() == 2
+    assert capacity.threads_per_run(2) == 1
+    monkeypatch.setattr("decoding.devices.usable_cores", lambda: 64)
+    assert capacity.model_slots() == capacity.MAX_CPU_SLOTS
+    assert capacity.threads_per_run(capacity.MAX_CPU_SLOTS) == 64 // capacity.MAX_CPU_SLOTS
+
+
+def test_the_environment_overrides_and_bad_values_are_named(monkeypatch):
+    monkeypatch.setenv(capacity.SLOTS_ENV, "1")
+    assert capacity.model_slots() == 1
+    for bad in ("0", "two", "-3"):
+        monkeypatch.setenv(capacity.SLOTS_ENV, bad)
+        with pytest.raises(ValueError, match=capacity.SLOTS_ENV):
+            capacity.model_slots()
+
+
+def test_concurrent_runs_sharing_the_models_give_the_tokens_of_runs_one_at_a_time(tiny_target_dir, tiny_draft_dir):
+    """The app's slots run several decodes at once on one shared copy of each model: nothing in a
+    model may carry one run's state into another."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from decoding.models import load_model
+    from decoding.runner import generate
+    from decoding.strategies import RunConfig
+    from decoding.warp import SamplingConfig
+
+    target, draft = load_model(str(tiny_target_dir)), load_model(str(tiny_draft_dir))
+    jobs = [(method, f"prompt {i} is", i) for i in range(4) for method in ("speculative", "mjsd", "autoregressive")]
+
+    def run(job):
+        method, prompt, seed = job
+        config = RunConfig(method=method, max_new_tokens=12, sampling=SamplingConfig(temperature=0.8), seed=seed,
+                           gamma=3)
+        return generate(target, draft, prompt, config)[1].token_ids
+
+    alone = [run(job) for job in jobs]
+    with ThreadPoolExecutor(3) as pool:
+        together = list(pool.map(run, jobs))
+    assert together == alone
