@@ -17,7 +17,7 @@ from .controls import controls_from_settings, visible_for, with_run_inputs
 from .live import advance, load_models as load_pair_models, settings_from_values, start
 from .player import empty_data, lane_data, player_data
 from .presets import preset_by_label, resolve_pair
-from .session import Session, example_traces, read_trace
+from .session import Session, example_traces, find_trace, read_trace
 from .settings import settings_from_summary
 from .view import view
 from .view_common import iteration_index, position_index
@@ -207,14 +207,17 @@ def controls_from_session(session):
     return controls_from_settings(session.settings if isinstance(session, Session) else None)
 
 
-def on_load(session, position):
-    """Show the first shipped example trace before any model has been loaded."""
+def on_load(session, position, request: gr.Request = None):
+    """Show a shipped example trace before any model has been loaded: the one a teacher's link
+    names (`/?trace=NAME`, forgiving about the name), else the first."""
     session = _session(session)
     examples = example_traces()
     if not examples or session.records:
         return (session, *view(session, None, position))
-    title = next(iter(examples))
-    return open_trace_file(session, examples[title], title, "example", position)
+    wanted = dict(request.query_params).get("trace") if request is not None else None
+    found = find_trace(wanted) if wanted else None
+    title, path = found if found is not None else (next(iter(examples)), examples[next(iter(examples))])
+    return open_trace_file(session, path, title, "example", position)
 
 
 def load_models(preset, custom_target, custom_draft, dtype="auto", progress=gr.Progress()):

@@ -280,22 +280,20 @@ def wire(demo: gr.Blocks, tab: LessonTab, tabs: gr.Tabs, state: gr.State, view_o
                                              f"chapters are 1 to {len(chapters)}.")
         return chapter_view(chapters, n - 1)
 
-    def open_trace_link(session, request: gr.Request):
-        """/?trace=NAME: that shipped trace in the Explainer, its settings in the controls."""
+    def open_trace_link(request: gr.Request):
+        """/?trace=NAME: the Explainer (which opened that trace on load, `handlers.on_load`) with
+        the trace's settings in the controls; an unknown name says which traces are shipped."""
         wanted = (dict(request.query_params) if request is not None else {}).get("trace")
-        skip = tuple(gr.skip() for _ in range(1 + n_view + len(controls) + 2))
+        skip = tuple(gr.skip() for _ in range(len(controls) + 2))
         if not wanted:
             return skip
         found = find_trace(wanted)
         if found is None:
             names = ", ".join(p.stem for p in example_traces().values())
             return (*skip[:-1], f"No shipped trace called {html.escape(wanted)!r}. Shipped: {names}.")
-        session, *view = open_trace_file(session if isinstance(session, Session) else Session(), found[1], found[0],
-                                         "example", None)
-        return (session, *view, *controls_from_settings(session.settings), gr.Tabs(selected="explainer"), gr.skip())
+        settings = settings_from_summary(trace(found[1].stem)[1])
+        return (*controls_from_settings(settings), gr.Tabs(selected="explainer"), gr.skip())
 
     demo.load(open_chapter, None, shown, **CHEAP)
-    # after a first round trip, so that the Explainer's own first example (loaded at the same time) is already in
-    demo.load(lambda: None, None, None, **CHEAP).then(
-        open_trace_link, state, [state, *view_outputs, *controls, tabs, tab.notice], **CHEAP)
+    demo.load(open_trace_link, None, [*controls, tabs, tab.notice], **CHEAP)
     demo.load(None, None, None, js=KEYS_JS, **CHEAP)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import functools
 import math
-import re
 from pathlib import Path
 from typing import Callable
 
@@ -28,7 +27,7 @@ from decoding.trace_file import read_trace
 
 from .race_file import read_race, shipped_races
 from .race_result import speedup
-from .session import example_traces
+from .session import example_traces, find_trace, name_key as _key  # noqa: F401 (find_trace: the lesson's too)
 
 VALUES: dict[str, Callable[..., object]] = {}
 
@@ -46,24 +45,6 @@ def value(name: str):
 
 
 # --------------------------------------------------------------------------- finding shipped files
-def _key(text: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "", str(text).lower())
-
-
-def find_trace(name: str) -> tuple[str, Path] | None:
-    """A shipped example trace by its title ("list copy speculative"), file stem
-    ("01_list_copy_speculative"), file name, or either without the number; None if none matches."""
-    wanted = _key(Path(str(name)).name.removesuffix(".jsonl"))
-    if not wanted:
-        return None
-    for title, path in example_traces().items():
-        stem = path.stem
-        keys = {_key(title), _key(stem), _key(stem.split("_", 1)[-1])}
-        if wanted in keys:
-            return title, path
-    return None
-
-
 def find_race(name: str) -> tuple[str, Path] | None:
     """A shipped race by its file stem ("gallery-writing-3") or its title."""
     wanted = _key(Path(str(name)).name.removesuffix(".json"))

@@ -6,6 +6,7 @@ No Gradio here. Models are memoized for the process by `decoding.models.load_mod
 
 from __future__ import annotations
 
+import re
 import shutil
 import tempfile
 import time
@@ -21,7 +22,7 @@ from .settings import Settings
 
 SESSION_TTL_SECONDS = 2 * 3600
 
-__all__ = ["Session", "delete_session", "example_traces", "read_trace", "write_trace", "SESSION_TTL_SECONDS"]
+__all__ = ["Session", "delete_session", "example_traces", "find_trace", "name_key", "read_trace", "write_trace", "SESSION_TTL_SECONDS"]
 
 
 @dataclass
@@ -99,6 +100,25 @@ def delete_session(session: "Session | None") -> None:
     session.reset_run()
     if session.tmpdir:
         shutil.rmtree(session.tmpdir, ignore_errors=True)
+
+
+def name_key(text: str) -> str:
+    """A name compared forgivingly: lower case, letters and digits only."""
+    return re.sub(r"[^a-z0-9]+", "", str(text).lower())
+
+
+def find_trace(name: str) -> tuple[str, Path] | None:
+    """A shipped example trace by its title ("list copy speculative"), file stem
+    ("01_list_copy_speculative"), file name, or either without the number; None if none matches."""
+    wanted = name_key(Path(str(name)).name.removesuffix(".jsonl"))
+    if not wanted:
+        return None
+    for title, path in example_traces().items():
+        stem = path.stem
+        keys = {name_key(title), name_key(stem), name_key(stem.split("_", 1)[-1])}
+        if wanted in keys:
+            return title, path
+    return None
 
 
 def example_traces() -> dict[str, Path]:

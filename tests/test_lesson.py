@@ -169,13 +169,17 @@ def test_feedback_try_this_and_run_it_live():
     tried, label, *_ = lesson_tab.try_this(chapters, 0, False)
     assert tried is True and "Back" in label["value"]
 
+    from app.session import Session
+    from app.view import view as explainer_view
+
     names = control_order()
-    out = lesson_tab.to_explainer(chapters, 8, None, 20)  # MJSD: its trace opens, its settings set
-    session, controls, tabs = out[0], out[21:-1], out[-1]
+    n = len(explainer_view(Session()))  # the Explainer's view outputs
+    out = lesson_tab.to_explainer(chapters, 8, None, n)  # MJSD: its trace opens, its settings set
+    session, controls, tabs = out[0], out[n + 1:-1], out[-1]
     assert session.title == "code mjsd beams4 tau0.1" and controls[names.index("method")] == "mjsd"
     assert tabs.selected == "explainer"
-    out = lesson_tab.to_explainer(chapters, 4, None, 20)  # theory: the chapter's live: settings only
-    controls = out[21:-1]
+    out = lesson_tab.to_explainer(chapters, 4, None, n)  # theory: the chapter's live: settings only
+    controls = out[n + 1:-1]
     assert controls[names.index("method")] == "speculative" and controls[names.index("gamma")] == 4
 
 
