@@ -80,17 +80,22 @@ def _target_params(spec: str) -> float:
     return float(model.n_params) if model is not None else 2e9
 
 
+def _pair(settings):
+    """The run's (target, draft), memoized: the handler loaded (or refused) them before this call."""
+    from decoding.methods import METHODS
+    from decoding.pair import load_pair
+
+    return load_pair(settings.target, settings.draft, need_draft=METHODS[settings.method].uses_drafter, cached=True,
+                     device=device(), dtype=None if settings.dtype == "auto" else settings.dtype)
+
+
 @gpu(duration=lambda settings: run_seconds(settings))
 def whole_run(settings):
     """Decode one run of `settings` to the end, yielding its records (one GPU call on ZeroGPU)."""
     from decoding.energy import make_meter
-    from decoding.methods import METHODS
     from decoding.runner import decode
 
-    from .live import load_models
-
-    target, draft = load_models(settings.target, settings.draft, METHODS[settings.method].uses_drafter, None,
-                                settings.dtype)
+    target, draft = _pair(settings)
     prompt_ids = target.encode_prompt(settings.prompt, settings.chat)
     meter = make_meter(target.device)
     try:
@@ -103,15 +108,9 @@ def whole_run(settings):
 def whole_race(a, b, recorded: dict):
     """Record a race of lane settings `a` and `b` (warm-ups, then one lane after the other) in one
     GPU call on ZeroGPU; returns the race_file.Race."""
-    from decoding.methods import METHODS
-
-    from .live import load_models
     from .race_run import LaneRun, record_race
 
-    runs = []
-    for label, s in zip("AB", (a, b)):
-        target, draft = load_models(s.target, s.draft, METHODS[s.method].uses_drafter, None, s.dtype)
-        runs.append(LaneRun(label, s, target, draft))
+    runs = [LaneRun(label, s, *_pair(s)) for label, s in zip("AB", (a, b))]
     return record_race(runs, None, recorded=recorded)
 
 

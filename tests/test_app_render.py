@@ -412,8 +412,8 @@ def test_method_panel_hidden_for_other_methods(method, rejected_record):
     assert out[0].get("visible") is False and out[1] == "" and out[4]["visible"] is False
     session = Session()
     session.records = [rejected_record]
-    assert view(session, 0, 0)[-6].get("visible") is False  # the panel is the sixth-last view output
-    assert view(Session())[-6].get("visible") is False  # no run yet
+    assert view(session, 0, 0)[:-1][-6].get("visible") is False  # the panel: the six outputs before the player
+    assert view(Session())[:-1][-6].get("visible") is False  # no run yet
 
 
 def test_view_shows_the_panel_of_a_mentored_run(tiny_pair):
@@ -422,7 +422,7 @@ def test_view_shows_the_panel_of_a_mentored_run(tiny_pair):
     session = Session()
     session.records = _engine_records(tiny_pair, "mentored", {"kl_bound": 0.3})
     i = next(i for i, r in enumerate(session.records) if r.draft)
-    panel = view(session, i, 0)[-6:]
+    panel = view(session, i, 0)[-7:-1]
     assert panel[0].get("visible") is True and "Mentored" in panel[1] and "coin u" in panel[2]
 
 
