@@ -1,9 +1,11 @@
 """How many model runs the app serves at once, and on how many torch threads each.
 
 Measured on the 2-core CPU this app is developed on (`scripts/thread_layout.py`, 8 runs of 32
-tokens of the default set-up in bfloat16): two runs at once on one torch thread each served the
-batch 1.30x faster than one run at a time on two threads (a 135M model keeps little of a second
-core busy inside one forward pass, and Python overhead between passes leaves it idle). So on a
+tokens of the default set-up in bfloat16, three runs of the script): two runs at once on one torch
+thread each served the batch 1.17-1.30x faster than one run at a time on two threads (a 135M model
+keeps little of a second core busy inside one forward pass, and Python overhead between passes
+leaves it idle), with the same greedy tokens. Two worker processes instead of threads did only a
+little better (1.27x against 1.17x for threads in the same run): the cores, not the GIL, are the limit. So on a
 CPU the app opens one model slot per usable core and gives torch one thread per run; on a GPU the
 runs share one device, so two slots overlap one run's Python work with the other's kernels.
 `SPECDEC_MODEL_SLOTS` overrides the count (the thread rule follows it).
