@@ -1,8 +1,8 @@
 """The run controls of the app, derived from the method registry.
 
 The common controls (prompt, method, gamma, lenience, sampling, seed, max new tokens) are fixed;
-every method knob marked `app=True` in a settings dataclass becomes one control (a slider, or a
-checkbox for a switch) with the knob's label, range and app default, shown only while a method
+every method knob marked `app=True` in a settings dataclass becomes one control (a slider, a
+checkbox for a switch, a dropdown for a named choice) with the knob's label, range and app default, shown only while a method
 that uses it is selected. The handlers' signatures (and so the api's parameter names) are built
 from the same list, so adding a setting to a method adds its control, its api parameter, its
 server-side check and its "copy as CLI command" flag at once.
@@ -54,7 +54,7 @@ def method_controls(methods: dict | None = None) -> list[MethodControl]:
                 found[name] = dataclasses.replace(found[name], methods=found[name].methods + (spec.name,))
                 continue
             kind = hints[f.name]
-            kind = next((t for t in (bool, int, float) if kind is t or t in typing.get_args(kind)), float)
+            kind = next((t for t in (bool, int, float, str) if kind is t or t in typing.get_args(kind)), float)
             default = f.default if k.app_default is SAME else k.app_default
             found[name] = MethodControl(name, f.name, k, kind, default, (spec.name,))
     return list(found.values())
@@ -85,6 +85,9 @@ def build_method_controls(method: str, methods: dict | None = None) -> dict[str,
         k = c.knob
         if c.kind is bool:
             out[c.name] = gr.Checkbox(value=bool(c.default), label=k.label, visible=visible, info=k.help)
+            continue
+        if c.kind is str:  # a choice among named values (e.g. the gamma schedule)
+            out[c.name] = gr.Dropdown(list(k.choices), value=c.default, label=k.label, visible=visible, info=k.help)
             continue
         lo = k.minimum if k.minimum is not None else 0
         hi = k.ui_maximum if k.ui_maximum is not None else (k.maximum if k.maximum is not None else 1)

@@ -258,5 +258,11 @@ if ('IntersectionObserver' in window) {
   onScreen = true;
 }
 
-watch('value', () => show(parse(props.value)));
+// Gradio may hand the same value over twice (a generator's last update, then its completion): a
+// value with the nonce already shown is not a new run and must not restart the playback
+watch('value', () => {
+  const next = parse(props.value);
+  if (next && data && next.nonce !== undefined && next.nonce === data.nonce) return;
+  show(next);
+});
 show(parse(props.value));

@@ -35,7 +35,7 @@ class ChainSettings(MethodSettings):
     """Settings of every method that verifies one draft chain (speculative, mentored)."""
 
     gamma_schedule: str = knob(
-        "fixed", flag="--gamma-schedule", choices=SCHEDULES, app=False, label="γ schedule",
+        "fixed", flag="--gamma-schedule", choices=SCHEDULES, label="γ schedule (fixed: always γ; auto: from α and the costs)",
         what="gamma schedule",
         help="speculative/mentored: fixed gamma, auto (from running alpha and costs; may pick 0), or HF's "
              "heuristic (+2 after a full accept, -1 otherwise); --gamma is the start")
