@@ -78,6 +78,7 @@ def one_client(url: str, i: int, args, out: list) -> None:
             kwargs["pacing"] = args.pacing
         if args.preset:
             kwargs["preset"] = args.preset
+        kwargs.update(args.set)
         job = client.submit(**kwargs)
         while not job.done():
             if row["first"] is None and job.outputs():
@@ -139,6 +140,8 @@ def main(argv=None) -> int:
     ap.add_argument("--max-new-tokens", type=int, default=32)
     ap.add_argument("--pacing", type=float, default=None, help="seconds per iteration (default: the app's)")
     ap.add_argument("--preset", default=None, help="the model pair's label in the app (default: the app's first)")
+    ap.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                    help="another /generate input, e.g. --set gamma_schedule=auto (repeatable)")
     ap.add_argument("--timeout", type=float, default=300.0, help="a client gives up after this many seconds")
     ap.add_argument("--lab-every", type=float, default=2.0, help="seconds between the side client's /lab calls")
     ap.add_argument("--json", action="store_true")
@@ -146,6 +149,17 @@ def main(argv=None) -> int:
     if args.clients < 1 or args.within < 0:
         print("error: --clients must be >= 1 and --within >= 0", file=sys.stderr)
         return 2
+    pairs = {}
+    for item in args.set:
+        name, sep, value = item.partition("=")
+        if not sep or not name:
+            print(f"error: --set takes NAME=VALUE (got {item!r})", file=sys.stderr)
+            return 2
+        try:
+            pairs[name] = json.loads(value)  # numbers and true/false as such
+        except json.JSONDecodeError:
+            pairs[name] = value
+    args.set = pairs
     pid = server_pid(urlparse(args.url).port or 80)
     before = rss_mb(pid)
     rows: list = []
