@@ -31,7 +31,7 @@ WIDGETS = {
     "trace": {"name", "upto", "panel", "show"},
     "coin": {"token", "seed", "lenience"},
     "lab": {"lenience", "n", "seed", "kl_bound", "residual"},
-    "theory": {"alpha", "gamma", "c"},
+    "theory": {"alpha", "gamma", "c", "numbers"},
     "race": {"name"},
 }
 PANELS = {None, "mentored", "mjsd", "ppd"}

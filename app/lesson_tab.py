@@ -125,7 +125,7 @@ def chapter_view(chapters: list[Chapter], i, notice: str = "") -> tuple:
     ch = chapters[i]
     return (i, False, gr.update(value=i), progress_html(i, len(chapters)), notice, f"## {i + 1}. {ch.title}", ch.text,
             f"**Question.** {ch.question.ask}", gr.update(choices=ch.question.choices, value=None), "",
-            gr.update(value=f"Try this: {ch.try_label}", interactive=True),
+            gr.update(value=f"Try this: {ch.try_label}", interactive=False),  # after an answer (predict first)
             gr.update(interactive=i > 0), gr.update(interactive=i < len(chapters) - 1),
             *widget_updates(ch.widget))
 
@@ -144,12 +144,16 @@ def feedback_text(chapters: list[Chapter], i, choice) -> str:
 
 
 def check_answer(chapters: list[Chapter], i, choice, tried) -> tuple:
-    """(the feedback, the widget with the chapter's reveal: settings applied once an answer is checked)."""
+    """(the feedback, the Try this button, the widget with the chapter's reveal: settings applied).
+    Try this opens once an answer is checked: predict first, then play with the widget."""
     text = feedback_text(chapters, i, choice)
     ch = chapters[_clamp(chapters, i)] if chapters else None
-    if ch is None or not ch.reveal or text.startswith("Pick"):
-        return (text, *(gr.skip(),) * 7)
-    return (text, *widget_updates({**ch.widget, **(ch.try_set if tried else {}), **ch.reveal}))
+    if ch is None or text.startswith("Pick"):
+        return (text, gr.skip(), *(gr.skip(),) * 7)
+    opened = gr.update(interactive=True)
+    if not ch.reveal:
+        return (text, opened, *(gr.skip(),) * 7)
+    return (text, opened, *widget_updates({**ch.widget, **(ch.try_set if tried else {}), **ch.reveal}))
 
 
 def try_this(chapters: list[Chapter], i, tried, revealed: bool = False) -> tuple:
@@ -256,7 +260,7 @@ def wire(demo: gr.Blocks, tab: LessonTab, tabs: gr.Tabs, state: gr.State, view_o
     tab.next.click(lambda i: chapter_view(chapters, _clamp(chapters, i) + 1), tab.index, shown, **CHEAP)
     tab.menu.input(lambda i: chapter_view(chapters, i), tab.menu, shown, **CHEAP)
     tab.check.click(lambda i, c, t: check_answer(chapters, i, c, t), [tab.index, tab.quiz, tab.tried],
-                    [tab.feedback, *tab.widget], **CHEAP)
+                    [tab.feedback, tab.try_btn, *tab.widget], **CHEAP)
     tab.quiz.input(lambda: "", None, tab.feedback, **CHEAP)
     tab.try_btn.click(lambda i, t, f: try_this(chapters, i, t, str(f or "").startswith(("**Correct", "**Not quite"))), [tab.index, tab.tried, tab.feedback],
                       [tab.tried, tab.try_btn, *tab.widget],

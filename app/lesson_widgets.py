@@ -115,6 +115,10 @@ def _lab_view(w: dict) -> WidgetView:
 
 def _theory_view(w: dict) -> WidgetView:
     a, g, c = float(w["alpha"]), int(w["gamma"]), float(w.get("c", 0.1))
+    if not w.get("numbers", True):  # the closed forms' values wait for the answer (the chapter's reveal)
+        line = (f'<p class="lesson-caption">α = <b>{a:g}</b>, γ = <b>{g}</b>, c = {c:g}: the exact figures show '
+                'once you have checked your answer.</p>')
+        return WidgetView(line, charts.theory_figure(a, c, g))
     line = (f'<p class="lesson-caption">α = <b>{a:g}</b>, γ = <b>{g}</b>, c = {c:g}: '
             f'<b>{fmt(theory.expected_tokens_per_call(a, g))}</b> tokens per target call '
             f'({fmt(theory.expected_accepted_length(a, g))} accepted drafts + one correction or bonus), '

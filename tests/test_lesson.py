@@ -151,8 +151,9 @@ def test_every_widget_and_its_try_this_render_and_differ():
         shown = (before.html, str(before.plot), str(before.plot2), str((before.player or {}).get("title")))
         tried = (after.html, str(after.plot), str(after.plot2), str((after.player or {}).get("title")))
         assert shown != tried, ch.title
-        if ch.reveal:
-            assert render_widget({**ch.widget, **ch.reveal}).plot2 is not None and before.plot2 is None
+        if ch.reveal:  # Check shows what was held back (a chart, or the figures of a sentence)
+            revealed = render_widget({**ch.widget, **ch.reveal})
+            assert (revealed.plot2 is not None and before.plot2 is None) or revealed.html != before.html, ch.title
 
 
 def test_feedback_try_this_and_run_it_live():
@@ -235,3 +236,15 @@ def test_a_broken_lesson_file_still_builds_the_app_and_says_why(monkeypatch, tmp
     view = lesson_tab.chapter_view([], 0, "why")
     assert len(view) == 20 and view[4] == "why"
     assert lesson_tab.feedback_text([], 0, "x") == ""
+
+
+def test_try_this_opens_once_an_answer_is_checked():
+    """Predict, then play: the Try this button is closed on a new chapter and opens with Check."""
+    from app import lesson_tab
+
+    for i, ch in enumerate(CHAPTERS):
+        view = lesson_tab.chapter_view(CHAPTERS, i)
+        assert view[10]["interactive"] is False and view[10]["value"].startswith("Try this")
+        assert "interactive" not in lesson_tab.check_answer(CHAPTERS, i, None, False)[1]  # no answer: stays closed
+        feedback, button, *_ = lesson_tab.check_answer(CHAPTERS, i, ch.question.choices[0], False)
+        assert button["interactive"] is True and feedback.startswith(("**Correct", "**Not quite"))
