@@ -1,7 +1,14 @@
-"""The model-pair presets of the app and the checks on a custom pair (no Gradio here)."""
+"""The model-pair presets of the app and the checks on a custom pair (no Gradio here).
+
+On a CPU the offline default is the hybrid drafter (measured below). On a GPU the first preset is
+the drafter the GPU check measured fastest there (`decoding/gpu_check/choice.py`,
+docs/gpu-choice.json), with what it measured in its note; until a check has run, the presets make
+no GPU speed claim and say how to measure one.
+"""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import re
 from dataclasses import dataclass
@@ -38,16 +45,20 @@ def _presets() -> list[Preset]:
                        DEFAULT_TARGET, str(SHIPPED_DRAFT), True, "every draft token from the 16.8M draft model")
     lookup = Preset("default-lookup", "Offline: SmolLM2-135M-Instruct, drafted by prompt lookup (no draft model)",
                     DEFAULT_TARGET, PROMPT_LOOKUP, True, "copies n-grams from the context: drafts only where text repeats")
+    if not env_target and _on_gpu():
+        hybrid, distilled, lookup = _gpu_order(hybrid, distilled, lookup)
     if env_target:
         configured = Preset("default", f"Configured pair: {Path(env_target).name} + "
                             f"{Path(env_draft).name if env_draft else PROMPT_LOOKUP}", env_target,
                             env_draft or PROMPT_LOOKUP, False, "set by SPECDEC_APP_TARGET / SPECDEC_APP_DRAFT")
         offline = [configured, hybrid]
     else:
-        offline = [hybrid, distilled]
+        offline = [hybrid, distilled, lookup]
+        if _on_gpu():
+            offline.sort(key=lambda p: not p.label.startswith(GPU_FIRST))
     return [
         *offline,
-        lookup,
+        *([lookup] if env_target else []),
         Preset("smollm2-360m", "SmolLM2-135M-Instruct → SmolLM2-360M-Instruct (hub)",
                "HuggingFaceTB/SmolLM2-360M-Instruct", "HuggingFaceTB/SmolLM2-135M-Instruct", True, "needs the hub"),
         Preset("smollm2-1.7b", "SmolLM2-135M-Instruct → SmolLM2-1.7B-Instruct (hub)",
@@ -59,6 +70,36 @@ def _presets() -> list[Preset]:
         Preset("custom", "Custom: type a target and a draft below", "", "", False,
                "a hub id (owner/name); 'prompt-lookup' as draft needs no model"),
     ]
+
+
+GPU_FIRST = "GPU default: "
+DRAFTER_KEYS = {"hybrid": "default-hybrid", "distilled": "default", "prompt-lookup": "default-lookup"}
+
+
+def _on_gpu() -> bool:
+    import torch
+
+    return torch.cuda.is_available()
+
+
+def _gpu_order(*offline: Preset) -> tuple[Preset, ...]:
+    """The offline presets as a GPU shows them: the measured fastest drafter labelled first, or, with
+    no measurement, every label as it is and the default's note saying that none was made."""
+    from decoding.gpu_check.choice import read_choice
+
+    choice = read_choice()
+    if choice is None:
+        first, *rest = offline
+        note = (f"{first.note}; not measured on a GPU yet, so no GPU speed is claimed "
+                "(`make gpu-check` measures the drafters and picks this list's first)")
+        return (dataclasses.replace(first, note=note), *rest)
+    key = DRAFTER_KEYS[choice["drafter"]]
+    measured = (f"measured on {choice.get('device') or 'this GPU'} in {choice.get('dtype')}: "
+                f"{choice['speedup']:.2f}x plain decoding at γ {choice.get('gamma')} (docs/gpu.md)")
+    return tuple(dataclasses.replace(p, label=GPU_FIRST + p.label.removeprefix("Offline default: ")
+                                     .removeprefix("Offline: "), note=measured) if p.key == key else
+                 dataclasses.replace(p, label=p.label.replace("Offline default: ", "Offline: "))
+                 for p in offline)
 
 
 def presets() -> list[Preset]:

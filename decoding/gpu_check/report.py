@@ -69,6 +69,12 @@ def _bench(r: dict) -> list[str]:
             out.append(f"Greedy output equal to our autoregressive output in {run['dtype']}"
                        + ("" if run["dtype"] == "float32" else " (exactness is claimed in float32 only)") + ": "
                        + ", ".join(f"{k} {v}" for k, v in run["greedy_equal"].items()) + ".")
+        fastest = run.get("fastest")
+        if fastest:
+            out.append(f"Fastest drafter of this run: **{fastest['drafter']}** at gamma {fastest['gamma']}, "
+                       f"{fastest['speedup']:.2f}x our autoregressive decoding.")
+        elif run.get("default_target"):
+            out.append("No drafter of this run was faster than our autoregressive decoding.")
         out += [f"Energy in these short runs: {run['energy_note']} (per-token figures need windows of at least "
                 "one second: see the energy section).", ""]
     return out
