@@ -14,6 +14,7 @@ from .controls import with_run_inputs
 from .texts import greedy_texts_note
 from .live import load_models, settings_from_values
 from .session import Session
+from .zerogpu import on_zerogpu, whole_run
 
 
 @with_run_inputs(method_inputs=("method_a", "method_b"))
@@ -28,11 +29,14 @@ def compare(session, values: dict, progress):
         target, draft = load_models(s.target, s.draft, METHODS[method].uses_drafter, progress, s.dtype)
         config = dataclasses.replace(s.config(), lean=True)
         try:
-            ids = target.encode_prompt(s.prompt, s.chat)
-            records = []
-            for record in decode(target, draft, ids, config):
-                records.append(record)
-                progress(min(0.99, record.generated / s.max_new_tokens), desc=f"{label}: {method}")
+            if on_zerogpu():  # one GPU call decodes the run; its records come back whole
+                records = list(whole_run(s, True))
+            else:
+                ids = target.encode_prompt(s.prompt, s.chat)
+                records = []
+                for record in decode(target, draft, ids, config):
+                    records.append(record)
+                    progress(min(0.99, record.generated / s.max_new_tokens), desc=f"{label}: {method}")
         except ValueError as exc:
             raise gr.Error(str(exc)) from None
         summary = summarize(records, config, s.prompt, target, draft)

@@ -3,7 +3,8 @@
 On ZeroGPU a function gets a GPU only for the length of one call decorated with `@spaces.GPU`,
 and its arguments and results cross a process boundary (they are pickled). So on ZeroGPU:
 
-- one decorated call decodes a whole run (`whole_run`) or a whole race (`whole_race`): the
+- one decorated call decodes a whole run (`whole_run`: Run, Step, each method of the comparison
+  table) or a whole race (`whole_race`): the
   engine's generator runs inside it and yields its plain-data records; the session is updated
   from them on the CPU side, and pacing, Step, the timeline and the race player replay those
   records without booking the GPU again;
@@ -89,9 +90,12 @@ def _pair(settings):
                      device=device(), dtype=None if settings.dtype == "auto" else settings.dtype)
 
 
-@gpu(duration=lambda settings: run_seconds(settings))
-def whole_run(settings):
-    """Decode one run of `settings` to the end, yielding its records (one GPU call on ZeroGPU)."""
+@gpu(duration=lambda settings, lean=False: run_seconds(settings))
+def whole_run(settings, lean: bool = False):
+    """Decode one run of `settings` to the end, yielding its records (one GPU call on ZeroGPU);
+    `lean` leaves out the top-k lists (for timing, as the comparison table does)."""
+    import dataclasses
+
     from decoding.energy import make_meter
     from decoding.runner import decode
 
@@ -99,7 +103,7 @@ def whole_run(settings):
     prompt_ids = target.encode_prompt(settings.prompt, settings.chat)
     meter = make_meter(target.device)
     try:
-        yield from decode(target, draft, prompt_ids, settings.config(), meter)
+        yield from decode(target, draft, prompt_ids, dataclasses.replace(settings.config(), lean=lean), meter)
     finally:
         meter.close()
 

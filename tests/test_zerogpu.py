@@ -41,14 +41,17 @@ def test_on_zerogpu_each_run_and_race_is_one_gpu_call(tmp_path, tiny_target_dir,
     wrapped = {e["name"] for e in entries if e["event"] == "wrap"}
     calls = [e for e in entries if e["event"] == "call"]
     assert {"whole_run", "whole_race"} <= wrapped
-    # /generate: one call; /step on a fresh session: one call; two steps of one run: one call; /race: one call
-    assert [c["name"] for c in calls] == ["whole_run", "whole_run", "whole_run", "whole_race"]
+    # /generate: one call; /step on a fresh session: one call; two steps of one run: one call; /race: one
+    # call for both lanes; /compare: one call per method
+    assert [c["name"] for c in calls] == ["whole_run", "whole_run", "whole_run", "whole_race", "whole_run", "whole_run"]
     assert all(zerogpu.MIN_GPU_SECONDS <= c["duration"] <= zerogpu.MAX_GPU_SECONDS for c in calls)
     assert result["generate_text"].strip() and result["generate_playback_tokens"] > 0
     assert "one GPU call computed the whole run" in result["step_stats"]
     # the second Step reveals the next iteration of the run computed by the first, without a GPU call
     assert [t["value"] if isinstance(t, dict) else t for t in result["steps_timeline"]] == [0, 1]
     assert result["race_lanes"] == 2 and result["race_result"]
+    text_a, text_b, table = result["compare"]
+    assert text_a == text_b and "tokens/s" in table  # greedy: the same text from both methods
 
 
 def test_off_zerogpu_nothing_is_wrapped(tmp_path, tiny_target_dir, tiny_draft_dir):

@@ -39,6 +39,9 @@ try:
                                         temperature=0, max_new_tokens=8, api_name="/race")
     out["race_lanes"] = len(player["lanes"])
     out["race_result"] = figures["result"]
+    text_a, text_b, table = client.predict(prompt="the cat sat", method_a="speculative", method_b="autoregressive",
+                                           temperature=0, max_new_tokens=8, api_name="/compare")
+    out["compare"] = [text_a, text_b, table]
 except Exception as exc:  # noqa: BLE001 - reported to the test
     out["error"] = str(exc)
 finally:
