@@ -330,7 +330,8 @@ def lab_figure(vocab: list[str], result: dict) -> Fig:
 def lab_residual_figure(vocab: list[str], result: dict) -> Fig:
     title = "Residual norm(max(0, p − q))"
     if result["residual"] is None:
-        return empty_figure("p = q (α = 1): never rejects, no residual.", title)
+        # alpha = 1 under this rule: p = q for the strict rule, or a lenience or KL budget that keeps every draft
+        return empty_figure("Every draft is kept under this rule (α = 1): nothing is rejected, so no residual.", title)
     return _fig([_bar([visible(v) for v in vocab], result["residual"], "residual", RES_COLOUR)], title, height=260)
 
 

@@ -51,12 +51,15 @@ def test_run_then_step_shows_chips_bars_and_charts(browser, app_url, name, width
         for label, value in (("Pacing", "0.5"), ("Temperature", "0")):  # greedy: 16 iterations, no early eos
             _set_number(page, label, value)
         page.click("#run-btn")
-        page.wait_for_function("document.querySelector('#explainer-player .rp').dataset.state === 'playing'",
-                               timeout=60_000)
+        # this run's playback (the first run's, at the default pace, may still be playing)
+        page.wait_for_function("document.querySelector('#explainer-player .rp-title') && document.querySelector("
+                               "'#explainer-player .rp-title').innerText.includes('0.5 s each') && document"
+                               ".querySelector('#explainer-player .rp').dataset.state === 'playing'", timeout=60_000)
         shown = page.locator("#explainer-player .rp-chips .chip").count()
         page.wait_for_function("(n) => document.querySelectorAll('#explainer-player .rp-chips .chip').length > n",
                                arg=shown, timeout=10_000)
-        assert "Playing at the chosen pace" in page.inner_text("#explainer-player .rp-status")
+        page.wait_for_function("document.querySelector('#explainer-player .rp-status').innerText"
+                               ".includes('Playing at the chosen pace')", timeout=10_000)
         page.screenshot(path=str(SHOTS / f"{name}_1b_playback.png"), full_page=False)
         # Stop cancels a streaming run (pacing 0, each iteration slowed down here); its iterations stay
         real_advance = handlers.advance
