@@ -215,8 +215,8 @@ def on_load(session, position, request: gr.Request = None):
     if not examples or session.records:
         return (session, *view(session, None, position))
     wanted = dict(request.query_params).get("trace") if request is not None else None
-    found = find_trace(wanted) if wanted else None
-    title, path = found if found is not None else (next(iter(examples)), examples[next(iter(examples))])
+    first = next(iter(examples))
+    title, path = (find_trace(wanted) if wanted else None) or (first, examples[first])
     return open_trace_file(session, path, title, "example", position)
 
 

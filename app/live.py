@@ -11,7 +11,7 @@ from decoding.methods import METHODS
 from .presets import MAX_PARAMS, presets, resolve_pair
 from .session import Session
 from .settings import Settings, make_settings
-from .zerogpu import device as gpu_device, on_zerogpu, whole_run
+from .zerogpu import load_run_pair, on_zerogpu, whole_run
 
 
 def settings_from_values(values: dict, method: str | None = None) -> Settings:
@@ -30,7 +30,6 @@ def load_models(target_spec: str, draft_spec: str, need_draft: bool, progress=No
     """The (memoized) target in `dtype` and its pair.Draft (None when not needed); gr.Error with the
     loader's reason."""
     from decoding.models import ModelLoadError
-    from decoding.pair import load_pair
 
     def reporter(offset, label):
         def report(fraction, message):
@@ -39,15 +38,13 @@ def load_models(target_spec: str, draft_spec: str, need_draft: bool, progress=No
         return report
 
     preset_specs = {p.target for p in presets()} | {p.draft for p in presets()}
-    zero = on_zerogpu()
-    if zero and not {target_spec, draft_spec if need_draft else target_spec} <= preset_specs:
+    if on_zerogpu() and not {target_spec, draft_spec if need_draft else target_spec} <= preset_specs:
         raise gr.Error("This Space runs on shared GPUs (ZeroGPU), where only the preset pairs are loaded, at start-up; "
                        "it cannot load a custom model. Pick a preset, or run the app on your own machine "
                        "(README: Run it yourself) to try other models.", title="Custom models are off here")
     try:
-        target, draft = load_pair(target_spec, draft_spec, need_draft=need_draft, cached=True,
-                                  device=gpu_device(), dtype=None if dtype == "auto" else dtype,
-                                  target_progress=reporter(0.0, "target"), draft_progress=reporter(0.5, "draft"))
+        target, draft = load_run_pair(target_spec, draft_spec, need_draft, dtype,
+                                      target_progress=reporter(0.0, "target"), draft_progress=reporter(0.5, "draft"))
     except ModelLoadError as exc:
         raise gr.Error(f"Could not load the model pair: {exc}", title="Model pair not loaded") from None
     models = [(target, target_spec)] + ([(draft.model, draft_spec)] if draft is not None and draft.model else [])

@@ -45,20 +45,17 @@ def _presets() -> list[Preset]:
                        DEFAULT_TARGET, str(SHIPPED_DRAFT), True, "every draft token from the 16.8M draft model")
     lookup = Preset("default-lookup", "Offline: SmolLM2-135M-Instruct, drafted by prompt lookup (no draft model)",
                     DEFAULT_TARGET, PROMPT_LOOKUP, True, "copies n-grams from the context: drafts only where text repeats")
-    if not env_target and _on_gpu():
-        hybrid, distilled, lookup = _gpu_order(hybrid, distilled, lookup)
     if env_target:
         configured = Preset("default", f"Configured pair: {Path(env_target).name} + "
                             f"{Path(env_draft).name if env_draft else PROMPT_LOOKUP}", env_target,
                             env_draft or PROMPT_LOOKUP, False, "set by SPECDEC_APP_TARGET / SPECDEC_APP_DRAFT")
-        offline = [configured, hybrid]
+        offline = (configured, hybrid, lookup)
     else:
-        offline = [hybrid, distilled, lookup]
+        offline = (hybrid, distilled, lookup)
         if _on_gpu():
-            offline.sort(key=lambda p: not p.label.startswith(GPU_FIRST))
+            offline = _gpu_order(*offline)
     return [
         *offline,
-        *([lookup] if env_target else []),
         Preset("smollm2-360m", "SmolLM2-135M-Instruct → SmolLM2-360M-Instruct (hub)",
                "HuggingFaceTB/SmolLM2-360M-Instruct", "HuggingFaceTB/SmolLM2-135M-Instruct", True, "needs the hub"),
         Preset("smollm2-1.7b", "SmolLM2-135M-Instruct → SmolLM2-1.7B-Instruct (hub)",
@@ -83,8 +80,9 @@ def _on_gpu() -> bool:
 
 
 def _gpu_order(*offline: Preset) -> tuple[Preset, ...]:
-    """The offline presets as a GPU shows them: the measured fastest drafter labelled first, or, with
-    no measurement, every label as it is and the default's note saying that none was made."""
+    """The offline presets as a GPU shows them: the measured fastest drafter first, labelled as the
+    GPU default with what it measured, or, with no measurement, the same order and the default's
+    note saying that none was made."""
     from decoding.gpu_check.choice import read_choice
 
     choice = read_choice()
@@ -96,10 +94,12 @@ def _gpu_order(*offline: Preset) -> tuple[Preset, ...]:
     key = DRAFTER_KEYS[choice["drafter"]]
     measured = (f"measured on {choice.get('device') or 'this GPU'} in {choice.get('dtype')}: "
                 f"{choice['speedup']:.2f}x plain decoding at γ {choice.get('gamma')} (docs/gpu.md)")
-    return tuple(dataclasses.replace(p, label=GPU_FIRST + p.label.removeprefix("Offline default: ")
-                                     .removeprefix("Offline: "), note=measured) if p.key == key else
-                 dataclasses.replace(p, label=p.label.replace("Offline default: ", "Offline: "))
-                 for p in offline)
+    chosen = next(p for p in offline if p.key == key)
+    first = dataclasses.replace(chosen, label=GPU_FIRST + chosen.label.removeprefix("Offline default: ")
+                                .removeprefix("Offline: "), note=measured)
+    rest = (dataclasses.replace(p, label=p.label.replace("Offline default: ", "Offline: "))
+            for p in offline if p.key != key)
+    return (first, *rest)
 
 
 def presets() -> list[Preset]:

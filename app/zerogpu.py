@@ -81,13 +81,20 @@ def _target_params(spec: str) -> float:
     return float(model.n_params) if model is not None else 2e9
 
 
+def load_run_pair(target_spec: str, draft_spec: str, need_draft: bool, dtype: str = "auto", **progress):
+    """The memoized (target, pair.Draft) of a run, on this hardware's device and in `dtype` ("auto":
+    the device's default); `progress`: load_pair's target_progress / draft_progress."""
+    from decoding.pair import load_pair
+
+    return load_pair(target_spec, draft_spec, need_draft=need_draft, cached=True, device=device(),
+                     dtype=None if dtype == "auto" else dtype, **progress)
+
+
 def _pair(settings):
     """The run's (target, draft), memoized: the handler loaded (or refused) them before this call."""
     from decoding.methods import METHODS
-    from decoding.pair import load_pair
 
-    return load_pair(settings.target, settings.draft, need_draft=METHODS[settings.method].uses_drafter, cached=True,
-                     device=device(), dtype=None if settings.dtype == "auto" else settings.dtype)
+    return load_run_pair(settings.target, settings.draft, METHODS[settings.method].uses_drafter, settings.dtype)
 
 
 @gpu(duration=lambda settings, lean=False: run_seconds(settings))
@@ -122,12 +129,11 @@ def preload(pairs: list[tuple[str, str]]) -> list[str]:
     """Load the preset pairs on the GPU at start-up, as ZeroGPU requires (it places the weights on
     the GPU of each call); returns a line per pair that could not be loaded (the app still starts)."""
     from decoding.models import ModelLoadError
-    from decoding.pair import load_pair
 
     problems = []
     for target, draft in pairs:
         try:
-            load_pair(target, draft, need_draft=True, cached=True, device=device())
+            load_run_pair(target, draft, True)
         except ModelLoadError as exc:
             problems.append(f"{target} + {draft}: {exc}")
     return problems

@@ -25,6 +25,10 @@ import time
 from pathlib import Path
 from urllib.parse import urlparse
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from decoding.procstat import rss_mb  # noqa: E402 (the repository on the path first)
+
 LAB_TABLE = {"headers": ["token", "p (target)", "q (draft)"],
              "data": [["a", 0.4, 0.5], ["b", 0.3, 0.25], ["c", 0.2, 0.15], ["d", 0.1, 0.1]]}
 CLI_OUTPUT = 12  # /generate's output holding the "copy as CLI command" text (app/view.py)
@@ -49,18 +53,6 @@ def server_pid(port: int) -> int | None:
                 continue
     except OSError:
         return None
-    return None
-
-
-def rss_mb(pid: int | None) -> float | None:
-    if pid is None:
-        return None
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        pass
     return None
 
 

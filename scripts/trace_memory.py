@@ -22,13 +22,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
-def rss_mb() -> float:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024
-    return float("nan")
-
-
 COUNTERS = ("target_calls", "draft_calls", "generated", "elapsed")
 
 
@@ -61,6 +54,7 @@ def main(argv=None) -> int:
     ap.add_argument("--opens", type=int, default=10)
     args = ap.parse_args(argv)
     from app.handlers import open_trace_file
+    from decoding.procstat import rss_mb
     from app.session import Session, delete_session
     from decoding.trace_file import MAX_TRACE_BYTES, read_trace
 

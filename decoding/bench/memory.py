@@ -13,6 +13,7 @@ from pathlib import Path
 import torch
 
 from ..paths import REPO
+from ..procstat import status_kb
 from ..warp import SamplingConfig
 from .runs import run_variant
 from .variants import Variant
@@ -53,13 +54,13 @@ def memory_child(spec_json: str) -> int:
                               draft_dtype=spec.get("draft_dtype"), need_draft=variant.drafts)
     loaded_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     reset = _reset_peak_rss()
-    rss_before_kb = _proc_status_kb("VmRSS")
+    rss_before_kb = status_kb("VmRSS")
     args = SimpleNamespace(max_new_tokens=spec["max_new_tokens"], chat=spec["chat"], seed=spec["seed"],
                            sampling=SamplingConfig(spec["temperature"], spec["top_k"], spec["top_p"]))
     prompt_ids = target.encode_prompt(spec["prompt"], spec["chat"])
     run_variant(variant, target, draft, prompt_ids, args, timing=True)
     peak_kb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    run_peak_kb = _proc_status_kb("VmHWM") if reset else None
+    run_peak_kb = status_kb("VmHWM") if reset else None
     out = {"peak_rss_mb": peak_kb / 1024, "after_load_peak_rss_mb": loaded_kb / 1024,
            "run_peak_rss_mb": None if run_peak_kb is None else run_peak_kb / 1024,
            "run_increase_mb": None if run_peak_kb is None or rss_before_kb is None
@@ -70,16 +71,6 @@ def memory_child(spec_json: str) -> int:
                    "weights count once the first forward pass touches them)"}
     print(json.dumps(out))
     return 0
-
-
-def _proc_status_kb(field_name: str) -> int | None:
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith(field_name + ":"):
-                return int(line.split()[1])
-    except (OSError, ValueError):
-        pass
-    return None
 
 
 def _reset_peak_rss() -> bool:
