@@ -27,7 +27,7 @@ from decoding.trace_file import read_trace
 
 from .race_file import read_race, shipped_races
 from .race_result import speedup
-from .session import example_traces, find_trace, name_key as _key  # noqa: F401 (find_trace: the lesson's too)
+from .session import example_traces, find_named, find_trace  # noqa: F401 (find_trace: the lesson's too)
 
 VALUES: dict[str, Callable[..., object]] = {}
 
@@ -46,12 +46,8 @@ def value(name: str):
 
 # --------------------------------------------------------------------------- finding shipped files
 def find_race(name: str) -> tuple[str, Path] | None:
-    """A shipped race by its file stem ("gallery-writing-3") or its title."""
-    wanted = _key(Path(str(name)).name.removesuffix(".json"))
-    for title, path in shipped_races().items():
-        if wanted in (_key(path.stem), _key(title)):
-            return title, path
-    return None
+    """A shipped race by its file stem ("gallery-writing-3") or its title (`session.find_named`)."""
+    return find_named(name, shipped_races(), ".json")
 
 
 @functools.lru_cache(maxsize=32)

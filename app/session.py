@@ -22,7 +22,7 @@ from .settings import Settings
 
 SESSION_TTL_SECONDS = 2 * 3600
 
-__all__ = ["Session", "delete_session", "example_traces", "find_trace", "name_key", "read_trace", "write_trace", "SESSION_TTL_SECONDS"]
+__all__ = ["Session", "delete_session", "example_traces", "find_named", "find_trace", "name_key", "read_trace", "write_trace", "SESSION_TTL_SECONDS"]
 
 
 @dataclass
@@ -107,18 +107,23 @@ def name_key(text: str) -> str:
     return re.sub(r"[^a-z0-9]+", "", str(text).lower())
 
 
-def find_trace(name: str) -> tuple[str, Path] | None:
-    """A shipped example trace by its title ("list copy speculative"), file stem
-    ("01_list_copy_speculative"), file name, or either without the number; None if none matches."""
-    wanted = name_key(Path(str(name)).name.removesuffix(".jsonl"))
+def find_named(name: str, named: dict[str, Path], suffix: str) -> tuple[str, Path] | None:
+    """(title, path) of the shipped file `name` means, among `named` (title -> path): by its title, its
+    file stem, its file name (ending in `suffix`), or the stem without its number prefix ("01_");
+    None if none matches."""
+    wanted = name_key(Path(str(name)).name.removesuffix(suffix))
     if not wanted:
         return None
-    for title, path in example_traces().items():
-        stem = path.stem
-        keys = {name_key(title), name_key(stem), name_key(stem.split("_", 1)[-1])}
-        if wanted in keys:
+    for title, path in named.items():
+        if wanted in {name_key(title), name_key(path.stem), name_key(path.stem.split("_", 1)[-1])}:
             return title, path
     return None
+
+
+def find_trace(name: str) -> tuple[str, Path] | None:
+    """A shipped example trace by a forgiving name (`find_named`), e.g. "list copy speculative",
+    "01_list_copy_speculative" or "01_list_copy_speculative.jsonl"."""
+    return find_named(name, example_traces(), ".jsonl")
 
 
 def example_traces() -> dict[str, Path]:
