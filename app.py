@@ -1,7 +1,8 @@
 """Entry point: `python app.py` opens the speculative-decoding playground (also the Space's app_file).
 
 Environment: SPECDEC_APP_TARGET / SPECDEC_APP_DRAFT replace the default model pair (tests use tiny
-models); SPECDEC_MODEL_SLOTS sets how many model runs go at once (default: one per core on a CPU);
+models); SPECDEC_MODEL_SLOTS sets how many model runs go at once (default on a CPU: 8 sharing batched forward
+passes; SPECDEC_CROSS_RUN_BATCHING=0 turns the batching off, and then one run per core);
 GRADIO_SERVER_NAME / GRADIO_SERVER_PORT choose the address as usual. On ZeroGPU (SPACES_ZERO_GPU set)
 the preset pairs load at start-up and each run decodes in one GPU call (app/zerogpu.py).
 """
@@ -16,7 +17,7 @@ from app.layout import build_demo, launch_kwargs
 from app.presets import presets
 
 try:
-    configure(model_slots())  # torch threads per run for the app's concurrent model slots
+    configure(model_slots())  # torch threads and cross-run batching for the app's concurrent model slots
 except ValueError as exc:  # a bad SPECDEC_MODEL_SLOTS: one line, not a traceback
     raise SystemExit(f"error: {exc}") from None
 if on_zerogpu():  # ZeroGPU: the preset pairs load at start-up, on the GPU each call gets

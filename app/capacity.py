@@ -1,5 +1,12 @@
 """How many model runs the app serves at once, and on how many torch threads each.
 
+On a CPU the runs share their forward passes (cross-run batching, decoding/batching.py): up to
+`BATCHED_SLOTS` runs decode at once, one worker thread runs every pass on all usable cores, and a
+pass over eight runs' tokens costs little more than one run's. Measured with
+`scripts/thread_layout.py --runs 16 --max-new-tokens 32 --draft hybrid` (bfloat16, greedy):
+see the README's "A whole class at once". `SPECDEC_CROSS_RUN_BATCHING=0` turns it off; the app then
+uses the layout below, measured before batching existed:
+
 Measured on the 2-core CPU this app is developed on (`scripts/thread_layout.py`, 8 runs of 32
 tokens of the default set-up in bfloat16, three runs of the script): two runs at once on one torch
 thread each served the batch 1.17-1.30x faster than one run at a time on two threads (a 135M model
@@ -16,6 +23,8 @@ from __future__ import annotations
 import os
 
 SLOTS_ENV = "SPECDEC_MODEL_SLOTS"
+BATCHING_ENV = "SPECDEC_CROSS_RUN_BATCHING"
+BATCHED_SLOTS = 8  # runs decoding at once on a CPU with batching: a pass over 8 costs ~1.1-2.6x one
 MAX_CPU_SLOTS = 8  # beyond this, one shared copy of the weights is better served by threads per run
 GPU_SLOTS = 2
 
@@ -37,21 +46,44 @@ def model_slots() -> int:
 
     if torch.cuda.is_available():
         return GPU_SLOTS
+    if batching_on():
+        return BATCHED_SLOTS
     return max(1, min(usable_cores(), MAX_CPU_SLOTS))
 
 
+def batching_on() -> bool:
+    """Cross-run batching: on for CPU runs unless SPECDEC_CROSS_RUN_BATCHING is 0 (on a GPU each
+    run keeps its own passes; on ZeroGPU each run decodes in its own GPU call)."""
+    raw = os.environ.get(BATCHING_ENV, "1").strip().lower()
+    if raw not in ("0", "1", "false", "true", "off", "on", ""):
+        raise ValueError(f"{BATCHING_ENV} must be 0 or 1 (got {raw!r})")
+    import torch
+
+    from .zerogpu import on_zerogpu
+
+    return raw not in ("0", "false", "off") and not torch.cuda.is_available() and not on_zerogpu()
+
+
 def threads_per_run(slots: int) -> int:
-    """Torch threads per run on a CPU: the usable cores shared out over the slots (at least one)."""
+    """Torch threads per forward pass on a CPU: every usable core when the runs' passes are batched
+    (one pass at a time), else the usable cores shared out over the slots (at least one)."""
     from decoding.devices import usable_cores
 
+    if batching_on():
+        return usable_cores()
     return max(1, usable_cores() // max(1, slots))
 
 
 def configure(slots: int) -> int:
-    """Set torch's intra-op threads for `slots` concurrent CPU runs; returns the thread count."""
+    """Set torch's intra-op threads for `slots` concurrent CPU runs, and turn on cross-run
+    batching where it applies; returns the thread count."""
     import torch
+
+    from decoding import batching
 
     threads = threads_per_run(slots)
     if not torch.cuda.is_available():
         torch.set_num_threads(threads)
+    if batching_on() and slots > 1:
+        batching.enable(max_batch=slots)
     return threads

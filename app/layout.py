@@ -3,7 +3,8 @@
 Handlers live in `handlers.py` (explainer), `lab_events.py` (exactness lab), `race.py` (the race,
 played in the browser by `player.py`) and `compare.py` (the plain comparison table inside the race
 tab); the method controls come from the registry (`controls.py`). Events that touch
-models share one concurrency group with one slot per core (`capacity.py`); cheap events (page load,
+models share one concurrency group whose slots `capacity.py` sizes (on a CPU, eight runs sharing
+batched forward passes); cheap events (page load,
 the lab, opening a trace, the timeline) skip the queue; the queue is bounded. Per-user state is a
 `Session` in a gr.State with a time to live.
 """
@@ -235,7 +236,7 @@ def build_demo() -> gr.Blocks:
         def inputs(handler):  # the components of a handler's inputs, by its api names (controls.py)
             return [state] + [components[name] for name in handler.input_names]
 
-        # one model slot per core on a CPU (app/capacity.py says why; app.py sets the threads per run)
+        # the model slots: app/capacity.py says how many and why; app.py sets the threads and the batching
         model_events = dict(concurrency_limit=model_slots(), concurrency_id="model")
         run_ev = run_btn.click(generate, inputs(generate), [state, *view_outputs], api_name="generate", **model_events)
         step_ev = step_btn.click(step, inputs(step), [state, *view_outputs], api_name="step", **model_events)

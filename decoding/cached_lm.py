@@ -5,12 +5,16 @@ rejected tail (DynamicCache.crop). The cache always covers a prefix of the commi
 `extend(sequence)` feeds whatever part of `sequence` the cache lacks plus `extra` tokens in one
 forward pass, so prefill, single steps and gamma+1-token verification are the same call.
 A draft with a restricted output head (`output_head.py`) computes its logits with that head.
+When cross-run batching is on (`batching.py`, the app's classes), concurrent runs' calls on one
+model share a forward pass; each run still sees exactly its own cache.
 """
 
 from __future__ import annotations
 
 import torch
 from transformers import DynamicCache
+
+from . import batching
 
 
 class CachedLM:
@@ -23,13 +27,20 @@ class CachedLM:
         self.length = 0  # tokens whose keys/values are in the cache
         self.calls = 0  # forward passes so far (a batched pass counts once)
 
-    @torch.inference_mode()
     def forward(self, tokens: list[int], keep: int | None = None) -> torch.Tensor:
         """Append `tokens` to the cache; return float32 logits of shape (len(tokens), vocab_width),
         or of the last `keep` tokens only (the LM head then runs on those rows alone: a prefill
         that needs one row skips a (prompt x vocab) matmul)."""
         if not tokens:
             raise ValueError("forward needs at least one token")
+        batcher = batching.batcher()
+        if batcher is not None:
+            return batcher.forward(self, tokens, keep)
+        return self.forward_alone(tokens, keep)
+
+    @torch.inference_mode()
+    def forward_alone(self, tokens: list[int], keep: int | None = None) -> torch.Tensor:
+        """`forward` as one pass of this run alone."""
         ids = torch.tensor([tokens], dtype=torch.long, device=self.device)
         positions = torch.arange(self.length, self.length + len(tokens), device=self.device)
         if self.head is not None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 from typing import Iterator
 
+from . import batching
 from .methods import method_spec
 from .devices import dtype_name
 from .metrics import RunCounts
@@ -24,7 +25,8 @@ def decode(target: LoadedModel, draft, prompt_ids: list[int], config: RunConfig,
     "prompt-lookup" or None, meaning prompt lookup, are accepted too); ignored by methods without one."""
     spec = method_spec(config.method)
     drafter = as_draft(draft).drafter(target) if spec.uses_drafter else None
-    return spec(target, drafter, prompt_ids, config, meter)
+    records = spec(target, drafter, prompt_ids, config, meter)
+    return batching.tracked(records) if batching.batcher() is not None else records
 
 
 def summarize(records: list[IterationRecord], config: RunConfig, prompt: str, target: LoadedModel,

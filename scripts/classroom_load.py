@@ -6,8 +6,9 @@ Starts nothing itself: point it at an app already running on localhost (`python 
 
 Each client submits one /generate run (its own prompt and seed, `--max-new-tokens` tokens, the
 app's default pacing unless `--pacing`), and a side client calls /lab every few seconds during the
-burst. It prints how many runs were served and refused, the waits of the served (submit to the
-first update, and submit to the last), whether each client got its own result (its prompt in the
+burst. The clients connect first (the students' pages are open before the teacher says "press Run
+now"); the burst is their submits. It prints how many runs were served and refused, the waits of
+the served (submit to the first update, and submit to the last), the connection times, whether each client got its own result (its prompt in the
 returned CLI command), the /lab latencies, and the app's resident memory before and after (when it
 can find the server's process). Bounded: every client gives up after `--timeout` seconds.
 """
@@ -56,15 +57,29 @@ def server_pid(port: int) -> int | None:
     return None
 
 
-def one_client(url: str, i: int, args, out: list) -> None:
+def connect(url: str, i: int) -> tuple:
+    """Client i's connection (a student's page, open before the teacher says "press Run"), the
+    seconds it took, and the error that stopped it, if any."""
     from gradio_client import Client
 
+    t0 = time.perf_counter()
+    try:
+        return Client(url, verbose=False), time.perf_counter() - t0, None
+    except Exception as exc:  # noqa: BLE001
+        return None, time.perf_counter() - t0, re.sub(r"\s+", " ", str(exc))[:160]
+
+
+def one_client(client, i: int, args, out: list) -> None:
+    """Client i's run; `client` None: connect first, inside the timed wait (--connect-in-burst)."""
     prompt = f"Student {i}: list three animals that start with the letter {chr(65 + i % 26)}."
     t0 = time.perf_counter()
     row = {"client": i, "prompt": prompt, "served": False, "refused": False, "first": None, "done": None,
            "own_result": False, "error": None}
     try:
-        client = Client(url, verbose=False)
+        if client is None:
+            from gradio_client import Client
+
+            client = Client(args.url, verbose=False)
         kwargs = dict(prompt=prompt, chat=True, seed=i, max_new_tokens=args.max_new_tokens, api_name="/generate")
         if args.pacing is not None:
             kwargs["pacing"] = args.pacing
@@ -107,7 +122,7 @@ def lab_client(url: str, stop: threading.Event, out: list, every: float) -> None
         stop.wait(every)
 
 
-def summary(rows: list, labs: list, rss: tuple) -> dict:
+def summary(rows: list, labs: list, rss: tuple, connects: list) -> dict:
     served = [r for r in rows if r["served"]]
     waits = [r["done"] for r in served]
     firsts = [r["first"] for r in served]
@@ -118,6 +133,7 @@ def summary(rows: list, labs: list, rss: tuple) -> dict:
         "wait_done_median_s": med(waits), "wait_done_max_s": max(waits) if waits else None,
         "wait_first_update_median_s": med(firsts), "wait_first_update_max_s": max(firsts) if firsts else None,
         "own_result": f"{sum(r['own_result'] for r in served)}/{len(served)}",
+        "connect_median_s": med(connects), "connect_max_s": max(connects) if connects else None,
         "lab_calls": len(labs), "lab_median_s": med(labs), "lab_max_s": max(labs) if labs else None,
         "rss_mb_before": rss[0], "rss_mb_after": rss[1],
         "errors": sorted({r["error"] for r in rows if r["error"]}),
@@ -136,6 +152,9 @@ def main(argv=None) -> int:
                     help="another /generate input, e.g. --set gamma_schedule=auto (repeatable)")
     ap.add_argument("--timeout", type=float, default=300.0, help="a client gives up after this many seconds")
     ap.add_argument("--lab-every", type=float, default=2.0, help="seconds between the side client's /lab calls")
+    ap.add_argument("--connect-in-burst", action="store_true",
+                    help="connect each client inside the burst, its connection counted in its wait (the pages "
+                         "open and Run is pressed at once)")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
     if args.clients < 1 or args.within < 0:
@@ -159,9 +178,19 @@ def main(argv=None) -> int:
     stop = threading.Event()
     lab = threading.Thread(target=lab_client, args=(args.url, stop, labs, args.lab_every), daemon=True)
     lab.start()
+    from concurrent.futures import ThreadPoolExecutor
+
+    if args.connect_in_burst:
+        connections = [(None, None, None)] * args.clients
+    else:  # the class opens the page first; the burst is the Run presses
+        with ThreadPoolExecutor(8) as pool:
+            connections = list(pool.map(lambda i: connect(args.url, i), range(args.clients)))
     threads = []
-    for i in range(args.clients):
-        t = threading.Thread(target=one_client, args=(args.url, i, args, rows), daemon=True)
+    for i, (client, _, error) in enumerate(connections):
+        if error is not None:
+            rows.append({"client": i, "served": False, "refused": False, "error": error})
+            continue
+        t = threading.Thread(target=one_client, args=(client, i, args, rows), daemon=True)
         t.start()
         threads.append(t)
         time.sleep(args.within / max(1, args.clients))
@@ -169,7 +198,7 @@ def main(argv=None) -> int:
         t.join(args.timeout + 30)
     stop.set()
     lab.join(10)
-    result = summary(rows, labs, (before, rss_mb(pid)))
+    result = summary(rows, labs, (before, rss_mb(pid)), [seconds for _, seconds, _ in connections if seconds is not None])
     if args.json:
         print(json.dumps(result))
     else:

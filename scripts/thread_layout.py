@@ -1,13 +1,17 @@
-"""How should a CPU serve several model runs at once: one run at a time on every core, or one run
-per core on one torch thread each? The app sizes its model slots from this measurement.
+"""How should a CPU serve several model runs at once: one run at a time on every core, one run
+per core on one torch thread each, or many runs sharing batched forward passes? The app sizes its
+model slots and threads from this measurement.
 
 Runs the same batch of runs of the default set-up (the Explainer's defaults: speculative decoding,
-the offline default pair in the machine's fast precision, greedy) twice in one process:
-  sequential  one run after the other, torch on all usable cores;
-  parallel    the runs spread over one worker per core, torch on one thread;
-and prints both wall times and their ratio (> 1: parallel serves the batch faster).
+the offline default pair in the machine's fast precision, greedy) in one process, once per layout:
+  sequential    one run after the other, torch on all usable cores;
+  parallel      the runs spread over one worker per core, torch on one thread;
+  batched-tN    the runs spread over --batch workers with cross-run batching on
+                (decoding/batching.py), torch on N threads (1 and all cores);
+and prints each wall time, its speedup over sequential, and how many runs' greedy tokens equal the
+sequential ones (batched passes round differently in bfloat16, so a few may part ways).
 
-    .venv/bin/python scripts/thread_layout.py --runs 8 --max-new-tokens 32
+    .venv/bin/python scripts/thread_layout.py --runs 16 --max-new-tokens 32
 """
 
 from __future__ import annotations
@@ -28,10 +32,11 @@ def main(argv=None) -> int:
     ap.add_argument("--runs", type=int, default=8)
     ap.add_argument("--max-new-tokens", type=int, default=32)
     ap.add_argument("--draft", default=None, help="draft spec (default: the default pair's draft)")
+    ap.add_argument("--batch", type=int, default=8, help="concurrent runs in the batched layouts")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args(argv)
-    if args.runs < 2 or args.max_new_tokens < 1:
-        print("error: --runs must be >= 2 and --max-new-tokens >= 1", file=sys.stderr)
+    if args.runs < 2 or args.max_new_tokens < 1 or args.batch < 2:
+        print("error: --runs and --batch must be >= 2 and --max-new-tokens >= 1", file=sys.stderr)
         return 2
     import torch
 
@@ -43,29 +48,38 @@ def main(argv=None) -> int:
 
     cores = usable_cores()
     target, draft = load_pair(draft_spec=args.draft, cached=True)
-    prompts = [f"Student {i}: list three animals that start with the letter {chr(65 + i)}." for i in range(args.runs)]
+    prompts = [f"Student {i}: list three animals that start with the letter {chr(65 + i % 26)}." for i in range(args.runs)]
     config = RunConfig(method="speculative", gamma=4, sampling=SamplingConfig(temperature=0.0), chat=True,
                        max_new_tokens=args.max_new_tokens)
 
     def one(prompt: str) -> list[int]:
         return generate(target, draft, prompt, config)[1].token_ids
 
+    from decoding import batching
+
+    def layout(threads: int, workers: int, batched: bool) -> tuple[float, list[list[int]]]:
+        torch.set_num_threads(threads)
+        if batched:
+            batching.enable(max_batch=args.batch)
+        t0 = time.perf_counter()
+        with ThreadPoolExecutor(workers) as pool:
+            tokens = list(pool.map(one, prompts))
+        batching.disable()
+        return time.perf_counter() - t0, tokens
+
     one(prompts[0])  # warm-up
-    torch.set_num_threads(cores)
-    t0 = time.perf_counter()
-    tokens_seq = [one(p) for p in prompts]
-    sequential = time.perf_counter() - t0
-    torch.set_num_threads(1)
-    t0 = time.perf_counter()
-    with ThreadPoolExecutor(cores) as pool:
-        tokens_par = list(pool.map(one, prompts))
-    parallel = time.perf_counter() - t0
+    sequential, tokens_seq = layout(cores, 1, False)
     result = {"cores": cores, "runs": args.runs, "max_new_tokens": args.max_new_tokens,
               "precision": str(target.dtype).removeprefix("torch."), "draft": draft.name,
-              "sequential_s": round(sequential, 2), "sequential_threads": cores,
-              "parallel_s": round(parallel, 2), "parallel_workers": cores,
-              "tokens": sum(map(len, tokens_seq)), "same_tokens": f"{sum(a == b for a, b in zip(tokens_seq, tokens_par))}/"
-              f"{len(prompts)}", "parallel_speedup": round(sequential / parallel, 3)}
+              "tokens": sum(map(len, tokens_seq)), "sequential_s": round(sequential, 2)}
+    layouts = {"parallel": (1, cores, False), "batched-t1": (1, args.batch, True)}
+    if cores > 1:
+        layouts[f"batched-t{cores}"] = (cores, args.batch, True)
+    for name, (threads, workers, batched) in layouts.items():
+        seconds, tokens = layout(threads, workers, batched)
+        result[f"{name}_s"] = round(seconds, 2)
+        result[f"{name}_speedup"] = round(sequential / seconds, 3)
+        result[f"{name}_same_tokens"] = f"{sum(a == b for a, b in zip(tokens_seq, tokens))}/{len(prompts)}"
     print(json.dumps(result) if args.json else "\n".join(f"{k:20s} {v}" for k, v in result.items()))
     return 0
 

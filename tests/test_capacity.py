@@ -5,8 +5,32 @@ import pytest
 from app import capacity
 
 
-def test_one_slot_per_usable_core_on_a_cpu(monkeypatch):
+def test_batched_slots_share_every_core_and_turn_batching_on(monkeypatch):
+    from decoding import batching
+
     monkeypatch.delenv(capacity.SLOTS_ENV, raising=False)
+    monkeypatch.delenv(capacity.BATCHING_ENV, raising=False)
+    monkeypatch.setattr("torch.cuda.is_available", lambda: False)
+    monkeypatch.setattr("decoding.devices.usable_cores", lambda: 2)
+    monkeypatch.setattr("torch.set_num_threads", lambda n: None)
+    assert capacity.batching_on()
+    assert capacity.model_slots() == capacity.BATCHED_SLOTS
+    assert capacity.threads_per_run(capacity.BATCHED_SLOTS) == 2  # one pass at a time, on every core
+    try:
+        assert capacity.configure(capacity.BATCHED_SLOTS) == 2
+        assert batching.batcher() is not None
+    finally:
+        batching.disable()
+    monkeypatch.setattr("torch.cuda.is_available", lambda: True)
+    assert not capacity.batching_on()  # a GPU run keeps its own passes
+    monkeypatch.setenv(capacity.BATCHING_ENV, "yes please")
+    with pytest.raises(ValueError, match=capacity.BATCHING_ENV):
+        capacity.batching_on()
+
+
+def test_without_batching_one_slot_per_usable_core_on_a_cpu(monkeypatch):
+    monkeypatch.delenv(capacity.SLOTS_ENV, raising=False)
+    monkeypatch.setenv(capacity.BATCHING_ENV, "0")
     monkeypatch.setattr("torch.cuda.is_available", lambda: False)
     monkeypatch.setattr("decoding.devices.usable_cores", lambda: 2)
     assert capacity.model_slots() == 2
@@ -17,6 +41,7 @@ def test_one_slot_per_usable_core_on_a_cpu(monkeypatch):
 
 
 def test_the_environment_overrides_and_bad_values_are_named(monkeypatch):
+    monkeypatch.setenv(capacity.BATCHING_ENV, "0")
     monkeypatch.setenv(capacity.SLOTS_ENV, "1")
     assert capacity.model_slots() == 1
     for bad in ("0", "two", "-3"):

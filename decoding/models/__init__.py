@@ -33,6 +33,7 @@ import torch
 from ..devices import default_draft_dtype, default_dtype, resolve_device, resolve_draft_dtype, resolve_dtype
 from ..errors import ModelLoadError
 from ..paths import cache_dir
+from . import head_layout
 from .gguf import EMBEDDED_NAME, find_embedded_gguf, gguf_display_name, load_gguf
 from .hub import load_hub
 from .loaded import LoadedModel
@@ -119,6 +120,7 @@ def load_model(
             raise ModelLoadError(f"cannot load '{spec}': no such file or directory")
         else:
             loaded = load_hub(spec, spec, dev, dt, report)
+    head_layout.install(loaded.model)
     report(1.0, "ready")
     return loaded
 
@@ -191,10 +193,16 @@ def clear_model_cache() -> None:
 
 def check_same_vocabulary(target: LoadedModel, draft: LoadedModel) -> None:
     """Raise ModelLoadError naming both models when their tokenizers' vocabularies differ:
-    speculative decoding compares p and q token by token, so ids must mean the same text."""
+    speculative decoding compares p and q token by token, so ids must mean the same text. A pair
+    that passed is remembered on the target (get_vocab of a 49k vocabulary takes ~18 ms per call,
+    and every run starts with this check)."""
+    passed = target.__dict__.setdefault("_same_vocabulary_as", [])
+    if any(t is draft.tokenizer for t in passed):
+        return
     tv = target.tokenizer.get_vocab()
     dv = draft.tokenizer.get_vocab()
     if tv == dv:
+        passed.append(draft.tokenizer)
         return
     t_by_id = {i: t for t, i in tv.items()}
     d_by_id = {i: t for t, i in dv.items()}
