@@ -24,7 +24,7 @@ import os
 
 SLOTS_ENV = "SPECDEC_MODEL_SLOTS"
 BATCHING_ENV = "SPECDEC_CROSS_RUN_BATCHING"
-BATCHED_SLOTS = 8  # runs decoding at once on a CPU with batching: a pass over 8 costs ~1.1-2.6x one
+BATCHED_SLOTS = 8  # runs decoding at once on a CPU with batching: a pass over 8 costs ~1.5-2.5x one
 MAX_CPU_SLOTS = 8  # beyond this, one shared copy of the weights is better served by threads per run
 GPU_SLOTS = 2
 
