@@ -12,6 +12,8 @@ from pathlib import Path
 
 import gradio as gr
 
+from decoding.batching import sharing
+
 from . import charts
 from .controls import controls_from_settings, visible_for, with_run_inputs
 from .live import advance, load_models as load_pair_models, settings_from_values, start
@@ -56,9 +58,20 @@ def pacing_seconds(value) -> float:
     return max(0.0, min(pacing, MAX_PACING)) if pacing == pacing else 0.0
 
 
-def playback_data(session: Session, pacing: float) -> dict:
+def shared_note(before: tuple[int, int]) -> str:
+    """What a run's speed means when the server batched it with other runs (decoding/batching.py),
+    from the batcher's (passes, calls) at the run's start; "" when it ran (almost) alone."""
+    passes, calls = (now - then for now, then in zip(sharing(), before))
+    if passes <= 0 or calls / passes < 1.05:
+        return ""
+    return (f"While it decoded, the server's forward passes served {calls / passes:.1f} runs each on average "
+            "(other students' runs share them): its speed is its share of this machine, not the method's alone.")
+
+
+def playback_data(session: Session, pacing: float, shared: str = "") -> dict:
     """The session's run as one lane of the browser player (`player.py`): iteration i appears at
-    (i + 1) x `pacing` seconds. The figures shown at the end are the run's measured ones."""
+    (i + 1) x `pacing` seconds. The figures shown at the end are the run's measured ones; `shared`
+    (shared_note) follows them."""
     from .race_result import lane_name
 
     records, summary = session.records, session.summary
@@ -67,7 +80,8 @@ def playback_data(session: Session, pacing: float) -> dict:
     result = ""
     if summary is not None:
         result = (f"Decoded in {summary.wall_seconds:.2f} s ({summary.tokens_per_second:.1f} tokens/s), played back at "
-                  f"{pacing:g} s per iteration. Drag the timeline below to inspect any iteration.")
+                  f"{pacing:g} s per iteration. Drag the timeline below to inspect any iteration."
+                  + (f" {shared}" if shared else ""))
     return player_data([lane], title=f"Playback: {len(records)} iterations, {pacing:g} s each",
                        prompt=session.settings.prompt if session.settings is not None else "", result=result,
                        paced=True)
@@ -88,6 +102,7 @@ def generate(session, values: dict, progress):
     if not (session.live and session.settings is not None and session.settings.key() == settings.key()):
         start(session, settings, progress)
     pacing = pacing_seconds(values["pacing"])
+    before = sharing()
     last_yield = time.monotonic()
     tokens = sum(len(r.emitted) for r in session.records)
     while session.generator is not None and not session.stop_requested:
@@ -104,12 +119,13 @@ def generate(session, values: dict, progress):
         elif time.monotonic() - last_yield >= REFRESH_SECONDS:
             yield (session, *view(session, None, position))
             last_yield = time.monotonic()
-    playback = playback_data(session, pacing) if pacing > 0 and session.records else None
+    shared = shared_note(before)
+    playback = playback_data(session, pacing, shared) if pacing > 0 and session.records else None
     if session.stop_requested and session.live:
         yield (session, *view(session, None, position, final=True, playback=playback,
                               note="Stopped. Step continues this run; Run continues it to the end."))
         return
-    yield (session, *view(session, None, position, final=True, playback=playback))
+    yield (session, *view(session, None, position, final=True, playback=playback, note=shared))
 
 
 @with_run_inputs(extra=("position",))

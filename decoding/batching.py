@@ -61,6 +61,13 @@ def tracked(records):
 _live = [0]  # running decodes
 
 
+def sharing() -> tuple[int, int]:
+    """(passes, calls served) of the batcher so far, (0, 0) without one: two snapshots give the
+    mean number of runs per pass between them."""
+    found = _batcher if _settings["max_batch"] > 1 else None
+    return (found.passes, found.runs_served) if found is not None else (0, 0)
+
+
 def batcher() -> "ForwardBatcher | None":
     """The batcher when batching is on, else None."""
     global _batcher
@@ -99,6 +106,7 @@ class ForwardBatcher:
     def __init__(self):
         self.passes = 0
         self.busy_s = 0.0  # time spent in forward passes
+        self.runs_served = 0  # calls served, summed over passes (runs_served / passes: runs per pass)
         self.batch_sizes: dict[int, int] = {}  # runs per pass -> number of passes (for tests and reports)
         self._cond = threading.Condition()
         self._pending: list[Call] = []
@@ -149,6 +157,7 @@ class ForwardBatcher:
                         for call, logits in zip(calls, batched_forward(calls[0].lm.model, calls)):
                             call.result = logits
                 self.passes += 1
+                self.runs_served += len(calls)
                 self.batch_sizes[len(calls)] = self.batch_sizes.get(len(calls), 0) + 1
             except BaseException as exc:  # noqa: BLE001 (handed to the callers, who raise it)
                 for call in calls:

@@ -99,6 +99,27 @@ def test_concurrent_runs_with_batching_give_the_tokens_of_runs_one_at_a_time(tin
     assert together == alone
     shared = batching.batcher().batch_sizes
     assert max(shared) > 1, f"no pass served more than one run: {shared}"
+    from app.handlers import shared_note
+
+    passes, calls = batching.sharing()
+    assert calls == sum(size * count for size, count in shared.items()) and passes == sum(shared.values())
+    note = shared_note((0, 0))  # since the batcher started: some passes served several runs
+    assert (f"{calls / passes:.1f} runs each" in note) == (calls / passes >= 1.05)
+
+
+def test_a_run_alone_gets_no_sharing_note(tiny_target_dir, batching_on):
+    from app.handlers import shared_note
+    from decoding.models import load_model
+    from decoding.runner import generate
+    from decoding.strategies import RunConfig
+
+    target = load_model(str(tiny_target_dir), device="cpu", dtype="float32")
+    before = batching.sharing()
+    generate(target, None, "a lone run", RunConfig(method="autoregressive", max_new_tokens=6))
+    assert batching.sharing()[0] > before[0]  # its passes went through the batcher, one run each
+    assert shared_note(before) == ""
+    batching.disable()
+    assert batching.sharing() == (0, 0) and shared_note(before) == ""
 
 
 def test_a_failed_pass_reaches_its_caller_and_the_worker_goes_on(tiny_target_dir, batching_on):
