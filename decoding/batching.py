@@ -154,7 +154,11 @@ class ForwardBatcher:
                     if len(calls) == 1:
                         calls[0].result = calls[0].lm.forward_alone(calls[0].tokens, calls[0].keep)
                     else:
-                        for call, logits in zip(calls, batched_forward(calls[0].lm.model, calls)):
+                        try:
+                            results = batched_forward(calls[0].lm.model, calls)
+                        except NotBatchable:  # e.g. sliding-window caches: one pass per run, as without batching
+                            results = [call.lm.forward_alone(call.tokens, call.keep) for call in calls]
+                        for call, logits in zip(calls, results):
                             call.result = logits
                 self.passes += 1
                 self.runs_served += len(calls)
@@ -168,9 +172,35 @@ class ForwardBatcher:
                     call.done.set()
 
 
+class NotBatchable(Exception):
+    """The model or its caches cannot take a batched pass; nothing was changed."""
+
+
 def batched_forward(model, calls: list[Call]) -> list[torch.Tensor]:
     """One forward pass over several runs' calls on `model`; each call's lm.cache grows by its own
-    tokens and its float32 logits come back in order (as CachedLM.forward_alone would give them)."""
+    tokens and its float32 logits come back in order (as CachedLM.forward_alone would give them).
+    Raises NotBatchable, with every cache untouched, when the pass cannot be made."""
+    try:
+        out, rows, counts, keeps, padded, width = _pass(model, calls)
+    except Exception as exc:  # noqa: BLE001 (any model that refuses the padded pass runs its calls alone)
+        raise NotBatchable(str(exc)) from exc
+    results = []
+    for row, (call, count, keep) in enumerate(zip(calls, counts, keeps)):
+        lm = call.lm
+        for index, grown in enumerate(out.past_key_values.layers):  # this run's new keys/values only
+            lm.cache.update(grown.keys[row : row + 1, :, padded + width - count :],
+                            grown.values[row : row + 1, :, padded + width - count :], index)
+        lm.length += count
+        lm.calls += 1
+        mine = rows[row, max(keeps) - keep :]
+        results.append(lm.head.logits(mine, lm.vocab_width) if lm.head is not None
+                       else mine[:, : lm.vocab_width].float())
+    return results
+
+
+def _pass(model, calls: list[Call]):
+    """The batched pass itself, changing no run's cache: (output, logits or hidden states of the last
+    max(keeps) slots, token counts, keeps, padded cache length, slot width)."""
     lengths = [c.lm.length for c in calls]
     counts = [len(c.tokens) for c in calls]
     padded, width = max(lengths), max(counts)
@@ -209,26 +239,11 @@ def batched_forward(model, calls: list[Call]) -> list[torch.Tensor]:
     mask = torch.zeros(allowed.shape, dtype=dtype).masked_fill(~allowed, torch.finfo(dtype).min)
     ids, positions, mask = ids.to(device), positions.to(device), mask.to(device)
     keeps = [min(c.keep or n, n) for c, n in zip(calls, counts)]
-    rows_needed = max(keeps)
-
+    needed = max(keeps)
     inputs = dict(input_ids=ids, attention_mask=mask, position_ids=positions, past_key_values=batch_cache,
                   use_cache=True)
     if all(c.lm.head is None for c in calls):
-        out = model(**inputs, **({"logits_to_keep": rows_needed} if rows_needed < width else {}))
-        rows = out.logits[:, -rows_needed:]
-    else:
-        out = model.get_decoder()(**inputs)
-        rows = out.last_hidden_state[:, -rows_needed:]
-
-    results = []
-    for row, (call, count, keep) in enumerate(zip(calls, counts, keeps)):
-        lm = call.lm
-        for index, grown in enumerate(out.past_key_values.layers):  # this run's new keys/values only
-            lm.cache.update(grown.keys[row : row + 1, :, padded + width - count :],
-                            grown.values[row : row + 1, :, padded + width - count :], index)
-        lm.length += count
-        lm.calls += 1
-        mine = rows[row, rows_needed - keep :]
-        results.append(lm.head.logits(mine, lm.vocab_width) if lm.head is not None
-                       else mine[:, : lm.vocab_width].float())
-    return results
+        out = model(**inputs, **({"logits_to_keep": needed} if needed < width else {}))
+        return out, out.logits[:, -needed:], counts, keeps, padded, width
+    out = model.get_decoder()(**inputs)
+    return out, out.last_hidden_state[:, -needed:], counts, keeps, padded, width

@@ -135,6 +135,26 @@ def test_a_failed_pass_reaches_its_caller_and_the_worker_goes_on(tiny_target_dir
     assert lm.forward([7]).shape == (1, target.vocab_size)  # the worker still serves
 
 
+def test_a_model_that_refuses_the_batched_pass_runs_its_calls_alone(tiny_target_dir, batching_on, monkeypatch):
+    """A model whose caches cannot be padded (e.g. sliding-window layers) keeps working: the
+    worker runs each call alone, and the caches are those of solo passes."""
+    from decoding.models import load_model
+
+    target = load_model(str(tiny_target_dir), device="cpu", dtype="float32")
+    calls = [batching.Call(_lm(target, [5, 6, 7]), [8], None), batching.Call(_lm(target, [9, 10]), [11, 12], None)]
+    monkeypatch.setattr(calls[1].lm.cache.layers[0], "is_sliding", True, raising=False)
+    with pytest.raises(batching.NotBatchable):
+        batching.batched_forward(target.model, calls)
+    assert [c.lm.length for c in calls] == [3, 2]  # untouched
+    monkeypatch.setattr(batching, "_pass", lambda model, calls: 1 / 0)
+    lms = [_lm(target, [5, 6, 7]), _lm(target, [9, 10])]
+    alone = [_lm(target, [5, 6, 7]), _lm(target, [9, 10])]
+    with ThreadPoolExecutor(2) as pool:
+        got = list(pool.map(lambda pair: pair[0].forward(pair[1]), zip(lms, ([8], [11, 12]))))
+    for g, lm, tokens in zip(got, alone, ([8], [11, 12])):
+        assert torch.allclose(g, lm.forward_alone(tokens), atol=1e-5)
+
+
 def test_enable_refuses_bad_settings():
     with pytest.raises(ValueError):
         batching.enable(max_batch=0)
