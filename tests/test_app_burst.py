@@ -57,3 +57,32 @@ def test_a_paced_burst_is_served_at_the_speed_of_an_unpaced_one(tiny_target_dir,
     print(f"unpaced {unpaced:.2f} s, paced {paced:.2f} s, server-paced bound {server_paced:.1f} s")
     assert paced < server_paced / 2, f"paced burst {paced:.1f} s vs {server_paced:.1f} s if paced on the server"
     assert paced < 1.5 * unpaced + 2.0, f"paced burst {paced:.1f} s vs unpaced {unpaced:.1f} s"
+
+
+def test_a_burst_with_cross_run_batching_gives_each_client_the_tokens_of_a_lone_burst(tiny_target_dir,
+                                                                                      tiny_draft_dir):
+    """The app as it serves a class on a CPU (decoding/batching.py on, as app.py turns it on):
+    every client gets its own run, with the tokens it gets without batching (float32), the passes
+    really served several runs, and the result says the run shared them."""
+    from decoding import batching
+
+    def texts(rows):
+        return [[(t.get("text"), t.get("kind")) for t in r["playback"]["lanes"][0]["tokens"]] for r in rows]
+
+    with running_app(tiny_target_dir, tiny_draft_dir) as url:
+        clients = [Client(url, verbose=False) for _ in range(CLIENTS)]
+        burst(clients[:2], 0.0)  # warm-up: the models load once
+        _, alone = burst(clients, PACING)
+        batching.enable(max_batch=CLIENTS)
+        try:
+            before = batching.sharing()
+            _, batched = burst(clients, PACING)
+            passes, calls = (now - then for now, then in zip(batching.sharing(), before))
+        finally:
+            batching.disable()
+    for r in alone + batched:
+        assert r["error"] is None, r["error"]
+        assert r["own"], "a client got someone else's result"
+    assert texts(batched) == texts(alone)
+    assert calls > passes, f"{calls} calls in {passes} passes: no pass served two runs"
+    assert any("runs each on average" in r["playback"]["result"] for r in batched)
