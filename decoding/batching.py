@@ -44,21 +44,40 @@ def disable() -> None:
 
 
 def tracked(records):
-    """`records` (a decode generator), counted as a running decode while it is open: the batcher
-    waits (up to the window) until every running decode has a call waiting before it starts a pass."""
+    """`records` (a decode generator), counted as a running decode while it is open, except while
+    it has been paused between records for longer than the window (a Step run waiting for its next
+    click): the batcher waits, up to the window, until every running decode has a call waiting
+    before it starts a pass, and must not wait for one that will not call soon."""
     if batcher() is None:
         yield from records
         return
-    with _lock:
-        _live[0] += 1
+    run = object()
     try:
-        yield from records
+        while True:
+            with _lock:
+                _runs[run] = None  # computing its next record
+            try:
+                record = next(records)
+            except StopIteration:
+                return
+            with _lock:
+                _runs[run] = time.monotonic()  # paused since
+            yield record
     finally:
         with _lock:
-            _live[0] -= 1
+            _runs.pop(run, None)
+        close = getattr(records, "close", None)
+        if close is not None:
+            close()
 
 
-_live = [0]  # running decodes
+_runs: dict[object, float | None] = {}  # open decodes -> None while computing, else when they paused
+
+
+def _running(now: float) -> int:
+    """The open decodes worth waiting for: computing, or paused for less than the window."""
+    window = _settings["window_s"]
+    return sum(1 for paused in list(_runs.values()) if paused is None or now - paused < window)
 
 
 def sharing() -> tuple[int, int]:
@@ -134,7 +153,7 @@ class ForwardBatcher:
             deadline = time.monotonic() + _settings["window_s"]
             while True:  # wait for the running decodes still computing (they call within a few ms)
                 now = time.monotonic()
-                if len(self._pending) >= _live[0] or now >= deadline or self._pending[0].long:
+                if len(self._pending) >= _running(now) or now >= deadline or self._pending[0].long:
                     break
                 self._cond.wait(deadline - now)
             groups: dict[tuple[int, bool], list[Call]] = {}

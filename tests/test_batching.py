@@ -1,6 +1,7 @@
 """Cross-run batching (decoding/batching.py): a batched pass equals solo passes, concurrent runs
 with batching on give the tokens of runs one at a time, and errors reach the caller."""
 
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -159,3 +160,32 @@ def test_enable_refuses_bad_settings():
     with pytest.raises(ValueError):
         batching.enable(max_batch=0)
     assert batching.batcher() is None  # off by default
+
+
+def test_a_paused_run_is_not_waited_for(tiny_target_dir, batching_on):
+    """A run paused between records for longer than the window (a Step run waiting for its next
+    click) is not waited for: it must not make every pass wait out the window."""
+    from decoding.models import load_model
+    from decoding.runner import decode
+    from decoding.strategies import RunConfig
+
+    target = load_model(str(tiny_target_dir), device="cpu", dtype="float32")
+    seen = []
+    real_forward = batching.ForwardBatcher.forward
+
+    def forward(self, lm, tokens, keep):
+        seen.append(batching._running(time.monotonic()))  # while computing, the run counts
+        return real_forward(self, lm, tokens, keep)
+
+    batching.ForwardBatcher.forward = forward
+    try:
+        records = decode(target, None, target.encode_prompt("a paused run", False),
+                         RunConfig(method="autoregressive", max_new_tokens=5))
+        next(records)
+        assert seen and set(seen) == {1}
+        assert batching._running(time.monotonic()) == 1  # just paused: a continuing run calls again soon
+        assert batching._running(time.monotonic() + 2 * batching._settings["window_s"]) == 0  # a Step run's pause
+        records.close()
+        assert batching._runs == {}
+    finally:
+        batching.ForwardBatcher.forward = real_forward
