@@ -47,10 +47,8 @@ def tracked(records):
     """`records` (a decode generator), counted as a running decode while it is open, except while
     it has been paused between records for longer than the window (a Step run waiting for its next
     click): the batcher waits, up to the window, until every running decode has a call waiting
-    before it starts a pass, and must not wait for one that will not call soon."""
-    if batcher() is None:
-        yield from records
-        return
+    before it starts a pass, and must not wait for one that will not call soon. runner.decode
+    wraps a run in this only while batching is on."""
     run = object()
     try:
         while True:
@@ -123,13 +121,19 @@ class ForwardBatcher:
     and one pass at a time keeps the cores for that pass."""
 
     def __init__(self):
-        self.passes = 0
-        self.busy_s = 0.0  # time spent in forward passes
-        self.runs_served = 0  # calls served, summed over passes (runs_served / passes: runs per pass)
-        self.batch_sizes: dict[int, int] = {}  # runs per pass -> number of passes (for tests and reports)
+        self.batch_sizes: dict[int, int] = {}  # runs per pass -> number of passes
         self._cond = threading.Condition()
         self._pending: list[Call] = []
         threading.Thread(target=self._serve, daemon=True, name="forward-batcher").start()
+
+    @property
+    def passes(self) -> int:
+        return sum(list(self.batch_sizes.values()))
+
+    @property
+    def runs_served(self) -> int:
+        """Calls served, summed over passes (runs_served / passes: runs per pass)."""
+        return sum(size * count for size, count in list(self.batch_sizes.items()))
 
     def forward(self, lm, tokens: list[int], keep: int | None) -> torch.Tensor:
         """Queue the call and wait for its logits (an error of its pass is raised here)."""
@@ -167,7 +171,6 @@ class ForwardBatcher:
     def _serve(self) -> None:
         while True:
             calls = self._take()
-            start = time.perf_counter()
             try:
                 with torch.inference_mode():
                     if len(calls) == 1:
@@ -179,14 +182,11 @@ class ForwardBatcher:
                             results = [call.lm.forward_alone(call.tokens, call.keep) for call in calls]
                         for call, logits in zip(calls, results):
                             call.result = logits
-                self.passes += 1
-                self.runs_served += len(calls)
                 self.batch_sizes[len(calls)] = self.batch_sizes.get(len(calls), 0) + 1
             except BaseException as exc:  # noqa: BLE001 (handed to the callers, who raise it)
                 for call in calls:
                     call.error = exc
             finally:
-                self.busy_s += time.perf_counter() - start
                 for call in calls:
                     call.done.set()
 

@@ -77,9 +77,9 @@ def one_client(client, i: int, args, out: list) -> None:
            "own_result": False, "error": None}
     try:
         if client is None:
-            from gradio_client import Client
-
-            client = Client(args.url, verbose=False)
+            client, _, error = connect(args.url, i)
+            if error is not None:
+                raise RuntimeError(error)
         kwargs = dict(prompt=prompt, chat=True, seed=i, max_new_tokens=args.max_new_tokens, api_name="/generate")
         if args.pacing is not None:
             kwargs["pacing"] = args.pacing
