@@ -90,16 +90,21 @@ def default_dtype(device: torch.device) -> torch.dtype:
 
 
 def default_draft_dtype(device: torch.device) -> torch.dtype:
-    """A draft's default dtype: as the target's, except float16 on CPUs with AVX-512.
+    """A draft's default dtype: as the target's, except on AVX-512 CPUs without native bfloat16,
+    where it is float16.
 
     A draft's precision cannot touch exactness: q is computed in float32 from whatever logits the
     draft produced, and acceptance corrects toward p for any q. A single-token step of these small
-    models is bound by reading the weights, so half-precision weights nearly halve it (measured on
-    this project's AVX-512 CPU: the 16.8M shipped draft steps in 4.5-4.8 ms in float16 against
-    10.6-10.9 ms in float32). Without AVX-512 the float16 kernels are not measured; stay float32.
+    models is bound by reading the weights, so half-precision weights nearly halve it. float16
+    steps a little faster than bfloat16 on this project's CPU (the 16.8M shipped draft, one thread:
+    6.0 against 7.4 ms), but its passes over many tokens are far slower: the draft's pass over a
+    1000-token prompt took 776 ms in float16, 93 ms in bfloat16 and 188 ms in float32
+    (`scripts/draft_dtype.py`). The hybrid's draft makes such passes at every long prompt and after
+    copied spans, so where bfloat16 is native (the target's default there too) the draft follows
+    the target; without AVX-512 the float16 kernels are not measured: the target's dtype as well.
     """
     dev = torch.device(device)
-    if dev.type == "cpu" and torch.backends.cpu.get_cpu_capability() in ("AVX512", "AMX"):
+    if dev.type == "cpu" and torch.backends.cpu.get_cpu_capability() in ("AVX512", "AMX") and not cpu_has_native_bf16():
         return torch.float16
     return default_dtype(dev)
 

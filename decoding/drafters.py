@@ -9,6 +9,7 @@ pitfall users of other engines met). A proposal also says where its tokens came 
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 
 import torch
@@ -26,6 +27,10 @@ HYBRID = "hybrid"
 HYBRID_MIN_MATCH = 2
 HYBRID_LOOKUP_TOKENS = 8  # a copied span is proposed up to this long (a 9-token pass costs ~1.2 steps in bf16)
 HYBRID_MAX_MATCH = 32  # suffix matches are measured up to this length
+# A draft model's first pass over more new tokens than this is a prefill (the prompt) or a catch-up
+# (after copied spans), not a draft step: its time is reported apart, so the per-token draft cost the
+# automatic gamma learns is that of steps (as the target's prefill is left out of its verify fit).
+CATCH_UP_TOKENS = 8
 
 
 @dataclass
@@ -34,6 +39,44 @@ class Proposal:
     q_rows: torch.Tensor  # (len(tokens), V): q_rows[i] is the distribution tokens[i] was drawn from
     source: str = "model"  # "model" | "lookup": where the tokens came from
     match_length: int | None = None  # for a lookup: how many tokens of the context's suffix matched
+    catch_up_seconds: float = 0.0  # a model's first pass when it was a prefill or catch-up (see CATCH_UP_TOKENS)
+
+
+@dataclass(frozen=True)
+class DraftSource:
+    """One way to draft the next iteration, found from the context alone (before anything of the
+    iteration is sampled, so choosing among sources keeps the acceptance rule exact)."""
+
+    kind: str  # "model" | "lookup"
+    match_length: int = 0  # lookup: how many tokens of the context's suffix matched
+    start: int = 0  # lookup: where the copyable continuation starts in the sequence
+    available: int = 0  # lookup: how many tokens can be copied from there
+
+    @property
+    def key(self) -> str:
+        """The bucket the gamma policy keeps separate estimates for: a copy after a 1-token match
+        is right far less often than after a longer one (see HYBRID_MIN_MATCH)."""
+        if self.kind != "lookup":
+            return self.kind
+        return "lookup" if self.match_length >= HYBRID_MIN_MATCH else "lookup-short"
+
+
+MODEL_SOURCE = DraftSource("model")
+
+
+def lookup_source(sequence: list[int], max_length: int, min_length: int = 1) -> DraftSource | None:
+    """The lookup source of the context's longest suffix match, or None below `min_length`."""
+    found = suffix_match(sequence, max_length)
+    if found is None or found[1] < min_length:
+        return None
+    start, length = found
+    return DraftSource("lookup", length, start, len(sequence) - start)
+
+
+def copy_proposal(sequence: list[int], source: DraftSource, n: int, width: int, device) -> Proposal:
+    """Up to n tokens copied from the source's continuation; q is one-hot on each."""
+    tokens = list(sequence[source.start: source.start + n])
+    return Proposal(tokens, one_hot_rows(tokens, width, device), "lookup", source.match_length)
 
 
 def suffix_match(sequence: list[int], max_length: int) -> tuple[int, int] | None:
@@ -79,14 +122,19 @@ class ModelDrafter:
     def calls(self) -> int:
         return self.lm.calls
 
+    def sources(self, sequence: list[int]) -> list[DraftSource]:
+        return [MODEL_SOURCE]
+
     def propose(self, sequence: list[int], gamma: int, sampling: SamplingConfig, generator: torch.Generator,
-                keep_going=None) -> Proposal:
-        """Up to `gamma` tokens. `keep_going(i, confidence)`, when given, is asked after token i
+                keep_going=None, source: DraftSource | None = None) -> Proposal:
+        """Up to `gamma` tokens (`source` is always the model's). `keep_going(i, confidence)`, when given, is asked after token i
         with the draft's unwarped probability of it and ends the draft early on False (the token
         stays in): stopping depends on the draft side only, so exactness is untouched."""
         tokens: list[int] = []
         rows = []
+        new_tokens, started = len(sequence) - self.lm.length, time.perf_counter()
         logits = self.lm.extend(sequence, keep=1)[-1]
+        catch_up = time.perf_counter() - started if new_tokens > CATCH_UP_TOKENS else 0.0
         for i in range(gamma):
             q = warp_logits(logits, sampling)
             x = int(torch.multinomial(q, 1, generator=generator)) if not sampling.greedy else int(q.argmax())
@@ -96,7 +144,8 @@ class ModelDrafter:
                 if keep_going is not None and not keep_going(i, float(torch.softmax(logits, -1)[x])):
                     break
                 logits = self.lm.forward([x])[-1]
-        return Proposal(tokens, torch.stack(rows) if rows else torch.empty(0, self.lm.vocab_width))
+        return Proposal(tokens, torch.stack(rows) if rows else torch.empty(0, self.lm.vocab_width),
+                        catch_up_seconds=catch_up)
 
     def rollback(self, length: int) -> None:
         self.lm.rollback(length)
@@ -122,15 +171,21 @@ class PromptLookupDrafter:
 
     def find(self, sequence: list[int], gamma: int) -> list[int]:
         """The continuation (up to gamma tokens) of the longest earlier match of the suffix."""
-        found = suffix_match(sequence, self.max_ngram)
-        if found is None or found[1] < self.min_ngram:
-            return []
-        return list(sequence[found[0]: found[0] + gamma])
+        source = lookup_source(sequence, self.max_ngram, self.min_ngram)
+        return [] if source is None else list(sequence[source.start: source.start + gamma])
+
+    def sources(self, sequence: list[int]) -> list[DraftSource]:
+        """The one way it can draft here: the copy after the longest suffix match (none: no draft)."""
+        source = lookup_source(sequence, self.max_ngram, self.min_ngram)
+        return [] if source is None else [source]
 
     def propose(self, sequence: list[int], gamma: int, sampling: SamplingConfig, generator: torch.Generator,
-                keep_going=None) -> Proposal:
-        tokens = self.find(sequence, gamma)  # a copied span has no confidence: keep_going is unused
-        return Proposal(tokens, one_hot_rows(tokens, self.vocab_width, self.device), "lookup")
+                keep_going=None, source: DraftSource | None = None) -> Proposal:
+        # a copied span has no confidence: keep_going is unused
+        source = source or lookup_source(sequence, self.max_ngram, self.min_ngram)
+        if source is None:
+            return Proposal([], one_hot_rows([], self.vocab_width, self.device), "lookup")
+        return copy_proposal(sequence, source, gamma, self.vocab_width, self.device)
 
     def rollback(self, length: int) -> None:
         pass
@@ -161,13 +216,24 @@ class HybridDrafter:
     def calls(self) -> int:
         return self.model.calls
 
+    def sources(self, sequence: list[int]) -> list[DraftSource]:
+        """Every way it can draft here: the model always, a copy wherever the suffix matches at
+        all (the automatic gamma schedule weighs them by their measured acceptance and cost)."""
+        copy = lookup_source(sequence, self.max_match)
+        return [MODEL_SOURCE] if copy is None else [copy, MODEL_SOURCE]
+
     def propose(self, sequence: list[int], gamma: int, sampling: SamplingConfig, generator: torch.Generator,
-                keep_going=None) -> Proposal:
-        found = suffix_match(sequence, self.max_match)
-        if found is not None and found[1] >= self.min_match:
-            start, length = found
-            tokens = list(sequence[start: start + max(gamma, self.lookup_tokens)])
-            return Proposal(tokens, one_hot_rows(tokens, self.vocab_width, self.device), "lookup", length)
+                keep_going=None, source: DraftSource | None = None) -> Proposal:
+        """With `source` (chosen by the gamma policy): draft exactly from it, gamma tokens. Without:
+        the fixed rule, a copy of up to max(gamma, lookup_tokens) tokens where the suffix matches
+        for at least min_match tokens, the model's gamma tokens elsewhere."""
+        if source is None:
+            copy = lookup_source(sequence, self.max_match, self.min_match)
+            if copy is not None:
+                return copy_proposal(sequence, copy, max(gamma, self.lookup_tokens), self.vocab_width, self.device)
+            return self.model.propose(sequence, gamma, sampling, generator, keep_going)
+        if source.kind == "lookup":
+            return copy_proposal(sequence, source, gamma, self.vocab_width, self.device)
         return self.model.propose(sequence, gamma, sampling, generator, keep_going)
 
     def rollback(self, length: int) -> None:

@@ -25,6 +25,18 @@ Selected by the chain methods' `gamma_schedule` setting (CLI: `--gamma-schedule`
   of one more token, b. So drafting goes on while alpha * prod(c) >= (t_draft + b) / t_verify(1)
   (the same idea as transformers' assistant confidence threshold, with the threshold derived from
   this run's costs instead of a constant 0.4).
+  Sources: a drafter that can draft in more than one way (the hybrid: the model, or a copy of the
+  continuation of the context's suffix match) offers its sources for each iteration, found from the
+  context alone, and auto scores each with that source's own estimates and picks the best source and
+  length together. Each source (keyed "model", "lookup" for a match of >= 2 tokens, "lookup-short"
+  for a 1-token match) keeps its own acceptance and draft-time estimates; the verify costs are
+  shared. Acceptance is kept as two rates, of the first draft position and of a position whose
+  predecessor was accepted, since a copy that starts to match tends to go on matching (measured on
+  the Spec-Bench summarization and RAG prompts, copies after a 2-token match: first position 45%
+  accepted, positions after an accepted one 80%); the expected tokens per pass are then
+  `theory.expected_tokens_two_rates`. A copy proposes at most the tokens the context holds after the
+  match. Because the choice depends on earlier iterations only, never on this iteration's samples,
+  each token's q is still the distribution it was drawn from.
 - ``heuristic``: transformers' assisted-generation schedule: start at `config.gamma`, +2 after
   an iteration whose whole draft was accepted, -1 (not below 1) otherwise.
 
@@ -34,7 +46,10 @@ all schedules reproduce greedy autoregressive decoding exactly.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 from . import theory
+from .drafters import MODEL_SOURCE, DraftSource
 from .metrics import c_step
 
 SCHEDULES = ("fixed", "auto", "heuristic")
@@ -47,8 +62,57 @@ def validate_schedule(name: str) -> str:
     return name
 
 
+@dataclass
+class SourceEstimate:
+    """Running estimates of one draft source, exponentially weighted so they follow the text:
+    the overlap of every examined draft position (alpha), of first positions (alpha_first) and of
+    positions after an accepted one (alpha_next); plain sums for the draft time per token."""
+
+    decay: float
+    prior_alpha: float
+    prior_weight: float
+    sums: dict = field(default_factory=dict)
+    draft_time: float = 0.0
+    draft_steps: int = 0
+
+    def _rate(self, name: str) -> float:
+        num, den = self.sums.get(name, (self.prior_alpha * self.prior_weight, self.prior_weight))
+        return min(1.0, max(0.0, num / den))
+
+    def _add(self, name: str, value: float) -> None:
+        num, den = self.sums.get(name, (self.prior_alpha * self.prior_weight, self.prior_weight))
+        self.sums[name] = (self.decay * num + value, self.decay * den + 1.0)
+
+    @property
+    def alpha(self) -> float:
+        return self._rate("all")
+
+    @property
+    def alpha_first(self) -> float:
+        return self._rate("first")
+
+    @property
+    def alpha_next(self) -> float:
+        return self._rate("next")
+
+    def t_draft(self) -> float | None:
+        return self.draft_time / self.draft_steps if self.draft_steps else None
+
+    def learn(self, overlaps: list[float], drafted: int, t_draft: float) -> None:
+        for i, value in enumerate(overlaps):
+            self._add("all", value)
+            self._add("first" if i == 0 else "next", value)
+        if drafted:
+            self.draft_time += t_draft
+            self.draft_steps += drafted
+
+    def to_dict(self) -> dict:
+        return {"alpha": self.alpha, "alpha_first": self.alpha_first, "alpha_next": self.alpha_next,
+                "t_draft": self.t_draft()}
+
+
 class GammaPolicy:
-    """Chooses the draft length of each iteration and learns from each finished one."""
+    """Chooses the draft source and length of each iteration and learns from each finished one."""
 
     def __init__(self, schedule: str, gamma: int, max_gamma: int = 16, decay: float = 0.95,
                  probe_every: int = 8, prior_alpha: float = 0.5, prior_weight: float = 2.0):
@@ -57,24 +121,28 @@ class GammaPolicy:
         self.max_gamma = max(int(max_gamma), 1)
         self.decay = decay
         self.probe_every = probe_every
-        # running sums (exponentially weighted for alpha; plain sums for times)
-        self._alpha_num = prior_alpha * prior_weight
-        self._alpha_den = prior_weight
-        self._draft_time = 0.0
-        self._draft_steps = 0
+        self._prior = (prior_alpha, prior_weight)
+        self.sources: dict[str, SourceEstimate] = {}
         # single-token passes: exponentially weighted mean; multi-token passes: least-squares sums
         # for t_verify(n) = a + b (n - 2); prefill passes are left out
         self._t1_num = self._t1_den = 0.0
         self._sn = self._sx = self._sy = self._sxx = self._sxy = 0.0
         self._idle = 0  # iterations in a row at gamma 0
+        self.source: DraftSource = MODEL_SOURCE  # the source of the latest choice
 
     # --- estimates ---------------------------------------------------------------------------
+    def estimate(self, key: str = "model") -> SourceEstimate:
+        if key not in self.sources:
+            self.sources[key] = SourceEstimate(self.decay, *self._prior)
+        return self.sources[key]
+
     @property
     def alpha(self) -> float:
-        return min(1.0, max(0.0, self._alpha_num / self._alpha_den))
+        """The model source's mean overlap (Leviathan's alpha as this run measures it)."""
+        return self.estimate("model").alpha
 
-    def t_draft(self) -> float | None:
-        return self._draft_time / self._draft_steps if self._draft_steps else None
+    def t_draft(self, key: str = "model") -> float | None:
+        return self.estimate(key).t_draft()
 
     def verify_fit(self) -> tuple[float, float] | None:
         """(a, b) of t_verify(n) = a + b (n - 2) for n >= 2, b >= 0; None before any multi-token pass."""
@@ -100,8 +168,8 @@ class GammaPolicy:
         return fit[0] + fit[1] * (n_tokens - 2)
 
     def stop_threshold(self) -> float | None:
-        """(t_draft + b) / t_verify(1): the confidence mass below which one more draft token does
-        not pay (auto only; None until both costs were measured)."""
+        """(t_draft + b) / t_verify(1): the confidence mass below which one more model-drafted
+        token does not pay (auto only; None until both costs were measured)."""
         t_d, t_1 = self.t_draft(), self.t_verify(1)
         if self.schedule != "auto" or t_d is None or t_1 is None:
             return None
@@ -127,9 +195,20 @@ class GammaPolicy:
 
     # --- choice ------------------------------------------------------------------------------
     def next_gamma(self) -> int:
+        """The draft length of the next iteration of a one-source drafter (the model)."""
+        return self.choose([MODEL_SOURCE])[1]
+
+    def choose(self, sources: list[DraftSource]) -> tuple[DraftSource | None, int]:
+        """(source, gamma) for the next iteration among the drafter's `sources` for this context;
+        (None, 0) when there is none. fixed/heuristic: the first source with `self.gamma` (the
+        drafter then applies its own fixed rule); auto: the best-scoring source and length."""
+        if not sources:
+            return None, 0
         if self.schedule != "auto":
-            return self.gamma
-        choice = self._auto_choice()
+            self.source = sources[0]
+            return sources[0], self.gamma
+        scored = [(self._auto_choice(source), source) for source in sources]
+        (value, choice), source = max(scored, key=lambda item: item[0][0])
         if choice == 0:
             self._idle += 1
             if self._idle >= self.probe_every:
@@ -138,41 +217,48 @@ class GammaPolicy:
         else:
             self._idle = 0
         self.gamma = choice
-        return choice
+        self.source = source
+        return source, choice
 
-    def _auto_choice(self) -> int:
-        t_d, t_1 = self.t_draft(), self.t_verify(1)
-        if t_d is None or t_1 is None:
-            return max(1, min(self.gamma, self.max_gamma))  # nothing measured yet: the configured gamma
-        a = self.alpha
-        if self.verify_fit() is None:  # verify cost unknown beyond one token: Theorem 3.8 as is
-            best = theory.optimal_gamma(a, t_d / t_1, self.max_gamma)
-            return best if theory.improvement_factor(a, best, t_d / t_1) > 1.0 else 0
+    def _auto_choice(self, source: DraftSource) -> tuple[float, int]:
+        """(expected improvement, gamma) of the best draft length from `source`; gamma 0 (plain
+        decoding, improvement 1) when no length pays."""
+        est = self.estimate(source.key)
+        cap = self.max_gamma if source.kind == "model" else max(0, min(self.max_gamma, source.available))
+        t_d, t_1 = est.t_draft(), self.t_verify(1)
+        if t_1 is None:
+            return 1.0, max(1, min(self.gamma, cap))  # nothing measured yet: the configured gamma
+        if t_d is None:
+            t_d = 0.0 if source.kind == "lookup" else None
+        if t_d is None:
+            return 1.0, max(1, min(self.gamma, cap))  # this source never drafted yet: try it
+        a1, a2 = est.alpha_first, est.alpha_next
+        if self.verify_fit() is None and source.kind == "model":  # verify cost unknown beyond one token
+            best = theory.optimal_gamma(est.alpha, t_d / t_1, cap) if cap else 0
+            value = theory.improvement_factor(est.alpha, best, t_d / t_1) if best else 1.0
+            return (value, best) if value > 1.0 else (1.0, 0)
         best_g, best = 0, 1.0  # gamma 0: plain decoding, improvement 1 by definition
-        for g in range(1, self.max_gamma + 1):
-            value = theory.measured_improvement(a, g, t_d, t_1, self.t_verify(g + 1))
+        for g in range(1, cap + 1):
+            tokens = theory.expected_tokens_two_rates(a1, a2, g)
+            value = tokens * t_1 / (g * t_d + self.t_verify(g + 1))
             if value > best * (1.0 + 1e-9):
                 best_g, best = g, value
-        return best_g
+        return best, best_g
 
     # --- learning ----------------------------------------------------------------------------
     def update(self, asked: int, drafted: int, accepted: int, overlaps: list[float],
-               t_draft: float, t_verify: float, fed_tokens: int, prefill: bool) -> None:
-        """One finished iteration: `asked` gamma, `drafted` tokens proposed, `accepted` of them,
-        the overlaps of the examined positions, its draft and verify wall times, and how many
-        tokens the verify pass fed (the prefill pass is left out of the verify fit)."""
+               t_draft: float, t_verify: float, fed_tokens: int, prefill: bool, source: str = "model") -> None:
+        """One finished iteration: `asked` gamma, `drafted` tokens proposed from `source` (its
+        key), `accepted` of them, the overlaps of the examined positions in draft order, its draft
+        and verify wall times, and how many tokens the verify pass fed (the prefill pass is left
+        out of the verify fit)."""
         if self.schedule == "heuristic":
             if asked:
                 self.gamma = min(self.gamma + 2, MAX_GAMMA) if drafted and accepted == drafted else max(1, self.gamma - 1)
             return
         if self.schedule != "auto":
             return
-        for value in overlaps:
-            self._alpha_num = self.decay * self._alpha_num + value
-            self._alpha_den = self.decay * self._alpha_den + 1.0
-        if drafted:
-            self._draft_time += t_draft
-            self._draft_steps += drafted
+        self.estimate(source).learn(overlaps, drafted, t_draft)
         if not prefill and fed_tokens == 1:
             self._t1_num = self.decay * self._t1_num + t_verify
             self._t1_den = self.decay * self._t1_den + 1.0
@@ -195,4 +281,5 @@ class GammaPolicy:
             "t_verify_2": self.t_verify(2),
             "t_verify_per_extra_token": None if fit is None else fit[1],
             "stop_threshold": self.stop_threshold(),
+            "sources": {key: est.to_dict() for key, est in self.sources.items()},
         }

@@ -145,6 +145,15 @@ def expected_accepted_length(alpha: float, gamma: int) -> float:
     return a * _geometric_sum(a, g)
 
 
+def expected_tokens_two_rates(alpha_first: float, alpha_next: float, gamma: int) -> float:
+    """E[tokens per target call] when the first draft token is accepted with probability
+    alpha_first and each later one, given its predecessor was, with alpha_next:
+    1 + a1 (1 - a2^g) / (1 - a2). Copied spans need it: once a copy starts to match it tends to go
+    on matching. Equals eq. 1 when a1 = a2."""
+    a1, a2, g = _check_alpha(alpha_first), _check_alpha(alpha_next), _check_gamma(gamma)
+    return 1.0 + (a1 * _geometric_sum(a2, g) if g else 0.0)
+
+
 def improvement_factor(alpha: float, gamma: int, c: float) -> float:
     """Expected walltime improvement (1 - a^(g+1)) / ((1 - a)(g c + 1)) (Theorem 3.8)."""
     a, g = _check_alpha(alpha), _check_gamma(gamma)

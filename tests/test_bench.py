@@ -241,3 +241,38 @@ def test_bench_tags_each_prompt_for_the_gallery(tmp_path, tiny_target_dir, tiny_
         assert tag["precision"] == "float32" and tag["machine"] and tag["date"]
         best = max(v["speedup"] for k, v in prompt["variants"].items() if k.startswith("speculative"))
         assert tag["speedup"] == best and prompt["variants"][tag["variant"]]["tokens_per_call"] == tag["tokens_per_call"]
+
+
+def test_two_rate_expected_tokens():
+    from decoding import theory
+
+    assert theory.expected_tokens_two_rates(0.6, 0.6, 4) == pytest.approx(theory.expected_tokens_per_call(0.6, 4))
+    assert theory.expected_tokens_two_rates(0.5, 1.0, 3) == pytest.approx(2.5)  # 1 + 0.5 * 3
+    assert theory.expected_tokens_two_rates(0.2, 0.9, 0) == 1.0
+
+
+def test_auto_policy_weighs_each_source_by_its_own_estimates():
+    from decoding.drafters import MODEL_SOURCE, DraftSource
+
+    p = GammaPolicy("auto", 4, max_gamma=16, prior_weight=0.5)
+    copy = DraftSource("lookup", match_length=3, start=10, available=12)
+    # verify passes: 20 ms for one token, 21 ms + 0.5 ms per extra token beyond two
+    p.update(0, 0, 0, [], 0.0, 0.020, 1, False)
+    for n in (2, 5, 9):
+        p.update(n - 1, n - 1, 0, [], 0.0, 0.021 + 0.0005 * (n - 2), n, False, source="lookup-short")
+    # copies after long matches: first token 60% right, once one is right the next nearly always is
+    for _ in range(20):
+        p.update(8, 8, 8, [1.0] * 9, 1e-5, 0.024, 9, False, source="lookup")
+        p.update(8, 8, 0, [0.0], 1e-5, 0.024, 9, False, source="lookup")
+        p.update(8, 8, 8, [1.0] * 9, 1e-5, 0.024, 9, False, source="lookup")
+    # the model: 8 ms a token, a poor 15% match
+    for _ in range(10):
+        p.update(2, 2, 0, [0.15], 0.016, 0.021, 3, False, source="model")
+    est = p.estimate("lookup")
+    assert est.alpha_first == pytest.approx(2 / 3, abs=0.05) and est.alpha_next > 0.95
+    source, gamma = p.choose([copy, MODEL_SOURCE])
+    assert source == copy and gamma == 12  # a long copy, capped by what the context holds
+    assert p.choose([MODEL_SOURCE]) == (MODEL_SOURCE, 0)  # the model alone does not pay: plain steps
+    assert p.snapshot()["sources"]["lookup"]["alpha_next"] > 0.95
+    fixed = GammaPolicy("fixed", 4)
+    assert fixed.choose([copy, MODEL_SOURCE]) == (copy, 4) and fixed.choose([]) == (None, 0)

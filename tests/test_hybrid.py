@@ -145,3 +145,58 @@ def test_restricted_head_greedy_equals_autoregressive_when_the_target_argmax_is_
     assert [t.token_id for r in records for t in r.emitted] == expected
     assert not any(d.token_id in banned for r in records for d in r.draft)  # never drafted
     assert any(t.token_id in banned for r in records for t in r.emitted)  # yet in the output
+
+
+def test_hybrid_offers_its_sources_and_drafts_exactly_from_the_chosen_one(tiny_pair):
+    from decoding.drafters import MODEL_SOURCE
+
+    target, draft = tiny_pair
+    hybrid = _hybrid(tiny_pair)
+    sampling = SamplingConfig(temperature=0.9, top_k=8)
+    ids = target.encode_prompt(REPEATING, chat=False)
+    copy, model = hybrid.sources(ids)
+    assert model == MODEL_SOURCE and copy.kind == "lookup" and copy.key == "lookup" and copy.match_length >= 2
+    assert copy.available == len(ids) - copy.start
+    p = hybrid.propose(ids, 3, sampling, torch.Generator().manual_seed(0), source=copy)
+    assert p.source == "lookup" and p.tokens == ids[copy.start: copy.start + 3]  # exactly gamma tokens
+    assert torch.equal(p.q_rows, torch.nn.functional.one_hot(torch.tensor(p.tokens), p.q_rows.shape[-1]).float())
+    m = hybrid.propose(ids, 2, sampling, torch.Generator().manual_seed(0), source=model)
+    assert m.source == "model" and len(m.tokens) == 2  # the model, though the context repeats
+    with torch.inference_mode():
+        fresh = draft.model(torch.tensor([ids])).logits[0, -1:].float()
+    assert torch.allclose(m.q_rows[:1], warp_logits(fresh, sampling), atol=1e-5)
+    short = hybrid.sources([5, 6, 7, 5])  # a 1-token match: its own estimate bucket
+    assert short[0].key == "lookup-short" and short[0].available == 3 and short[1] == MODEL_SOURCE
+    assert hybrid.sources([1, 2, 3]) == [MODEL_SOURCE]
+
+
+def test_model_draft_reports_its_prefill_apart_from_its_steps(tiny_pair):
+    target, draft = tiny_pair
+    drafter = ModelDrafter(draft.model, draft.device, min(target.vocab_size, draft.vocab_size), draft.name)
+    ids = target.encode_prompt(REPEATING + " and the dog sat on the log", chat=False)
+    first = drafter.propose(ids, 2, GREEDY, torch.Generator())
+    assert len(ids) > 8 and first.catch_up_seconds > 0  # the prompt's pass is a prefill
+    nxt = drafter.propose(ids + first.tokens, 2, GREEDY, torch.Generator())
+    assert nxt.catch_up_seconds == 0.0  # two new tokens: an ordinary step
+
+
+@pytest.mark.parametrize("temperature", [0.0, 0.8])
+def test_hybrid_auto_schedule_uses_both_sources_and_keeps_greedy_output(tiny_pair, temperature):
+    target, draft = tiny_pair
+    hybrid = Draft.of_model(draft).hybrid()
+    ids = target.encode_prompt(REPEATING, chat=False)
+    sampling = SamplingConfig(temperature=temperature)
+    base = RunConfig(method="autoregressive", max_new_tokens=48, sampling=GREEDY, stop_at_eos=False)
+    expected = [t.token_id for r in decode(target, None, ids, base) for t in r.emitted]
+    config = RunConfig(method="speculative", max_new_tokens=48, sampling=sampling, gamma=3, stop_at_eos=False,
+                       extra={"gamma_schedule": "auto"})
+    records = list(decode(target, hybrid, ids, config))
+    if sampling.greedy:
+        assert [t.token_id for r in records for t in r.emitted] == expected
+    sources = {ChainStep.of(r).source for r in records if r.draft}
+    assert sources == {"lookup", "model"}, sources
+    learned = records[-1].extra["gamma_policy"]["sources"]
+    assert "model" in learned and any(key.startswith("lookup") for key in learned)
+    for r in records:  # every drafted token's q is the one it was drawn from: one-hot for a copy
+        for d in r.draft:
+            assert d.source == ChainStep.of(r).source

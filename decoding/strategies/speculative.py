@@ -88,12 +88,15 @@ def chain_loop(name: str, verify: VerifyFn, target, drafter, prompt_ids: list[in
     while not state.finished:
         state.start_iteration()
         context_length = len(state.sequence)
-        asked = policy.next_gamma()
-        gamma = max(0, min(asked, state.room() - 1))
 
-        # Step 1: draft (a copied span may be longer than gamma: never past the room left)
+        # Step 1: draft. The source (model or a copy) and gamma are chosen from the context and
+        # earlier iterations only; a copied span may be longer than gamma: never past the room left
         with state.timed("draft"):
-            proposal = (drafter.propose(state.sequence, gamma, config.sampling, state.generator, policy.draft_stopper())
+            source, asked = policy.choose(drafter.sources(state.sequence))
+            gamma = max(0, min(asked, state.room() - 1))
+            chosen = source if policy.schedule == "auto" else None  # fixed: the drafter's own rule
+            stopper = policy.draft_stopper() if source is not None and source.kind == "model" else None
+            proposal = (drafter.propose(state.sequence, gamma, config.sampling, state.generator, stopper, chosen)
                         if gamma else None)
         if proposal is not None and len(proposal.tokens) > state.room() - 1:
             keep = max(0, state.room() - 1)
@@ -140,7 +143,9 @@ def chain_loop(name: str, verify: VerifyFn, target, drafter, prompt_ids: list[in
         )
         if policy.schedule != "fixed":
             policy.update(gamma, k, n, [d.overlap for d in record.draft if d.accepted is not None],
-                          record.timings.draft, record.timings.verify, fed, prefill)
+                          record.timings.draft - (proposal.catch_up_seconds if proposal else 0.0),
+                          record.timings.verify, fed, prefill,
+                          source.key if source is not None else "model")
             record.extra["gamma_policy"] = policy.snapshot()
         yield record
 
