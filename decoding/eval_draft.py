@@ -347,7 +347,7 @@ def add_parser(sub) -> None:
     e.add_argument("--no-cache", action="store_true", help="recompute the target's continuations")
     e.add_argument("--device", default=None)
     e.add_argument("--dtype", default=None)
-    e.add_argument("--draft-dtype", default=None, help="draft dtype (default: float16 on AVX-512 CPUs, else as --dtype; see docs)")
+    e.add_argument("--draft-dtype", default=None, help="draft dtype (default: as --dtype, or float16 on AVX-512 CPUs without native bfloat16; see docs)")
     e.add_argument("--match-lengths", action="store_true",
                    help="also: how often a copied token is right, by the context's suffix-match length, beside the "
                         "draft model (the hybrid drafter's minimum match)")

@@ -32,6 +32,9 @@ PUBLISHED = {
     "PLD (prompt lookup), GPU, 7B": [1.64, 1.15, 2.46, 1.28, 1.72, 1.71, 1.64],
 }
 BEGIN, END = "<!-- performance:begin -->", "<!-- performance:end -->"
+# The baseline the drafts issue raises: the precision issue's bfloat16 run (kept as it was measured)
+# and its fastest variant there.
+BASELINE_RUN, BASELINE_KEY = "spec-bench-bfloat16-precision", "speculative-prompt-lookup-auto"
 
 
 def load(name: str) -> dict | None:
@@ -53,7 +56,7 @@ def precision(result: dict) -> str:
 
 def category_table(result: dict, keys: list[str]) -> list[str]:
     cats = [c for c in ORDER if c in result["categories"]] + [c for c in result["categories"] if c not in ORDER]
-    head = "| variant | " + " | ".join(CATEGORY_NAMES.get(c, c) for c in cats) + " | all 48 |"
+    head = "| variant | " + " | ".join(CATEGORY_NAMES.get(c, c) for c in cats) + f" | all {result['settings']['prompts']} |"
     lines = [head, "|" + "---|" * (len(cats) + 2)]
     for key in keys:
         if key not in result["methods"]:
@@ -118,6 +121,31 @@ def run_section(name: str, result: dict) -> list[str]:
     return lines + [""]
 
 
+def baseline_section(results: dict) -> list[str]:
+    """The current bfloat16 run's variants beside the baseline run's best, per category. Each speedup
+    is against the autoregressive decoding of its own run."""
+    old, new = load(BASELINE_RUN), results.get("spec-bench-bfloat16")
+    if old is None or new is None or BASELINE_KEY not in old["methods"]:
+        return []
+    cats = [c for c in ORDER if c in new["categories"] and c in old["categories"]]
+    lines = ["## Against the baseline", "",
+             f"The baseline is the fastest variant of the precision issue's bfloat16 run (`docs/bench/{BASELINE_RUN}/`, "
+             f"{old['date']}: {BASELINE_KEY}, drafts {old['models']['draft']}); the rows below it come from "
+             f"`docs/bench/spec-bench-bfloat16/` ({new['date']}). Each speedup is against our autoregressive "
+             "decoding in its own run.", "",
+             "| variant | " + " | ".join(CATEGORY_NAMES[c] for c in cats) + " | all |", "|" + "---|" * (len(cats) + 2)]
+
+    def row(name, result, key):
+        cells = [_x(result["categories"][c][key]["speedup"]) for c in cats]
+        return f"| {name} | " + " | ".join(cells) + f" | **{_x(result['methods'][key]['speedup'])}** |"
+
+    lines.append(row(f"baseline: {BASELINE_KEY}", old, BASELINE_KEY))
+    for key, r in new["methods"].items():
+        if r["engine"] == "ours" and r["method"] != "autoregressive":
+            lines.append(row(key, new, key))
+    return lines + [""]
+
+
 def verify_section() -> list[str]:
     path = BENCH / "verify-cost.json"
     if not path.is_file():
@@ -170,6 +198,7 @@ def main(argv=None) -> int:
            "Speedups are ratios measured within one run, against our own autoregressive decoding in the same "
            "precision; the machine is shared and noisy, so compare runs only by their ratios.", ""]
     doc += verify_section()
+    doc += baseline_section(results)
     for name, result in results.items():
         doc += run_section(name, result)
     doc += published_section()

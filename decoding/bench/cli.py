@@ -31,7 +31,7 @@ def add_parser(sub) -> None:
                         "'prompt-lookup' (default: the target's default draft); several make one table")
     b.add_argument("--device", default=None)
     b.add_argument("--dtype", default=None)
-    b.add_argument("--draft-dtype", default=None, help="draft dtype (default: float16 on AVX-512 CPUs, else as --dtype; see docs)")
+    b.add_argument("--draft-dtype", default=None, help="draft dtype (default: as --dtype, or float16 on AVX-512 CPUs without native bfloat16; see docs)")
     b.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's)")
     b.add_argument("--no-hf", dest="hf", action="store_false", help="skip the HF transformers peer")
     b.add_argument("--hf-gamma", default=None, help="gammas HF assisted generation is pinned to (default: every numeric --gamma; 'none': only HF's "
