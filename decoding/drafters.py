@@ -126,10 +126,11 @@ class ModelDrafter:
         return [MODEL_SOURCE]
 
     def propose(self, sequence: list[int], gamma: int, sampling: SamplingConfig, generator: torch.Generator,
-                keep_going=None, source: DraftSource | None = None) -> Proposal:
-        """Up to `gamma` tokens (`source` is always the model's). `keep_going(i, confidence)`, when given, is asked after token i
-        with the draft's unwarped probability of it and ends the draft early on False (the token
-        stays in): stopping depends on the draft side only, so exactness is untouched."""
+                keep_going=None, source: DraftSource | None = None, exact: bool = False) -> Proposal:
+        """Up to `gamma` tokens (`source` is always the model's, `exact` changes nothing here).
+        `keep_going(i, confidence)`, when given, is asked after token i with the draft's unwarped
+        probability of it and ends the draft early on False (the token stays in): stopping depends
+        on the draft side only, so exactness is untouched."""
         tokens: list[int] = []
         rows = []
         new_tokens, started = len(sequence) - self.lm.length, time.perf_counter()
@@ -180,8 +181,8 @@ class PromptLookupDrafter:
         return [] if source is None else [source]
 
     def propose(self, sequence: list[int], gamma: int, sampling: SamplingConfig, generator: torch.Generator,
-                keep_going=None, source: DraftSource | None = None) -> Proposal:
-        # a copied span has no confidence: keep_going is unused
+                keep_going=None, source: DraftSource | None = None, exact: bool = False) -> Proposal:
+        # gamma copied tokens under every schedule; a copied span has no confidence: keep_going is unused
         source = source or lookup_source(sequence, self.max_ngram, self.min_ngram)
         if source is None:
             return Proposal([], one_hot_rows([], self.vocab_width, self.device), "lookup")
@@ -223,17 +224,16 @@ class HybridDrafter:
         return [MODEL_SOURCE] if copy is None else [copy, MODEL_SOURCE]
 
     def propose(self, sequence: list[int], gamma: int, sampling: SamplingConfig, generator: torch.Generator,
-                keep_going=None, source: DraftSource | None = None) -> Proposal:
-        """With `source` (chosen by the gamma policy): draft exactly from it, gamma tokens. Without:
-        the fixed rule, a copy of up to max(gamma, lookup_tokens) tokens where the suffix matches
-        for at least min_match tokens, the model's gamma tokens elsewhere."""
-        if source is None:
-            copy = lookup_source(sequence, self.max_match, self.min_match)
-            if copy is not None:
-                return copy_proposal(sequence, copy, max(gamma, self.lookup_tokens), self.vocab_width, self.device)
-            return self.model.propose(sequence, gamma, sampling, generator, keep_going)
-        if source.kind == "lookup":
+                keep_going=None, source: DraftSource | None = None, exact: bool = False) -> Proposal:
+        """From `source`, one of `sources(sequence)` (default: the first). `exact` (the automatic
+        gamma chose it): exactly gamma tokens from that source. Otherwise the fixed rule: a copy of
+        up to max(gamma, lookup_tokens) tokens where the suffix matches for at least min_match
+        tokens, the model's gamma tokens elsewhere."""
+        source = source or self.sources(sequence)[0]
+        if source.kind == "lookup" and exact:
             return copy_proposal(sequence, source, gamma, self.vocab_width, self.device)
+        if source.kind == "lookup" and source.match_length >= self.min_match:
+            return copy_proposal(sequence, source, max(gamma, self.lookup_tokens), self.vocab_width, self.device)
         return self.model.propose(sequence, gamma, sampling, generator, keep_going)
 
     def rollback(self, length: int) -> None:

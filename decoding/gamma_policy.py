@@ -14,10 +14,11 @@ Selected by the chain methods' `gamma_schedule` setting (CLI: `--gamma-schedule`
                for n >= 2 (on a CPU the step from 1 to 2 tokens is a jump, a different kernel path,
                after which the cost grows slowly; Theorem 3.8's c alone misleads there).
   The score of gamma g is `theory.measured_improvement(alpha, g, t_draft, t_verify(1),
-  t_verify(g + 1))`; before two distinct pass sizes have been seen the verify cost is taken flat
-  (t_verify(n) = t_verify(1)) and the choice is `theory.optimal_gamma(alpha, c)`. gamma 0 (a
-  plain target step) wins when drafting does not pay; while at 0 a one-token probe is drafted
-  every `probe_every` iterations so the estimates keep moving.
+  t_verify(g + 1))`, with alpha split into two rates (see Sources below); before two distinct
+  pass sizes have been seen the verify cost is taken flat (t_verify(n) = t_verify(1)) and the
+  choice is `theory.optimal_gamma(alpha, c)`. gamma 0 (a plain target step) wins when drafting
+  does not pay; while at 0 a one-token probe is drafted every `probe_every` iterations so the
+  estimates keep moving.
   gamma is a cap: a model draft also stops early once drafting one more token no longer pays in
   expectation. After token i with unwarped draft confidences c_1..c_i, the next token is reached
   and accepted with probability about alpha * prod(c_1..c_i) (the chain must survive; alpha for the
@@ -75,12 +76,16 @@ class SourceEstimate:
     draft_time: float = 0.0
     draft_steps: int = 0
 
+    def _sums(self, name: str) -> tuple[float, float]:
+        """(weighted sum, weight) of one rate, starting from the prior."""
+        return self.sums.get(name, (self.prior_alpha * self.prior_weight, self.prior_weight))
+
     def _rate(self, name: str) -> float:
-        num, den = self.sums.get(name, (self.prior_alpha * self.prior_weight, self.prior_weight))
+        num, den = self._sums(name)
         return min(1.0, max(0.0, num / den))
 
     def _add(self, name: str, value: float) -> None:
-        num, den = self.sums.get(name, (self.prior_alpha * self.prior_weight, self.prior_weight))
+        num, den = self._sums(name)
         self.sums[name] = (self.decay * num + value, self.decay * den + 1.0)
 
     @property
@@ -128,7 +133,6 @@ class GammaPolicy:
         self._t1_num = self._t1_den = 0.0
         self._sn = self._sx = self._sy = self._sxx = self._sxy = 0.0
         self._idle = 0  # iterations in a row at gamma 0
-        self.source: DraftSource = MODEL_SOURCE  # the source of the latest choice
 
     # --- estimates ---------------------------------------------------------------------------
     def estimate(self, key: str = "model") -> SourceEstimate:
@@ -205,10 +209,9 @@ class GammaPolicy:
         if not sources:
             return None, 0
         if self.schedule != "auto":
-            self.source = sources[0]
             return sources[0], self.gamma
         scored = [(self._auto_choice(source), source) for source in sources]
-        (value, choice), source = max(scored, key=lambda item: item[0][0])
+        (_, choice), source = max(scored, key=lambda item: item[0][0])
         if choice == 0:
             self._idle += 1
             if self._idle >= self.probe_every:
@@ -217,7 +220,6 @@ class GammaPolicy:
         else:
             self._idle = 0
         self.gamma = choice
-        self.source = source
         return source, choice
 
     def _auto_choice(self, source: DraftSource) -> tuple[float, int]:
@@ -226,21 +228,19 @@ class GammaPolicy:
         est = self.estimate(source.key)
         cap = self.max_gamma if source.kind == "model" else max(0, min(self.max_gamma, source.available))
         t_d, t_1 = est.t_draft(), self.t_verify(1)
-        if t_1 is None:
-            return 1.0, max(1, min(self.gamma, cap))  # nothing measured yet: the configured gamma
-        if t_d is None:
-            t_d = 0.0 if source.kind == "lookup" else None
-        if t_d is None:
-            return 1.0, max(1, min(self.gamma, cap))  # this source never drafted yet: try it
-        a1, a2 = est.alpha_first, est.alpha_next
+        if t_d is None and source.kind == "lookup":
+            t_d = 0.0  # a copy costs a suffix search, no model step
+        if t_1 is None or t_d is None:
+            # nothing measured yet, or this model never drafted yet: the configured gamma, to try it
+            return 1.0, max(1, min(self.gamma, cap))
         if self.verify_fit() is None and source.kind == "model":  # verify cost unknown beyond one token
             best = theory.optimal_gamma(est.alpha, t_d / t_1, cap) if cap else 0
             value = theory.improvement_factor(est.alpha, best, t_d / t_1) if best else 1.0
             return (value, best) if value > 1.0 else (1.0, 0)
         best_g, best = 0, 1.0  # gamma 0: plain decoding, improvement 1 by definition
         for g in range(1, cap + 1):
-            tokens = theory.expected_tokens_two_rates(a1, a2, g)
-            value = tokens * t_1 / (g * t_d + self.t_verify(g + 1))
+            value = theory.measured_improvement(est.alpha_first, g, t_d, t_1, self.t_verify(g + 1),
+                                                alpha_next=est.alpha_next)
             if value > best * (1.0 + 1e-9):
                 best_g, best = g, value
         return best, best_g

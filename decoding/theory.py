@@ -198,20 +198,23 @@ def verify_cost_ratio(t_verify: float, t_target_step: float) -> float:
 
 
 def measured_improvement(
-    alpha: float, gamma: int, t_draft_step: float, t_target_step: float, t_verify: float
+    alpha: float, gamma: int, t_draft_step: float, t_target_step: float, t_verify: float,
+    alpha_next: float | None = None,
 ) -> float:
     """Improvement over plain decoding when the verify pass costs its measured time.
 
     Per iteration: gamma draft steps + one verify pass of gamma + 1 tokens, producing eq. 1 tokens
     on average; plain decoding costs t_target_step per token (proof of Theorem 3.8 with the
     target's cost replaced by t_verify). Equals `improvement_factor(alpha, gamma, t_draft /
-    t_target)` when t_verify == t_target_step.
+    t_target)` when t_verify == t_target_step. With `alpha_next`, alpha is the first position's
+    acceptance and the tokens are `expected_tokens_two_rates(alpha, alpha_next, gamma)`.
     """
     a, g = _check_alpha(alpha), _check_gamma(gamma)
     t_d = _check_nonneg(t_draft_step, "t_draft_step")
     t_t = _check_positive(t_target_step, "t_target_step")
     t_v = _check_positive(t_verify, "t_verify")
-    tokens_per_second = _geometric_sum(a, g + 1) / (g * t_d + t_v)
+    tokens = _geometric_sum(a, g + 1) if alpha_next is None else expected_tokens_two_rates(a, alpha_next, g)
+    tokens_per_second = tokens / (g * t_d + t_v)
     return tokens_per_second * t_t
 
 

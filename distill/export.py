@@ -140,6 +140,7 @@ def write_card(out: Path, eval_report=None, eval_command="", notes: list[str] = 
     lines += [f"- {n}" for n in notes]
     lines += ["", "## Measured figures", ""]
     reports = [eval_report] if isinstance(eval_report, dict) else list(eval_report or [])
+    commands = [eval_command] if isinstance(eval_command, str) else list(eval_command)
     for i, report in enumerate(reports):
         lines += [
             f"On `{report.get('prompt_file', 'dev.jsonl')}` ({report['prompts']} prompts, "
@@ -148,8 +149,7 @@ def write_card(out: Path, eval_report=None, eval_command="", notes: list[str] = 
             format_table(report),
             "",
         ]
-        command = eval_command[i] if isinstance(eval_command, (list, tuple)) and i < len(eval_command) else (
-            eval_command if isinstance(eval_command, str) and i == 0 else "")
+        command = commands[i] if i < len(commands) else ""
         if command:
             lines += ["Produced by:", "", "```", command, "```", ""]
     if reports:

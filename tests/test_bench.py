@@ -249,6 +249,10 @@ def test_two_rate_expected_tokens():
     assert theory.expected_tokens_two_rates(0.6, 0.6, 4) == pytest.approx(theory.expected_tokens_per_call(0.6, 4))
     assert theory.expected_tokens_two_rates(0.5, 1.0, 3) == pytest.approx(2.5)  # 1 + 0.5 * 3
     assert theory.expected_tokens_two_rates(0.2, 0.9, 0) == 1.0
+    # the cost model with two rates: tokens per second of the pass times the target step
+    assert theory.measured_improvement(0.5, 3, 0.001, 0.02, 0.025, alpha_next=1.0) == pytest.approx(2.5 * 0.02 / 0.028)
+    assert theory.measured_improvement(0.6, 4, 0.001, 0.02, 0.025, alpha_next=0.6) == pytest.approx(
+        theory.measured_improvement(0.6, 4, 0.001, 0.02, 0.025))
 
 
 def test_auto_policy_weighs_each_source_by_its_own_estimates():

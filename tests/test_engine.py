@@ -114,8 +114,8 @@ def test_a_wrong_q_is_caught(tiny_close_pair, monkeypatch):
         p1[x1] = p1.get(x1, 0.0) + v
     original = ModelDrafter.propose
 
-    def lying_propose(self, sequence, gamma, sampling_, generator, keep_going=None, source=None):
-        proposal = original(self, sequence, gamma, sampling_, generator, keep_going, source)
+    def lying_propose(self, sequence, gamma, sampling_, generator, keep_going=None, source=None, exact=False):
+        proposal = original(self, sequence, gamma, sampling_, generator, keep_going, source, exact)
         proposal.q_rows = torch.full_like(proposal.q_rows, 1.0 / proposal.q_rows.shape[-1])
         return proposal
 

@@ -157,10 +157,10 @@ def test_hybrid_offers_its_sources_and_drafts_exactly_from_the_chosen_one(tiny_p
     copy, model = hybrid.sources(ids)
     assert model == MODEL_SOURCE and copy.kind == "lookup" and copy.key == "lookup" and copy.match_length >= 2
     assert copy.available == len(ids) - copy.start
-    p = hybrid.propose(ids, 3, sampling, torch.Generator().manual_seed(0), source=copy)
+    p = hybrid.propose(ids, 3, sampling, torch.Generator().manual_seed(0), source=copy, exact=True)
     assert p.source == "lookup" and p.tokens == ids[copy.start: copy.start + 3]  # exactly gamma tokens
     assert torch.equal(p.q_rows, torch.nn.functional.one_hot(torch.tensor(p.tokens), p.q_rows.shape[-1]).float())
-    m = hybrid.propose(ids, 2, sampling, torch.Generator().manual_seed(0), source=model)
+    m = hybrid.propose(ids, 2, sampling, torch.Generator().manual_seed(0), source=model, exact=True)
     assert m.source == "model" and len(m.tokens) == 2  # the model, though the context repeats
     with torch.inference_mode():
         fresh = draft.model(torch.tensor([ids])).logits[0, -1:].float()

@@ -94,10 +94,10 @@ def chain_loop(name: str, verify: VerifyFn, target, drafter, prompt_ids: list[in
         with state.timed("draft"):
             source, asked = policy.choose(drafter.sources(state.sequence))
             gamma = max(0, min(asked, state.room() - 1))
-            chosen = source if policy.schedule == "auto" else None  # fixed: the drafter's own rule
             stopper = policy.draft_stopper() if source is not None and source.kind == "model" else None
-            proposal = (drafter.propose(state.sequence, gamma, config.sampling, state.generator, stopper, chosen)
-                        if gamma else None)
+            # auto: exactly gamma tokens from the chosen source; fixed: the drafter's own rule
+            proposal = (drafter.propose(state.sequence, gamma, config.sampling, state.generator, stopper, source,
+                                        exact=policy.schedule == "auto") if gamma else None)
         if proposal is not None and len(proposal.tokens) > state.room() - 1:
             keep = max(0, state.room() - 1)
             proposal = dataclasses.replace(proposal, tokens=proposal.tokens[:keep], q_rows=proposal.q_rows[:keep])
