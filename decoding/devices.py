@@ -97,8 +97,8 @@ def default_draft_dtype(device: torch.device) -> torch.dtype:
     draft produced, and acceptance corrects toward p for any q. A single-token step of these small
     models is bound by reading the weights, so half-precision weights nearly halve it. float16
     steps a little faster than bfloat16 on this project's CPU (the 16.8M shipped draft, one thread:
-    6.0 against 7.4 ms), but its passes over many tokens are far slower: the draft's pass over a
-    1000-token prompt took 776 ms in float16, 93 ms in bfloat16 and 188 ms in float32
+    5.4 against 6.8 ms), but its passes over many tokens are far slower: the draft's pass over a
+    1000-token prompt took 591 ms in float16, 93 ms in bfloat16 and 142 ms in float32
     (`scripts/draft_dtype.py`). The hybrid's draft makes such passes at every long prompt and after
     copied spans, so where bfloat16 is native (the target's default there too) the draft follows
     the target; without AVX-512 the float16 kernels are not measured: the target's dtype as well.
