@@ -280,3 +280,18 @@ def test_auto_policy_weighs_each_source_by_its_own_estimates():
     assert p.snapshot()["sources"]["lookup"]["alpha_next"] > 0.95
     fixed = GammaPolicy("fixed", 4)
     assert fixed.choose([copy, MODEL_SOURCE]) == (copy, 4) and fixed.choose([]) == (None, 0)
+
+
+def test_bench_writes_its_figures_without_plotly(tmp_path, tiny_target_dir, capsys, monkeypatch):
+    # The GPU check runs the benchmark on the Python it finds on a GPU machine, where plotly may be
+    # missing (it was on the H100): the figures are still written, and the report says why no chart is.
+    import sys
+
+    for name in [m for m in sys.modules if m == "plotly" or m.startswith("plotly.")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "plotly", None)  # `import plotly...` now raises ImportError
+    out, result = _bench(tmp_path, tiny_target_dir, "prompt-lookup", "3", "bare", capsys)
+    assert result["charts"]["html"] is None and "plotly is not installed" in result["charts"]["png_note"]
+    assert not (out / "bench.html").exists()
+    assert "Charts: none (charts not written: plotly is not installed" in (out / "bench.md").read_text()
+    assert result["speedup"]["speculative-g3"] > 0

@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from argparse import Namespace
 from pathlib import Path
 
@@ -23,7 +24,7 @@ from decoding.gpu_check.cli import run_parts
 from decoding.gpu_check.energy_part import above_idle, measure_window
 from decoding.gpu_check.pairs import DEFAULT_PAIR_NAME, Pair, check_pairs
 from decoding.gpu_check.ppd_part import summarize_entry, tune_argv
-from decoding.gpu_check.report import merge, render, write_report
+from decoding.gpu_check.report import _energy, merge, render, write_report
 from decoding.gpu_check.settings import CheckSettings, parse_parts, settings_from_args
 from decoding.gpu_check.tests_part import summary_counts, verdict
 from decoding.energy import EnergyReading
@@ -196,6 +197,38 @@ def test_energy_window_lasts_at_least_its_seconds():
     assert measure_window(run_once, FakeMeter(clock, None), 1.0, clock)["joules_per_token"] is None
 
 
+class AvailableFakeMeter(FakeMeter):
+    """A meter that answers (as NVML does on a GPU), for running the energy part on the CPU."""
+
+    available, note = True, "fake meter"
+
+    def __init__(self):
+        super().__init__(time.monotonic, 50.0)
+
+    def idle_power_watts(self, seconds):
+        return 10.0
+
+    def close(self):
+        pass
+
+
+def test_energy_part_decodes_with_the_first_of_several_drafters(monkeypatch, tiny_target_dir, tiny_draft_dir):
+    # The bench part's pair names every drafter ("distilled,hybrid,prompt-lookup"); the energy part
+    # once passed that whole list to the loader and failed on the H100. It decodes with the first.
+    from decoding.gpu_check import energy_part
+
+    pair = Pair("tiny pair", str(tiny_target_dir), f"{tiny_draft_dir},prompt-lookup", "tiny")
+    monkeypatch.setattr(energy_part, "check_pairs", lambda: ([pair], []))
+    monkeypatch.setattr(energy_part, "make_meter", lambda device: AvailableFakeMeter())
+    short = energy_part.measure_window
+    monkeypatch.setattr(energy_part, "measure_window", lambda run_once, meter: short(run_once, meter, 0.05))
+    result = energy_part.run(CheckSettings(device="cpu", max_prompts=1, max_new_tokens=4))
+    assert result["status"] == "ok" and result["drafter"] == str(tiny_draft_dir)
+    assert set(result["methods"]) == {"autoregressive", "speculative"}
+    assert all(row["tokens"] >= 4 for row in result["methods"].values())
+    assert f"speculative with the {tiny_draft_dir} drafter" in "\n".join(_energy(result))
+
+
 def test_ppd_tune_command_line_and_summary():
     from decoding.ppd.__main__ import build_parser
 
@@ -294,6 +327,11 @@ def test_the_choice_is_written_for_the_app_and_read_back(tmp_path):
             {"status": "skipped", "dtype": "float16"}]
     choice = choice_from_runs({"device": "NVIDIA H100"}, runs)
     assert (choice["speedup"], choice["dtype"], choice["device"]) == (1.8, "bfloat16", "NVIDIA H100")
+    # in the app's precision only: a faster float32 run is not claimed for a bfloat16 app
+    runs[0]["fastest"] = {**fast, "drafter": "hybrid", "speedup": 2.5}
+    assert choice_from_runs({}, runs)["drafter"] == "hybrid"
+    assert choice_from_runs({}, runs, "bfloat16")["drafter"] == "prompt-lookup"
+    assert choice_from_runs({}, runs, "float16") is None
     path = tmp_path / "gpu-choice.json"
     assert write_choice(None, path) is None and not path.exists()  # nothing measured: nothing claimed
     write_choice(choice, path)

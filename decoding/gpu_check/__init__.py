@@ -1,8 +1,8 @@
 """`python -m decoding gpu-check` (`make gpu-check`): the GPU path checked and measured in one command.
 
-No GPU has been lent to the project so far, so every CUDA and NVML line was tested with fakes only.
-This command does the checks that need one, wherever a CUDA machine is at hand, with the Python
-already there (no install step, no network). Parts, each runnable alone with `--part`:
+The suite tests every CUDA and NVML line with fakes; this command does the checks that need a GPU,
+wherever a CUDA machine is at hand, with the Python already there (no network; it ran on an H100 on
+2026-11-22, docs/gpu.md). Parts, each runnable alone with `--part`:
 
 - `tests`  the suite's CUDA-marked tests (tests/test_cuda.py) in a pytest subprocess  (`tests_part.py`)
 - `bench`  a short benchmark of the pairs that load there, float32 and half precision, with the

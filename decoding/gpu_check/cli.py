@@ -66,6 +66,15 @@ def run_parts(parts: list[str], settings: CheckSettings, runner=_runner, log=pri
     return results
 
 
+def app_dtype(device: str) -> str:
+    """The precision the app loads the default pair in on this device (the choice is made in it)."""
+    import torch
+
+    from ..devices import default_dtype, dtype_name
+
+    return dtype_name(default_dtype(torch.device(device)))
+
+
 def run_cli(args) -> int:
     parts, settings = settings_from_args(args)
     line = no_gpu_line()
@@ -83,7 +92,7 @@ def run_cli(args) -> int:
     path = write_report(info, results, Path(args.out) if args.out else DEFAULT_REPORT, settings.runs_dir)
     print(f"gpu-check: wrote {path}")
     bench = results.get("bench") or {}
-    chosen = write_choice(choice_from_runs(info, bench.get("runs") or []))
+    chosen = write_choice(choice_from_runs(info, bench.get("runs") or [], app_dtype(settings.device)))
     if chosen:
         print(f"gpu-check: wrote {chosen} (the drafter a GPU Space starts with)")
     return 1 if any(r["status"] == "failed" for r in results.values()) else 0

@@ -54,12 +54,13 @@ def run(settings: CheckSettings) -> dict:
     if not meter.available:
         return {"status": "unavailable", "reason": meter.note}
     pair = pairs[0]
+    drafter = pair.draft.split(",")[0]  # a pair may name several drafters (the bench compares them): the first
     try:
-        target, draft = load_pair(pair.target, pair.draft, device=settings.device)
+        target, draft = load_pair(pair.target, drafter, device=settings.device)
         rows = read_prompt_rows(settings.prompts)
         prompts = [target.encode_prompt(r.prompt, True) for r in spread(rows, min(settings.max_prompts, len(rows)))]
         idle = meter.idle_power_watts(1.0) if hasattr(meter, "idle_power_watts") else None
-        result = {"status": "ok", "pair": pair.label, "dtype": str(target.dtype).removeprefix("torch."),
+        result = {"status": "ok", "pair": pair.label, "drafter": drafter, "dtype": str(target.dtype).removeprefix("torch."),
                   "meter": meter.note, "idle_watts": idle, "window_seconds": WINDOW_SECONDS, "methods": {}}
         for method in METHODS:
             config = RunConfig(method=method, max_new_tokens=settings.max_new_tokens,

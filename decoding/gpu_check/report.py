@@ -83,7 +83,8 @@ def _bench(r: dict) -> list[str]:
 def _energy(r: dict) -> list[str]:
     if r["status"] == "unavailable":
         return [f"Not measured: {scrub(r['reason'])}."]
-    out = [f"{r['pair']}, {r['dtype']}, greedy, gamma 4; {r['meter']}; windows of at least "
+    drafter = f", speculative with the {r['drafter']} drafter" if r.get("drafter") else ""
+    out = [f"{r['pair']}{drafter}, {r['dtype']}, greedy, gamma 4; {r['meter']}; windows of at least "
            f"{r['window_seconds']:.0f} s; idle power {_num(r['idle_watts'], '.1f')} W.", "",
            "| method | tokens | window s | joules | J/token | J/token above idle |", "|---|---|---|---|---|---|"]
     for name, m in r["methods"].items():
