@@ -79,6 +79,10 @@ class RunCounts:
     drafted_tokens_timed: int = 0  # drafted tokens of those iterations
     verify_seconds: float = 0.0  # verify passes, prefill iteration excluded
     verify_calls: int = 0  # target calls of those passes
+    # the run's first target pass (the prompt's prefill, with its own tokens): a prefill weighs the
+    # same in every variant, so the speed after it shows what drafting does on long prompts
+    first_pass_seconds: float = 0.0  # from the start until the first pass's tokens were out
+    first_pass_tokens: int = 0
 
     @classmethod
     def from_records(cls, records: Iterable) -> "RunCounts":
@@ -112,6 +116,13 @@ class RunCounts:
     @property
     def tokens_per_second(self) -> float:
         return tokens_per_second(self.tokens, self.seconds)
+
+    @property
+    def tokens_per_second_after_first_pass(self) -> float | None:
+        """Tokens per second once the prompt's prefill pass is done (None where it was not timed)."""
+        if self.first_pass_seconds <= 0 or self.seconds <= self.first_pass_seconds:
+            return None
+        return tokens_per_second(self.tokens - self.first_pass_tokens, self.seconds - self.first_pass_seconds)
 
     @property
     def tokens_per_call(self) -> float:

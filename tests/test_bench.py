@@ -192,17 +192,24 @@ def test_bench_per_category_with_two_drafters(tmp_path, tiny_target_dir, tiny_dr
         {"prompt": "hello world, the cat sat", "category": "chat"},
         {"prompt": "abc abc abc abc", "category": "copy"},
         {"prompt": "the cat sat on the cat", "category": "copy"}]) + "\n")
-    out = tmp_path / "cat-run"
+    out = tmp_path / "cat-run"  # a hybrid beside its own model: HF's peer of the hybrid is not run twice
     argv = ["bench", "--prompts", str(prompts), "--target", str(tiny_target_dir), "--dtype", "float32",
-            "--draft", f"{tiny_draft_dir},prompt-lookup", "--gamma", "2", "--max-new-tokens", "6", "--repeats", "1",
-            "--warmup", "0", "--no-memory", "--no-quality", "--out", str(out), "--json"]
+            "--draft", f"{tiny_draft_dir},prompt-lookup,hybrid:{tiny_draft_dir}", "--gamma", "2", "--max-new-tokens", "6",
+            "--repeats", "1", "--warmup", "0", "--no-memory", "--no-quality", "--out", str(out), "--json"]
     assert main(argv) == 0
     result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     label = tiny_draft_dir.name
     rows = result["methods"]
-    assert set(rows) == {"autoregressive", f"speculative-{label}-g2", "speculative-prompt-lookup-g2", "hf-generate",
+    # HF has no hybrid: its peer would be the same model alone, already run as hf-assisted-<label>
+    assert set(rows) == {"autoregressive", f"speculative-{label}-g2", "speculative-prompt-lookup-g2",
+                         f"speculative-hybrid-{label}-g2", "hf-generate",
                          f"hf-assisted-{label}-default", f"hf-assisted-{label}-g2",
                          "hf-assisted-prompt-lookup-default", "hf-assisted-prompt-lookup-g2"}
+    # every run, ours and HF's, times its first target pass (the prompt's prefill) apart
+    assert rows["autoregressive"]["speedup_after_first_pass"] == 1.0
+    for key, row in rows.items():
+        assert 0 < row["first_pass_share"] < 1 and row["speedup_after_first_pass"] > 0, key
+        assert all(0 < cats_row[key]["first_pass_share"] < 1 for cats_row in result["categories"].values())
     cats = result["categories"]
     assert set(cats) == {"chat", "copy"} and all(set(block) == set(rows) for block in cats.values())
     assert cats["copy"]["autoregressive"]["prompts"] == 2 and cats["copy"]["autoregressive"]["speedup"] == 1.0
@@ -214,8 +221,10 @@ def test_bench_per_category_with_two_drafters(tmp_path, tiny_target_dir, tiny_dr
         assert row["tokens_per_target_call"] == pytest.approx(tokens / calls)
         ar = rows["autoregressive"]
         assert row["speedup"] == pytest.approx((tokens / seconds) / (ar["tokens"] / ar["seconds"]))
-    assert result["models"]["dtype"] == "torch.float32" and set(result["models"]["drafts"]) == {label, "prompt-lookup"}
+    assert result["models"]["dtype"] == "torch.float32"
+    assert set(result["models"]["drafts"]) == {label, "prompt-lookup", f"hybrid-{label}"}
     assert set(result["hf_assisted_speedup_by_draft"]) == {label, "prompt-lookup"}
+    assert "After the prompt's prefill" in (out / "bench.md").read_text()
     # greedy, float32, no quality runs: equality is read off the timing runs, and it holds
     assert result["greedy_equal_precision"] == "float32"
     assert all(v == "3/3" for v in result["greedy_equal_to_autoregressive"].values())
@@ -295,3 +304,14 @@ def test_bench_writes_its_figures_without_plotly(tmp_path, tiny_target_dir, caps
     assert not (out / "bench.html").exists()
     assert "Charts: none (charts not written: plotly is not installed" in (out / "bench.md").read_text()
     assert result["speedup"]["speculative-g3"] > 0
+
+
+def test_speed_after_the_first_pass_leaves_the_prefill_out():
+    from decoding.metrics import RunCounts
+
+    # 64 tokens in 5 s, of which the first pass (prefill + 1 token) took 1.85 s
+    run = RunCounts(tokens=64, seconds=5.0, first_pass_seconds=1.85, first_pass_tokens=1)
+    assert run.tokens_per_second_after_first_pass == pytest.approx(63 / 3.15)
+    both = run + RunCounts(tokens=32, seconds=1.0, first_pass_seconds=0.2, first_pass_tokens=3)
+    assert both.tokens_per_second_after_first_pass == pytest.approx((96 - 4) / (6.0 - 2.05))
+    assert RunCounts(tokens=5, seconds=1.0).tokens_per_second_after_first_pass is None  # not timed

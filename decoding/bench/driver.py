@@ -21,6 +21,7 @@ import sys
 import time
 
 from ..devices import usable_cores
+from ..drafters import HYBRID
 from ..energy import PROXY_LABEL, make_meter
 from ..paths import display_path
 from .hf_peer import HF_DEFAULT_PROMPT_LOOKUP_TOKENS
@@ -63,6 +64,13 @@ def machine_info() -> dict:
     }
 
 
+def hybrids_with_peer(drafts: dict) -> set[str]:
+    """Labels of hybrid drafters whose model also drafts alone in this run: HF's assisted peer of
+    such a hybrid would repeat the model drafter's HF rows, so it is not run."""
+    alone = {(d.model.spec, d.head is None) for d in drafts.values() if d.kind == "model"}
+    return {label for label, d in drafts.items() if d.kind == HYBRID and (d.model.spec, d.head is None) in alone}
+
+
 def run_bench(args, target, drafts: dict, prompts: list, progress: bool = True) -> dict:
     """Benchmark `args.methods` on `prompts` (`PromptRow`s or plain strings); `drafts` maps each
     drafter's label to its `pair.Draft`."""
@@ -75,7 +83,7 @@ def run_bench(args, target, drafts: dict, prompts: list, progress: bool = True) 
     hf_gammas = None if hf_gamma is None else [] if hf_gamma == "none" else [
         g for g in parse_gammas(hf_gamma) if isinstance(g, int)]
     variants = build_variants(args.methods, gammas, args.hf, hf_gammas,
-                              {label: d.model is not None for label, d in drafts.items()})
+                              {label: d.model is not None for label, d in drafts.items()}, hybrids_with_peer(drafts))
     ar_key = "autoregressive"
     quality_runs = getattr(args, "quality", True)
     meter = make_meter(target.device)

@@ -21,6 +21,24 @@ from .variants import RunStats, Variant
 HF_DEFAULT_PROMPT_LOOKUP_TOKENS = 10  # the value HF's docs use; generate() has no default for it
 
 
+class _FirstPassClock:
+    """A `generate()` streamer that notes when the first pass's tokens come out. HF puts the prompt
+    first, then each verified batch of tokens; the first of those ends the prompt's prefill pass."""
+
+    def __init__(self):
+        self.t0 = time.perf_counter()
+        self.puts = 0
+        self.seconds, self.tokens = 0.0, 0
+
+    def put(self, value):
+        self.puts += 1
+        if self.puts == 2:
+            self.seconds, self.tokens = time.perf_counter() - self.t0, int(value.numel())
+
+    def end(self):
+        pass
+
+
 class _CallCounter:
     """Counts forward calls of a module (HF's loop gives us no counters)."""
 
@@ -85,8 +103,9 @@ def run_hf(variant: Variant, target, draft, prompt_ids: list[int], args, timing:
     try:
         if timing and meter is not None:
             meter.begin()
-        t0 = time.perf_counter()
-        out = target.model.generate(ids, **kwargs)
+        clock = _FirstPassClock()
+        t0 = clock.t0 = time.perf_counter()
+        out = target.model.generate(ids, streamer=clock, **kwargs)
         seconds = time.perf_counter() - t0
         joules = meter.read().joules if timing and meter is not None else None
     finally:
@@ -103,7 +122,8 @@ def run_hf(variant: Variant, target, draft, prompt_ids: list[int], args, timing:
                 new = new[: i + 1]
                 break
     counts = RunCounts(tokens=len(new), seconds=seconds, target_calls=counter.calls,
-                       draft_calls=draft_counter.calls if draft_counter else 0)
+                       draft_calls=draft_counter.calls if draft_counter else 0,
+                       first_pass_seconds=clock.seconds, first_pass_tokens=min(clock.tokens, len(new)))
     stats = RunStats(counts=counts, token_ids=new, joules=joules)
     if not timing and new:
         stats.logprob_sum, stats.logprob_n = teacher_forced_logprob(target, prompt_ids, new), len(new)

@@ -19,10 +19,16 @@ def run_ours(variant: Variant, target, draft, prompt_ids: list[int], args, timin
                        extra=extra)
     gen = decode(target, draft, prompt_ids, config, meter if timing else None)
     t0 = time.perf_counter()
-    records = list(gen)
+    records, first_seconds = [], 0.0
+    for record in gen:
+        records.append(record)
+        if len(records) == 1:  # the first iteration's pass is the prompt's prefill
+            first_seconds = time.perf_counter() - t0
     seconds = time.perf_counter() - t0
     stats = RunStats(counts=RunCounts.from_records(records))
     stats.counts.seconds = seconds
+    stats.counts.first_pass_seconds = first_seconds
+    stats.counts.first_pass_tokens = len(records[0].emitted) if records else 0
     stats.token_ids = [t.token_id for r in records for t in r.emitted]
     stats.joules = records[-1].energy_joules
     lp_sum, lp_n = 0.0, 0

@@ -77,6 +77,9 @@ def markdown_report(result: dict, command: str | None = None) -> str:
     if result.get("categories"):
         lines += ["", "Per prompt category (speedup over our autoregressive decoding in the same run, tokens per "
                   "target call, mean accepted draft tokens):", "", category_markdown(result), ""]
+        lines += ["", "After the prompt's prefill: the speedup once each run's first target pass is done, and the share "
+                  "of the time that pass took (the prefill costs every variant the same, so on long prompts it "
+                  "caps the whole run's speedup):", "", after_first_pass_markdown(result), ""]
     lines += ["", "Goals against the HF peer, checked on this run:", "", "```json", json.dumps(result["goals"], indent=1),
               "```", ""]
     if result.get("greedy_equal_to_autoregressive"):
@@ -130,6 +133,21 @@ def write_outputs(result: dict, out_dir: Path) -> dict:
     (out_dir / "bench.json").write_text(json.dumps(result, indent=1, default=str))
     (out_dir / "bench.md").write_text(markdown_report(result, command=result.get("command")))
     return {"json": str(out_dir / "bench.json"), "markdown": str(out_dir / "bench.md"), **result["charts"]}
+
+
+def after_first_pass_markdown(result: dict, variants: list[str] | None = None) -> str:
+    """One row per variant, one column per category (then "all"): the speedup after the first target
+    pass / that pass's share of the variant's time."""
+    cats = result.get("categories") or {}
+    names = list(cats)
+    keys = variants or list(result["methods"])
+    lines = ["| variant | " + " | ".join(names) + " | all |", "|" + "|".join(["---"] * (len(names) + 2)) + "|"]
+    for key in keys:
+        rows = [cats[name].get(key) or {} for name in names] + [result["methods"][key]]
+        cells = [f"{_fmt(r.get('speedup_after_first_pass'))}x / {_fmt(r.get('first_pass_share'), '.0%')}"
+                 for r in rows]
+        lines.append(f"| {key} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
 
 
 def category_markdown(result: dict, variants: list[str] | None = None) -> str:

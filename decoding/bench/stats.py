@@ -35,6 +35,8 @@ def summarize_variant(variant: Variant, timing: dict, quality: list[RunStats], t
         "variant": variant.key, "engine": variant.engine, "method": variant.method, "gamma": variant.gamma,
         "schedule": variant.schedule, "runs": len(runs), "tokens": tokens, "seconds": seconds,
         "tokens_per_second": counts.tokens_per_second if seconds else None,
+        "first_pass_share": counts.first_pass_seconds / seconds if seconds else None,
+        "tokens_per_second_after_first_pass": counts.tokens_per_second_after_first_pass,
         "tokens_per_second_median": _median(per_rep),
         "tokens_per_second_min": min(per_rep) if per_rep else None,
         "tokens_per_second_max": max(per_rep) if per_rep else None,
@@ -106,6 +108,10 @@ def summarize_variant(variant: Variant, timing: dict, quality: list[RunStats], t
     return out
 
 
+def _ratio(a, b):
+    return a / b if a and b else None
+
+
 def _ratio_name(hf_key: str) -> str:
     """How the ratio keys name an HF row ("hf_assisted-g4": the published key format)."""
     return hf_key.replace("hf-assisted", "hf_assisted", 1)
@@ -118,6 +124,8 @@ def finish_summary(rows: dict, ar_key: str, hf: bool, gammas: list, t_target_ste
     ar_reps = ar["tokens_per_second_by_repeat"]
     for row in rows.values():
         row["speedup"] = row["tokens_per_second"] / ar_tps if ar_tps and row["tokens_per_second"] else None
+        row["speedup_after_first_pass"] = _ratio(row.get("tokens_per_second_after_first_pass"),
+                                                 ar.get("tokens_per_second_after_first_pass"))
         ratios = [a / b for a, b in zip(row["tokens_per_second_by_repeat"], ar_reps)]
         row["speedup_min"] = min(ratios) if ratios else None
         row["speedup_max"] = max(ratios) if ratios else None
@@ -227,11 +235,14 @@ def category_table(timing: dict, categories: list[str], ar_key: str, hf_generate
         for key, reps in timing.items():
             per_variant[key] = total([reps[r][i] for r in sorted(reps) for i in idx])
         ar = per_variant[ar_key].tokens_per_second
+        ar_after = per_variant[ar_key].tokens_per_second_after_first_pass
         hf = per_variant[hf_generate_key].tokens_per_second if hf_generate_key in per_variant else None
         block = {}
         for key, counts in per_variant.items():
             row = {
                 "speedup": counts.tokens_per_second / ar if ar else None,
+                "speedup_after_first_pass": _ratio(counts.tokens_per_second_after_first_pass, ar_after),
+                "first_pass_share": counts.first_pass_seconds / counts.seconds if counts.seconds else None,
                 "tokens_per_call": counts.tokens_per_call if counts.target_calls else None,
                 "mean_accepted": counts.mean_accepted,
                 "tokens": counts.tokens,

@@ -75,9 +75,11 @@ def parse_gammas(text: str) -> list:
 
 
 def build_variants(methods: list[str], gammas: list, hf: bool, hf_gammas: list | None = None,
-                   drafts: dict[str, bool] | None = None) -> list[Variant]:
+                   drafts: dict[str, bool] | None = None, no_hf_peer: set[str] | frozenset = frozenset()) -> list[Variant]:
     """Every variant of one run. `drafts` maps each drafter's label to whether it has a model (one
-    unnamed prompt-lookup drafter when None); with several drafters every key names its drafter."""
+    unnamed prompt-lookup drafter when None); with several drafters every key names its drafter.
+    Drafters in `no_hf_peer` get no HF assisted rows (HF has no hybrid: its peer would be the
+    hybrid's model alone, run again under another name)."""
     drafts = {"prompt-lookup": False} if drafts is None else drafts
     named = len(drafts) > 1
     variants: list[Variant] = []
@@ -102,7 +104,7 @@ def build_variants(methods: list[str], gammas: list, hf: bool, hf_gammas: list |
         variants.insert(0, Variant("autoregressive", "ours", "autoregressive"))
     if hf:
         variants.append(Variant("hf-generate", "hf", "generate"))
-        for label in drafts:
+        for label in (label for label in drafts if label not in no_hf_peer):
             stem = f"hf-assisted-{label}" if named else "hf-assisted"
             variants.append(Variant(f"{stem}-default", "hf", "assisted", None, "hf-default", draft=label))
             for g in (numeric if hf_gammas is None else hf_gammas):
