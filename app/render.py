@@ -185,6 +185,10 @@ def draft_row_html(record: IterationRecord | None) -> str:
         origin = ("<b>Copied from the context</b>: the last " + str(chain.match_length) + " tokens repeat an earlier "
                   "span, so the drafter proposed what followed it (q = 1 on each copied token)"
                   if chain.source == "lookup" else "<b>Proposed by the draft model</b>")
+        if chain.source == "model" and chain.copied:
+            origin += (f", then <b>continued by a copy</b>: with its tokens the last {chain.match_length} tokens "
+                       f"repeat an earlier span, so the {chain.copied} tokens that followed it were added "
+                       "(q = 1 on each)")
         head += f'<p class="origin from-{chain.source}">{origin}.</p>'
     rows = []
     for d in record.draft:

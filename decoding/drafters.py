@@ -9,6 +9,7 @@ pitfall users of other engines met). A proposal also says where its tokens came 
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from dataclasses import dataclass
 
@@ -40,6 +41,18 @@ class Proposal:
     source: str = "model"  # "model" | "lookup": where the tokens came from
     match_length: int | None = None  # for a lookup: how many tokens of the context's suffix matched
     catch_up_seconds: float = 0.0  # a model's first pass when it was a prefill or catch-up (see CATCH_UP_TOKENS)
+    copied: int = 0  # a model draft continued by a copy (HybridDrafter): how many of its last tokens were copied
+
+    def source_of(self, i: int) -> str:
+        """Where draft token i came from: the copied tail of a continued model draft is "lookup"."""
+        return "lookup" if i >= len(self.tokens) - self.copied else self.source
+
+    def truncated(self, keep: int) -> "Proposal":
+        """The first `keep` tokens (the copied tail shrinks first)."""
+        if keep >= len(self.tokens):
+            return self
+        copied = max(0, self.copied - (len(self.tokens) - keep))
+        return dataclasses.replace(self, tokens=self.tokens[:keep], q_rows=self.q_rows[:keep], copied=copied)
 
 
 @dataclass(frozen=True)
@@ -126,11 +139,13 @@ class ModelDrafter:
         return [MODEL_SOURCE]
 
     def propose(self, sequence: list[int], gamma: int, sampling: SamplingConfig, generator: torch.Generator,
-                keep_going=None, source: DraftSource | None = None, exact: bool = False) -> Proposal:
+                keep_going=None, source: DraftSource | None = None, exact: bool = False,
+                stop_after=None) -> Proposal:
         """Up to `gamma` tokens (`source` is always the model's, `exact` changes nothing here).
         `keep_going(i, confidence)`, when given, is asked after token i with the draft's unwarped
-        probability of it and ends the draft early on False (the token stays in): stopping depends
-        on the draft side only, so exactness is untouched."""
+        probability of it and ends the draft early on False (the token stays in); `stop_after(tokens)`
+        likewise with the tokens drafted so far. Stopping depends on the draft side only, so
+        exactness is untouched."""
         tokens: list[int] = []
         rows = []
         new_tokens, started = len(sequence) - self.lm.length, time.perf_counter()
@@ -143,6 +158,8 @@ class ModelDrafter:
             rows.append(q)
             if i + 1 < gamma:
                 if keep_going is not None and not keep_going(i, float(torch.softmax(logits, -1)[x])):
+                    break
+                if stop_after is not None and stop_after(tokens):
                     break
                 logits = self.lm.forward([x])[-1]
         return Proposal(tokens, torch.stack(rows) if rows else torch.empty(0, self.lm.vocab_width),
@@ -198,14 +215,25 @@ class HybridDrafter:
     token's q is still the distribution it was drawn from (one-hot for a copied token) and the
     acceptance rule stays exact. A copied span may be longer than gamma (`lookup_tokens`): where the
     output copies, long proposals are accepted and a verify pass of 9 tokens costs little more than
-    one; the model drafts gamma tokens as usual."""
+    one; the model drafts gamma tokens as usual.
+
+    A model draft is continued by a copy (`continue_with_copy`): once the context and the model's
+    tokens so far end in a suffix that repeats for at least `min_match` tokens, the model stops and
+    up to `lookup_tokens` tokens of what followed the earlier occurrence are appended. The model
+    often starts a span that the context then holds ("... said the [model] Prime Minister [copy]");
+    a greedy replay on Spec-Bench's 48 prompts gave 2.02 tokens per target call against 1.96 without
+    it (RAG 2.59 against 2.45). Each copied token's q is one-hot and depends only on the tokens
+    drafted before it, so the rule stays exact (q_i may depend on x_<i, as any draft's does)."""
 
     kind = HYBRID
 
     def __init__(self, model: ModelDrafter, vocab_width: int, device: torch.device,
                  min_match: int = HYBRID_MIN_MATCH, lookup_tokens: int = HYBRID_LOOKUP_TOKENS,
-                 max_match: int = HYBRID_MAX_MATCH):
+                 max_match: int = HYBRID_MAX_MATCH, continue_with_copy: bool = True,
+                 continue_min_match: int | None = None):
         self.model = model
+        self.continue_with_copy = continue_with_copy
+        self.continue_min_match = continue_min_match or min_match  # the repeat that continues a model draft
         self.vocab_width = vocab_width
         self.device = device
         self.min_match = min_match
@@ -234,7 +262,28 @@ class HybridDrafter:
             return copy_proposal(sequence, source, gamma, self.vocab_width, self.device)
         if source.kind == "lookup" and source.match_length >= self.min_match:
             return copy_proposal(sequence, source, max(gamma, self.lookup_tokens), self.vocab_width, self.device)
-        return self.model.propose(sequence, gamma, sampling, generator, keep_going)
+        if not self.continue_with_copy:
+            return self.model.propose(sequence, gamma, sampling, generator, keep_going)
+        return self._model_then_copy(sequence, gamma, sampling, generator, keep_going)
+
+    def _model_then_copy(self, sequence, gamma, sampling, generator, keep_going) -> Proposal:
+        """The model's tokens until the context and they end in a repeated span, then its copy."""
+        least = self.continue_min_match
+
+        def repeats(tokens: list[int]) -> bool:
+            return lookup_source(sequence + tokens, self.max_match, least) is not None
+
+        proposal = self.model.propose(sequence, gamma, sampling, generator, keep_going, stop_after=repeats)
+        extended = sequence + proposal.tokens
+        source = lookup_source(extended, self.max_match, least) if proposal.tokens else None
+        if source is None:
+            return proposal
+        copy = copy_proposal(extended, source, self.lookup_tokens, self.vocab_width, self.device)
+        if not copy.tokens:
+            return proposal
+        return dataclasses.replace(proposal, tokens=proposal.tokens + copy.tokens,
+                                   q_rows=torch.cat([proposal.q_rows, copy.q_rows.to(proposal.q_rows)]),
+                                   match_length=source.match_length, copied=len(copy.tokens))
 
     def rollback(self, length: int) -> None:
         self.model.rollback(length)

@@ -69,22 +69,27 @@ def _exact_two_token_distribution(target, prompt_ids, sampling):
 
 
 def test_sampled_speculative_matches_target_distribution(tiny_close_pair):
-    target, draft = tiny_close_pair
+    check_two_token_distribution(*tiny_close_pair, PROMPT)
+
+
+def check_two_token_distribution(target, draft, prompt: str, max_new_tokens: int = 2) -> None:
+    """Chi-square: the first two emitted tokens of 1200 seeded speculative runs against the target's
+    exact two-token distribution (`max_new_tokens` 3 lets the first draft hold two tokens)."""
     sampling = SamplingConfig(temperature=2.0, top_k=4)
-    prompt_ids = target.encode_prompt(PROMPT, chat=False)
+    prompt_ids = target.encode_prompt(prompt, chat=False)
     exact = _exact_two_token_distribution(target, prompt_ids, sampling)
     outcomes = sorted(exact)
     counts = dict.fromkeys(outcomes, 0)
     runs = 1200
     rejected = 0
     for seed in range(runs):
-        config = RunConfig(method="speculative", max_new_tokens=2, sampling=sampling, gamma=2,
+        config = RunConfig(method="speculative", max_new_tokens=max_new_tokens, sampling=sampling, gamma=2,
                            seed=seed, stop_at_eos=False, lean=True)
         records = list(decode(target, draft, prompt_ids, config))
         ids = [t.token_id for r in records for t in r.emitted]
         counts[tuple(ids[:2])] += 1
         rejected += sum(1 for r in records for d in r.draft if d.accepted is False)
-    assert 100 < rejected < runs  # the draft agrees with the target only partly
+    assert 100 < rejected < runs * (max_new_tokens - 1)  # the draft agrees with the target only partly
     observed = [counts[o] for o in outcomes]
     expected = [exact[o] * runs for o in outcomes]
     # merge rare cells so the chi-square approximation holds

@@ -68,7 +68,10 @@ def test_hybrid_greedy_equals_autoregressive_and_uses_both_sources(tiny_pair):
         assert [t.token_id for r in records for t in r.emitted] == expected
         sources = {ChainStep.of(r).source for r in records if r.draft}
         assert sources == {"lookup", "model"}, sources
-        assert all(d.source == ChainStep.of(r).source for r in records for d in r.draft)
+        for r in records:  # each token's own source: the copied tail of a continued model draft is lookup
+            copied = ChainStep.of(r).copied or 0
+            assert [d.source for d in r.draft] == ([ChainStep.of(r).source] * (len(r.draft) - copied)
+                                                   + ["lookup"] * copied)
 
 
 @pytest.mark.parametrize("prompt, source", [(COPYING, "lookup"), (test_engine.PROMPT, "model")])
@@ -88,6 +91,97 @@ def test_hybrid_sampled_output_has_the_target_distribution(tiny_close_pair, prom
     monkeypatch.setattr(test_engine, "PROMPT", prompt)
     test_engine.test_sampled_speculative_matches_target_distribution((target, Draft.of_model(draft).hybrid()))
     assert seen == {source}
+
+
+class ScriptedModel:
+    """A stand-in for the ModelDrafter that drafts fixed tokens (q: a row per token with its mass
+    spread over it and one other token), honouring `stop_after` as the real one does."""
+
+    name = "scripted"
+
+    def __init__(self, script, width):
+        self.script, self.width = script, width
+
+    def propose(self, sequence, gamma, sampling, generator, keep_going=None, source=None, exact=False,
+                stop_after=None):
+        from decoding.drafters import Proposal
+
+        tokens = []
+        for i in range(gamma):
+            tokens.append(self.script[i])
+            if i + 1 < gamma and stop_after is not None and stop_after(tokens):
+                break
+        rows = torch.zeros(len(tokens), self.width)
+        for i, t in enumerate(tokens):
+            rows[i, t], rows[i, (t + 1) % self.width] = 0.75, 0.25
+        return Proposal(tokens, rows)
+
+
+def test_a_model_draft_that_makes_the_context_repeat_is_continued_by_a_copy():
+    #            0  1  2  3  4  5  6 | model drafts 2, 3: "2 3" repeats positions 1-2
+    sequence = [1, 2, 3, 4, 5, 9, 8]
+    model = ScriptedModel([2, 3, 7, 7], 12)
+    hybrid = HybridDrafter(model, 12, torch.device("cpu"), min_match=2, lookup_tokens=4)
+    p = hybrid.propose(sequence, 4, GREEDY, torch.Generator())
+    # the model stopped after "2 3" (no forward pass for a third token); what followed "2 3" was copied
+    assert p.tokens == [2, 3, 4, 5, 9, 8] and p.source == "model" and p.copied == 4 and p.match_length == 2
+    assert [p.source_of(i) for i in range(6)] == ["model"] * 2 + ["lookup"] * 4
+    assert torch.equal(p.q_rows[:2], model.propose(sequence, 2, GREEDY, None).q_rows)  # the model's own q
+    assert torch.equal(p.q_rows[2:], torch.nn.functional.one_hot(torch.tensor([4, 5, 9, 8]), 12).float())
+    cut = p.truncated(3)  # the copied tail shrinks first
+    assert cut.tokens == [2, 3, 4] and cut.copied == 1 and p.truncated(1).copied == 0
+    # gamma 2: the repeat shows after the model's last token, and is continued all the same
+    assert hybrid.propose(sequence, 2, GREEDY, None).tokens == [2, 3, 4, 5, 9, 8]
+    # no repeat: the model's draft as it is; switched off: the same
+    plain = HybridDrafter(ScriptedModel([7, 6], 12), 12, torch.device("cpu"))
+    assert plain.propose(sequence, 2, GREEDY, None).tokens == [7, 6]
+    off = HybridDrafter(ScriptedModel([2, 3, 7, 7], 12), 12, torch.device("cpu"), continue_with_copy=False)
+    assert off.propose(sequence, 4, GREEDY, None).tokens == [2, 3, 7, 7]
+    longer = HybridDrafter(ScriptedModel([2, 3, 7, 7], 12), 12, torch.device("cpu"), continue_min_match=3)
+    assert longer.propose(sequence, 4, GREEDY, None).tokens == [2, 3, 7, 7]  # "2 3" is a 2-token repeat only
+
+
+def test_the_explainer_says_when_a_model_draft_was_continued_by_a_copy(tiny_pair, monkeypatch):
+    from app import render
+
+    target, draft = tiny_pair
+    monkeypatch.setattr(HybridDrafter, "__init__", _with(HybridDrafter.__init__, continue_min_match=1))
+    config = RunConfig(method="speculative", max_new_tokens=30, sampling=GREEDY, gamma=3, stop_at_eos=False)
+    records = list(decode(target, Draft.of_model(draft).hybrid(), target.encode_prompt("qzx vbn", chat=False), config))
+    continued = [r for r in records if ChainStep.of(r).copied]
+    assert continued, "no model draft was continued on this prompt"
+    record = continued[0]
+    html = render.draft_row_html(record)
+    copied = ChainStep.of(record).copied
+    assert "Proposed by the draft model</b>, then <b>continued by a copy</b>" in html
+    assert f"the {copied} tokens that followed it were added" in html
+    assert [d.source for d in record.draft][-copied:] == ["lookup"] * copied
+
+
+def _with(init, **fixed):
+    def patched(self, *a, **k):
+        init(self, *a, **{**k, **fixed})
+    return patched
+
+
+def test_continued_drafts_keep_the_target_distribution(tiny_close_pair, monkeypatch):
+    """Chi-square on two tokens where the first draft is a model token continued by a copy: a
+    1-token match suffices here, and the prompt's last character occurs nowhere before it, so the
+    model drafts first and the copy follows whatever it sampled."""
+    target, draft = tiny_close_pair
+    continued = []
+    original = HybridDrafter.propose
+
+    def spy(self, *a, **k):
+        self.min_match = self.continue_min_match = 1
+        proposal = original(self, *a, **k)
+        continued.append(proposal.source == "model" and proposal.copied > 0)
+        return proposal
+
+    monkeypatch.setattr(HybridDrafter, "propose", spy)
+    test_engine.check_two_token_distribution(target, Draft.of_model(draft).hybrid(), "hello world, the cab",
+                                             max_new_tokens=3)
+    assert sum(continued) > 0.3 * len(continued), (sum(continued), len(continued))
 
 
 def test_hybrid_loads_by_name_with_the_default_draft(tiny_target_dir, tiny_draft_dir, tiny_pair):

@@ -13,7 +13,6 @@ Per iteration:
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
@@ -56,6 +55,7 @@ class ChainStep(StepData):
     lenience: float | None = None
     source: str | None = None  # where this iteration's draft came from: "model" | "lookup"
     match_length: int | None = None  # a lookup's matched suffix length (the hybrid copies from >= its minimum)
+    copied: int | None = None  # a model draft continued by a copy: how many of its last tokens were copied
 
 
 def speculative(target, drafter, prompt_ids: list[int], config: RunConfig, meter=None) -> Iterator[IterationRecord]:
@@ -98,9 +98,8 @@ def chain_loop(name: str, verify: VerifyFn, target, drafter, prompt_ids: list[in
             # auto: exactly gamma tokens from the chosen source; fixed: the drafter's own rule
             proposal = (drafter.propose(state.sequence, gamma, config.sampling, state.generator, stopper, source,
                                         exact=policy.schedule == "auto") if gamma else None)
-        if proposal is not None and len(proposal.tokens) > state.room() - 1:
-            keep = max(0, state.room() - 1)
-            proposal = dataclasses.replace(proposal, tokens=proposal.tokens[:keep], q_rows=proposal.q_rows[:keep])
+        if proposal is not None:
+            proposal = proposal.truncated(max(0, state.room() - 1))
         draft = proposal.tokens if proposal else []
         k = len(draft)
 
@@ -130,7 +129,7 @@ def chain_loop(name: str, verify: VerifyFn, target, drafter, prompt_ids: list[in
         record = state.record(
             context_length=context_length,
             gamma=gamma,
-            draft=_draft_tokens(state, draft, p_rows, q_rows, verdict, p_raw, proposal.source if proposal else None),
+            draft=_draft_tokens(state, draft, p_rows, q_rows, verdict, p_raw, proposal),
             accepted_length=n,
             emitted=emitted,
             residual=None if verdict.next_is_bonus else _residual(state, nxt, y, verdict),
@@ -138,11 +137,14 @@ def chain_loop(name: str, verify: VerifyFn, target, drafter, prompt_ids: list[in
             tree=_chain_tree(state, context_length, draft, verdict.accepted),
             target_calls=lm.calls,
             extra={ChainStep.KEY: ChainStep(greedy, config.lenience, proposal.source if proposal else None,
-                                            proposal.match_length if proposal else None).to_dict(),
+                                            proposal.match_length if proposal else None,
+                                            proposal.copied if proposal and proposal.copied else None).to_dict(),
                    **verdict.extra},
         )
         if policy.schedule != "fixed":
-            policy.update(gamma, k, n, [d.overlap for d in record.draft if d.accepted is not None],
+            # the chosen source's own tokens only: a copy that continued a model draft is a free extra
+            own = k - (proposal.copied if proposal else 0)
+            policy.update(gamma, own, min(n, own), [d.overlap for d in record.draft[:own] if d.accepted is not None],
                           record.timings.draft - (proposal.catch_up_seconds if proposal else 0.0),
                           record.timings.verify, fed, prefill,
                           source.key if source is not None else "model")
@@ -156,7 +158,7 @@ def _shared_width(target, drafter) -> int:
     return min(width, drafter_width)
 
 
-def _draft_tokens(state, draft, p_rows, q_rows, verdict, p_raw, source) -> list[DraftToken]:
+def _draft_tokens(state, draft, p_rows, q_rows, verdict, p_raw, proposal) -> list[DraftToken]:
     out = []
     for i, x in enumerate(draft):
         p_i, q_i = p_rows[i], q_rows[i]
@@ -172,7 +174,7 @@ def _draft_tokens(state, draft, p_rows, q_rows, verdict, p_raw, source) -> list[
                 accepted=verdict.accepted[i],
                 overlap=float(torch.minimum(p_i, q_i).sum()),
                 top=state.top_candidates(p_i, q_i),
-                source=source,
+                source=proposal.source_of(i) if proposal is not None else None,
             )
         )
     return out
