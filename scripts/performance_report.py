@@ -79,6 +79,47 @@ def calls_table(result: dict, keys: list[str]) -> list[str]:
     return lines
 
 
+def after_prefill_table(result: dict, keys: list[str]) -> list[str]:
+    """Speedup once each run's prompt prefill pass is done, per category; the last row gives the
+    share of our autoregressive time that pass took (empty for runs made before it was timed)."""
+    cats = [c for c in ORDER if c in result["categories"]]
+    ar = "autoregressive"
+    if result["methods"].get(ar, {}).get("first_pass_share") is None:
+        return []
+    lines = ["| variant | " + " | ".join(CATEGORY_NAMES[c] for c in cats) + " | all |", "|" + "---|" * (len(cats) + 2)]
+    for key in keys:
+        if key == ar or key not in result["methods"]:
+            continue
+        cells = [_x(result["categories"][c][key].get("speedup_after_first_pass")) for c in cats]
+        lines.append(f"| {key} | " + " | ".join(cells) + f" | {_x(result['methods'][key].get('speedup_after_first_pass'))} |")
+    shares = [_f(result["categories"][c][ar]["first_pass_share"], ".0%") for c in cats]
+    lines.append("| *prefill share of autoregressive time* | " + " | ".join(shares)
+                 + f" | {_f(result['methods'][ar]['first_pass_share'], '.0%')} |")
+    return lines
+
+
+def continuation_section() -> list[str]:
+    """The hybrid with and without continuing a model draft by a copy (scripts/hybrid_continuation.py)."""
+    path = BENCH / "hybrid-continuation.json"
+    if not path.is_file():
+        return []
+    data = json.loads(path.read_text())
+    figures = data["figures"]
+    cats = [c for c in ORDER if c in figures] + ["all"]
+    lines = ["## The hybrid's copy continuation", "",
+             f"Command: `{data['command']}` ({data['dtype'].removeprefix('torch.')}, {data['threads']} thread, "
+             f"gamma {data['gamma']}; one run, the variants interleaved per prompt). Speedup over autoregressive "
+             "decoding / tokens per target call / speedup after the prefill:", "",
+             "| variant | " + " | ".join(CATEGORY_NAMES.get(c, c) for c in cats) + " |", "|" + "---|" * (len(cats) + 1)]
+    for variant in figures["all"]:
+        if variant == "autoregressive":
+            continue
+        cells = [f"{_x(figures[c][variant]['speedup'])} / {_f(figures[c][variant]['tokens_per_call'])} / "
+                 f"{_x(figures[c][variant]['speedup_after_first_pass'])}" for c in cats]
+        lines.append(f"| {variant} | " + " | ".join(cells) + " |")
+    return lines + [""]
+
+
 def headline_keys(result: dict) -> list[str]:
     """Our autoregressive baseline, every speculative variant, and HF's peers."""
     keys = ["autoregressive"]
@@ -105,6 +146,11 @@ def run_section(name: str, result: dict) -> list[str]:
     lines += category_table(result, keys)
     lines += ["", "Tokens per target call / mean accepted draft tokens:", ""]
     lines += calls_table(result, [k for k in keys if result["methods"][k]["engine"] == "ours"])
+    after = after_prefill_table(result, keys)
+    if after:
+        lines += ["", "After the prompt's prefill: the speedup once each run's first target pass (the prompt's prefill, "
+                  "the same work in every variant) is done, and that pass's share of our autoregressive time. On "
+                  "long prompts the prefill caps the whole run's speedup at 64 new tokens:", ""] + after
     hf = result.get("hf_assisted_speedup_by_draft") or {}
     ar_vs_hf = result.get("ratios", {}).get("autoregressive_vs_hf_generate")
     lines += ["", f"Our autoregressive decoding runs at {_x(ar_vs_hf)} the speed of HF `generate()`; HF assisted "
@@ -201,6 +247,7 @@ def main(argv=None) -> int:
     doc += baseline_section(results)
     for name, result in results.items():
         doc += run_section(name, result)
+    doc += continuation_section()
     doc += published_section()
     (DOCS / "performance.md").write_text("\n".join(doc).replace("\n\n\n", "\n\n"))
     readme = Path(args.readme)
