@@ -45,6 +45,8 @@ def _proposal(records, upto: int, summary) -> str:
         origin = "lookup"
     source = {"lookup": "copied from the context", "model": "proposed by the draft model"}.get(origin,
                                                                                               "proposed by the drafter")
+    if origin == "model" and any(d.source == "lookup" for d in record.draft):
+        source += " and continued by a copy from the context"
     return (f'{before}<p class="lesson-caption">Iteration {record.iteration}: {len(record.draft)} draft tokens '
             f'{source}, not checked yet:</p><div class="chips lesson-proposal">{drafts}</div>')
 
