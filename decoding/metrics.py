@@ -118,6 +118,11 @@ class RunCounts:
         return tokens_per_second(self.tokens, self.seconds)
 
     @property
+    def first_pass_share(self) -> float | None:
+        """The first pass's share of the run's time (None for a run that took no time)."""
+        return self.first_pass_seconds / self.seconds if self.seconds else None
+
+    @property
     def tokens_per_second_after_first_pass(self) -> float | None:
         """Tokens per second once the prompt's prefill pass is done (None where it was not timed)."""
         if self.first_pass_seconds <= 0 or self.seconds <= self.first_pass_seconds:

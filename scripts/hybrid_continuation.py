@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -47,6 +46,7 @@ def main(argv=None) -> int:
         return 2
     import torch
 
+    from decoding.bench.ours import timed_run
     from decoding.metrics import RunCounts
     from decoding.methods import method_spec
     from decoding.pair import load_pair
@@ -74,15 +74,7 @@ def main(argv=None) -> int:
             drafter.continue_with_copy = variant != "hybrid-no-continuation"
             if variant.startswith("hybrid-continue-"):
                 drafter.continue_min_match = int(variant.rsplit("-", 1)[1])
-        t0 = time.perf_counter()
-        records, first = [], 0.0
-        for record in method_spec(method)(target, drafter, ids, config):
-            records.append(record)
-            first = first or time.perf_counter() - t0
-        counts = RunCounts.from_records(records)
-        counts.seconds = time.perf_counter() - t0
-        counts.first_pass_seconds, counts.first_pass_tokens = first, len(records[0].emitted)
-        return counts
+        return timed_run(method_spec(method)(target, drafter, ids, config))[1]
 
     run("hybrid", target.encode_prompt(rows[0].prompt, True))  # warm-up
     totals: dict = {}

@@ -8,6 +8,22 @@ from ..metrics import RunCounts
 from .variants import GAMMA_SCHEDULES, RunStats, Variant
 
 
+def timed_run(records) -> tuple[list, RunCounts]:
+    """Run a trace generator to its end: its records and their counts, with the wall time and the
+    first iteration's (the prompt's prefill pass, with its tokens) timed apart."""
+    t0 = time.perf_counter()
+    out, first_seconds = [], 0.0
+    for record in records:
+        out.append(record)
+        if len(out) == 1:
+            first_seconds = time.perf_counter() - t0
+    counts = RunCounts.from_records(out)
+    counts.seconds = time.perf_counter() - t0
+    counts.first_pass_seconds = first_seconds
+    counts.first_pass_tokens = len(out[0].emitted) if out else 0
+    return out, counts
+
+
 def run_ours(variant: Variant, target, draft, prompt_ids: list[int], args, timing: bool, meter=None) -> RunStats:
     """One run of our engine; timing runs ignore end-of-sequence (fixed token counts)."""
     from ..runner import decode
@@ -18,17 +34,8 @@ def run_ours(variant: Variant, target, draft, prompt_ids: list[int], args, timin
                        gamma=variant.gamma or 4, seed=args.seed, chat=args.chat, stop_at_eos=not timing, lean=True,
                        extra=extra)
     gen = decode(target, draft, prompt_ids, config, meter if timing else None)
-    t0 = time.perf_counter()
-    records, first_seconds = [], 0.0
-    for record in gen:
-        records.append(record)
-        if len(records) == 1:  # the first iteration's pass is the prompt's prefill
-            first_seconds = time.perf_counter() - t0
-    seconds = time.perf_counter() - t0
-    stats = RunStats(counts=RunCounts.from_records(records))
-    stats.counts.seconds = seconds
-    stats.counts.first_pass_seconds = first_seconds
-    stats.counts.first_pass_tokens = len(records[0].emitted) if records else 0
+    records, counts = timed_run(gen)
+    stats = RunStats(counts=counts)
     stats.token_ids = [t.token_id for r in records for t in r.emitted]
     stats.joules = records[-1].energy_joules
     lp_sum, lp_n = 0.0, 0

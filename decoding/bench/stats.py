@@ -35,7 +35,7 @@ def summarize_variant(variant: Variant, timing: dict, quality: list[RunStats], t
         "variant": variant.key, "engine": variant.engine, "method": variant.method, "gamma": variant.gamma,
         "schedule": variant.schedule, "runs": len(runs), "tokens": tokens, "seconds": seconds,
         "tokens_per_second": counts.tokens_per_second if seconds else None,
-        "first_pass_share": counts.first_pass_seconds / seconds if seconds else None,
+        "first_pass_share": counts.first_pass_share,
         "tokens_per_second_after_first_pass": counts.tokens_per_second_after_first_pass,
         "tokens_per_second_median": _median(per_rep),
         "tokens_per_second_min": min(per_rep) if per_rep else None,
@@ -242,7 +242,7 @@ def category_table(timing: dict, categories: list[str], ar_key: str, hf_generate
             row = {
                 "speedup": counts.tokens_per_second / ar if ar else None,
                 "speedup_after_first_pass": _ratio(counts.tokens_per_second_after_first_pass, ar_after),
-                "first_pass_share": counts.first_pass_seconds / counts.seconds if counts.seconds else None,
+                "first_pass_share": counts.first_pass_share,
                 "tokens_per_call": counts.tokens_per_call if counts.target_calls else None,
                 "mean_accepted": counts.mean_accepted,
                 "tokens": counts.tokens,
