@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from ..energy import model_weight_bytes
+from .attention import use_fast_cpu_attention
 
 if TYPE_CHECKING:  # pragma: no cover
     from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -136,10 +137,12 @@ def text_config(config):
 
 def build_loaded(model, tokenizer, spec: str, name: str, source: str, device: torch.device,
                  dtype: torch.dtype, already_placed: bool) -> LoadedModel:
-    """A LoadedModel from a freshly loaded model: on its device and dtype, eval mode, no gradients."""
+    """A LoadedModel from a freshly loaded model: on its device and dtype, eval mode, no gradients,
+    with the attention kernel that is fastest there (`attention.py`)."""
     if not already_placed:
         model = model.to(device=device, dtype=dtype)
     model.eval()
+    use_fast_cpu_attention(model)
     for param in model.parameters():
         param.requires_grad_(False)
     params = list(model.parameters())
