@@ -120,6 +120,29 @@ def continuation_section() -> list[str]:
     return lines + [""]
 
 
+def attention_section() -> list[str]:
+    """Target pass times per attention kernel and cache length (scripts/attention_kernels.py)."""
+    path = BENCH / "attention-kernels.json"
+    if not path.is_file():
+        return []
+    data = json.loads(path.read_text())
+    machine = data["machine"]
+    kernels = [k for k in data["rows"][0] if k not in ("dtype", "context", "new_tokens", "pass")]
+    lines = ["## Which attention kernel a pass runs", "",
+             f"Command: `python scripts/attention_kernels.py --out docs/bench/attention-kernels.json` "
+             f"({machine['processor']}, {machine['threads']} thread, torch {machine['torch']}, median of "
+             f"{data['repeats']}). One target pass, in ms, with each kernel; the last column is the split kernel "
+             "the loader gives a bfloat16 or float16 model on the CPU (`decoding/models/attention.py`): "
+             "SDPA, with one-token steps run on float32 copies of q, k and v. float32 models keep SDPA.", "",
+             "| dtype | cached tokens | pass | " + " | ".join(kernels) + " |", "|" + "---|" * (len(kernels) + 3)]
+    for r in data["rows"]:
+        prefill = r["pass"] == "prefill"
+        label = f"prefill of {r['new_tokens']}" if prefill else f"{r['new_tokens']} new"
+        lines.append(f"| {r['dtype']} | {0 if prefill else r['context']} | {label} | "
+                     + " | ".join(f"{r[k]:.1f}" for k in kernels) + " |")
+    return lines + [""]
+
+
 def headline_keys(result: dict) -> list[str]:
     """Our autoregressive baseline, every speculative variant, and HF's peers."""
     keys = ["autoregressive"]
@@ -244,6 +267,7 @@ def main(argv=None) -> int:
            "Speedups are ratios measured within one run, against our own autoregressive decoding in the same "
            "precision; the machine is shared and noisy, so compare runs only by their ratios.", ""]
     doc += verify_section()
+    doc += attention_section()
     doc += baseline_section(results)
     for name, result in results.items():
         doc += run_section(name, result)

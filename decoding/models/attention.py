@@ -1,58 +1,45 @@
-"""The attention kernel of a model in half precision on the CPU: SDPA for long passes, eager for short ones.
+"""The attention kernel of a model in half precision on the CPU: SDPA, with one-token steps in float32.
 
-PyTorch's CPU SDPA is the fast kernel for a prompt's prefill, but in bfloat16 it is slow for a pass
-of one or a few query tokens over a long cache. Measured with `scripts/attention_kernels.py`
-(SmolLM2-135M, bfloat16, 1 thread, the shared 2-core AMD EPYC with avx512_bf16, torch 2.13):
-with 1,000 tokens cached, one token takes 73 ms with SDPA and 52 ms with eager attention, 5 tokens
-65 and 60 ms, 17 tokens 93 and 85 ms; a 1,000-token prefill takes about 1.9 s with SDPA and 2.9 s
-eager. In float32 SDPA is as fast or faster at every size, so float32 models keep plain SDPA (and
-the float32 greedy-equality checks run exactly the kernels they always did).
+PyTorch's CPU SDPA in bfloat16 is slow for a pass of a single query token over a long cache: with
+1,000 tokens cached, one layer's attention takes about 0.95 ms for one query token but 0.41 ms for
+five, and 0.16 ms for one when q, k and v are first copied to float32 (SmolLM2-135M's shapes: 9
+query heads over 3 key/value heads of 64). transformers' eager attention is fast there too (0.24
+ms) but rounds the attention scores to bfloat16: its output is several times further from the
+exact result than SDPA's, enough to change greedy text and to lower a draft's acceptance. Passes of
+several tokens (prefills, verify passes) stay with bfloat16 SDPA, which is as fast or faster there
+(`scripts/attention_kernels.py` times whole passes with each kernel).
 
 The choice is one attention function registered with transformers' AttentionInterface, deciding
-per call by the number of query tokens, so a model is never switched while another thread runs it.
-It takes SDPA's masks (None when the pass is plainly causal, else boolean or an additive float
-mask such as PPD's tree mask) and hands a short pass to the model's own eager function.
+per call by the number of query tokens, so a model is never switched while another thread runs it;
+it takes SDPA's masks. float32 models keep plain SDPA, so the float32 greedy-equality checks run
+exactly the kernels they always did.
 """
 
 from __future__ import annotations
 
-import sys
-
 import torch
 
-NAME = "sdpa_short_eager"
-SHORT_PASS = 32  # passes of at most this many query tokens run the eager kernel
+NAME = "sdpa_float32_steps"
 HALF = (torch.bfloat16, torch.float16)
 
 
-def _eager_of(module: torch.nn.Module):
-    """The eager attention function of the module's own modeling file (None when it has none)."""
-    return getattr(sys.modules.get(type(module).__module__), "eager_attention_forward", None)
-
-
-def short_eager_attention(module, query, key, value, attention_mask, **kwargs):
-    """SDPA, except for passes of at most SHORT_PASS query tokens, which run the eager math."""
+def split_attention(module, query, key, value, attention_mask, **kwargs):
+    """SDPA; a one-token pass in half precision runs it on float32 copies of q, k and v."""
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
-    eager = _eager_of(module)
-    q_len = query.shape[2]
-    # A missing mask on a multi-token pass means "causal" to SDPA (is_causal); eager would read
-    # it as "attend everywhere", so that pass (a short prompt's prefill) stays with SDPA.
-    if eager is None or q_len > SHORT_PASS or (attention_mask is None and q_len > 1):
+    if query.shape[2] != 1 or query.dtype not in HALF:
         return sdpa_attention_forward(module, query, key, value, attention_mask, **kwargs)
-    if attention_mask is not None and attention_mask.dtype == torch.bool:
-        blocked = torch.finfo(query.dtype).min
-        attention_mask = torch.zeros(attention_mask.shape, dtype=query.dtype,
-                                     device=query.device).masked_fill(~attention_mask, blocked)
-    kwargs.pop("is_causal", None)
-    return eager(module, query, key, value, attention_mask, **kwargs)
+    if attention_mask is not None and attention_mask.is_floating_point():
+        attention_mask = attention_mask.float()  # an additive mask must match the query's dtype
+    out, weights = sdpa_attention_forward(module, query.float(), key.float(), value.float(), attention_mask, **kwargs)
+    return out.to(query.dtype), weights
 
 
 def _register() -> None:
     from transformers import AttentionInterface
     from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
-    AttentionInterface.register(NAME, short_eager_attention)
+    AttentionInterface.register(NAME, split_attention)
     AttentionMaskInterface.register(NAME, sdpa_mask)
 
 
