@@ -315,3 +315,21 @@ def test_speed_after_the_first_pass_leaves_the_prefill_out():
     both = run + RunCounts(tokens=32, seconds=1.0, first_pass_seconds=0.2, first_pass_tokens=3)
     assert both.tokens_per_second_after_first_pass == pytest.approx((96 - 4) / (6.0 - 2.05))
     assert RunCounts(tokens=5, seconds=1.0).tokens_per_second_after_first_pass is None  # not timed
+
+
+def test_bench_keeps_only_the_categories_asked_for(tmp_path, tiny_target_dir, capsys):
+    prompts = tmp_path / "cats.jsonl"
+    prompts.write_text("\n".join(json.dumps(r) for r in [
+        {"prompt": "hello world, the cat sat", "category": "chat"},
+        {"prompt": "abc abc abc abc", "category": "copy"},
+        {"prompt": "the cat sat on the cat", "category": "copy"}]) + "\n")
+    base = ["bench", "--prompts", str(prompts), "--target", str(tiny_target_dir), "--dtype", "float32",
+            "--methods", "autoregressive", "--max-new-tokens", "2", "--repeats", "1", "--warmup", "0",
+            "--no-memory", "--no-quality", "--no-hf", "--json"]
+    assert main(base + ["--categories", "copy", "--out", str(tmp_path / "copy")]) == 0
+    result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert set(result["categories"]) == {"copy"}
+    assert result["categories"]["copy"]["autoregressive"]["prompts"] == 2
+    assert main(base + ["--categories", "copy,poetry", "--out", str(tmp_path / "bad")]) == 2
+    err = capsys.readouterr().err
+    assert "no prompts of poetry" in err and "chat, copy" in err

@@ -23,6 +23,8 @@ def add_parser(sub) -> None:
     b.add_argument("--warmup", type=int, default=1)
     b.add_argument("--max-prompts", type=int, default=None,
                    help="use N prompts spread evenly over the file (every kind of prompt stays represented)")
+    b.add_argument("--categories", default=None,
+                   help="comma-separated prompt categories to keep (e.g. summarization,rag); default: all")
     b.add_argument("--seed", type=int, default=0)
     b.add_argument("--no-chat", dest="chat", action="store_false", help="raw prompts (default: chat template)")
     b.add_argument("--target", default="default")
@@ -62,6 +64,17 @@ def spread(items: list, n: int) -> list:
     return [items[(i * len(items)) // n] for i in range(n)]
 
 
+def only_categories(prompts: list, categories: str) -> list:
+    """The prompts of the named categories; a name no prompt has is a usage error that lists the ones there are."""
+    wanted = [c.strip() for c in categories.split(",") if c.strip()]
+    present = sorted({p.category for p in prompts if p.category})
+    unknown = [c for c in wanted if c not in present]
+    if not wanted or unknown:
+        raise UsageError(f"--categories: no prompts of {', '.join(unknown) or 'any category'}; "
+                         f"the file has {', '.join(present) or 'no categories'}")
+    return [p for p in prompts if p.category in wanted]
+
+
 def run_cli(args) -> int:
     import torch
 
@@ -85,6 +98,8 @@ def run_cli(args) -> int:
         prompts = read_prompt_rows(args.prompts)
     except OSError as exc:
         raise UsageError(f"cannot read prompts: {exc}") from None
+    if args.categories:
+        prompts = only_categories(prompts, args.categories)
     if args.max_prompts and args.max_prompts < len(prompts):
         prompts = spread(prompts, args.max_prompts)
     specs = [s.strip() for s in (args.draft or default_draft_spec(args.target)).split(",") if s.strip()]
