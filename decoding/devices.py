@@ -71,8 +71,9 @@ def default_dtype(device: torch.device) -> torch.dtype:
     bfloat16 where supported, else float16; on a CPU with native bfloat16 (AVX512-BF16 or AMX)
     bfloat16, else float32 (also on MPS).
 
-    Why bfloat16 on such CPUs: a target pass over k new tokens then costs about one token's pass
-    for small k (measured here: 1.04x for k = 5 in bfloat16, 1.79x in float32; docs/performance.md),
+    Why bfloat16 on such CPUs: a target pass over k new tokens then costs little more than one
+    token's pass for small k (measured here on a 200-token cache: 1.17x for k = 5 in bfloat16,
+    1.67x in float32; docs/performance.md),
     which is what speculative decoding's speed rests on. float32 stays the reference precision of
     every exactness claim, and is one flag or control away.
     """

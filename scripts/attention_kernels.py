@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import statistics
 import sys
 import time
@@ -40,6 +39,7 @@ def main(argv=None) -> int:
         return 2
     import torch
 
+    from decoding.bench.driver import machine_info
     from decoding.cached_lm import CachedLM
     from decoding.models.attention import NAME
     from decoding.pair import load_pair
@@ -81,7 +81,8 @@ def main(argv=None) -> int:
         label = f"prefill of {r['new_tokens']}" if r["pass"] == "prefill" else f"{r['new_tokens']} new"
         print(f"| {r['dtype']} | {cached} | {label} | {r['sdpa']} | {r['eager']} | {r[NAME]} |")
     if args.out is not None:
-        machine = {"processor": platform.processor() or platform.machine(), "threads": args.threads,
+        info = machine_info()
+        machine = {"cpu": info["cpu"], "cpu_capability": info["cpu_capability"], "threads": args.threads,
                    "torch": torch.__version__}
         args.out.write_text(json.dumps({"machine": machine, "repeats": args.repeats, "rows": rows}, indent=1) + "\n")
     return 0

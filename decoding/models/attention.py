@@ -1,13 +1,14 @@
 """The attention kernel of a model in half precision on the CPU: SDPA, with one-token steps in float32.
 
-PyTorch's CPU SDPA in bfloat16 is slow for a pass of a single query token over a long cache: with
-1,000 tokens cached, one layer's attention takes about 0.95 ms for one query token but 0.41 ms for
-five, and 0.16 ms for one when q, k and v are first copied to float32 (SmolLM2-135M's shapes: 9
-query heads over 3 key/value heads of 64). transformers' eager attention is fast there too (0.24
-ms) but rounds the attention scores to bfloat16: its output is several times further from the
-exact result than SDPA's, enough to change greedy text and to lower a draft's acceptance. Passes of
-several tokens (prefills, verify passes) stay with bfloat16 SDPA, which is as fast or faster there
-(`scripts/attention_kernels.py` times whole passes with each kernel).
+PyTorch's CPU SDPA in bfloat16 is slow for a single query token over a long cache. Whole target
+passes of SmolLM2-135M in bfloat16 on 1,000 cached tokens (`scripts/attention_kernels.py`,
+docs/bench/attention-kernels.json; 1 thread): a one-token step takes 76.4 ms with bfloat16 SDPA and
+51.8 ms when the step's attention runs SDPA on float32 copies of q, k and v, while a 5-token pass
+takes 67.8 ms with bfloat16 SDPA, less than the step. transformers' eager attention is fast for the
+step too (54.1 ms) but rounds the attention scores to bfloat16: its output is several times further
+from the exact result than SDPA's (`tests/test_attention_kernel.py`), enough to change greedy text
+and to lower a draft's acceptance. Passes of several tokens (prefills, verify passes) stay with
+bfloat16 SDPA, which is as fast or faster there.
 
 The choice is one attention function registered with transformers' AttentionInterface, deciding
 per call by the number of query tokens, so a model is never switched while another thread runs it;
@@ -50,6 +51,9 @@ def use_fast_cpu_attention(model: torch.nn.Module) -> bool:
         return False
     if getattr(model.config, "_attn_implementation", None) != "sdpa":
         return False
-    _register()
-    model.set_attn_implementation(NAME)
+    try:
+        _register()
+        model.set_attn_implementation(NAME)
+    except (ValueError, ImportError, AttributeError):  # a model that takes no custom kernel keeps SDPA
+        return False
     return True
