@@ -38,9 +38,13 @@ BEGIN, END = "<!-- performance:begin -->", "<!-- performance:end -->"
 BASELINE_RUN, BASELINE_KEY = "spec-bench-bfloat16-precision", "speculative-prompt-lookup-auto"
 
 
-def load(name: str) -> dict | None:
-    path = BENCH / name / "bench.json"
+def read_json(path: Path) -> dict | None:
+    """A committed measurement's JSON, or None when that measurement was not made."""
     return json.loads(path.read_text()) if path.is_file() else None
+
+
+def load(name: str) -> dict | None:
+    return read_json(BENCH / name / "bench.json")
 
 
 def _x(v) -> str:
@@ -101,10 +105,9 @@ def after_prefill_table(result: dict, keys: list[str]) -> list[str]:
 
 def continuation_section() -> list[str]:
     """The hybrid with and without continuing a model draft by a copy (scripts/hybrid_continuation.py)."""
-    path = BENCH / "hybrid-continuation.json"
-    if not path.is_file():
+    data = read_json(BENCH / "hybrid-continuation.json")
+    if data is None:
         return []
-    data = json.loads(path.read_text())
     figures = data["figures"]
     cats = [c for c in ORDER if c in figures] + ["all"]
     lines = ["## The hybrid's copy continuation", "",
@@ -123,10 +126,9 @@ def continuation_section() -> list[str]:
 
 def attention_section() -> list[str]:
     """Target pass times per attention kernel and cache length (scripts/attention_kernels.py)."""
-    path = BENCH / "attention-kernels.json"
-    if not path.is_file():
+    data = read_json(BENCH / "attention-kernels.json")
+    if data is None:
         return []
-    data = json.loads(path.read_text())
     machine = data["machine"]
     kernels = [k for k in data["rows"][0] if k not in ("dtype", "context", "new_tokens", "pass")]
     lines = ["## Which attention kernel a pass runs", "",
@@ -223,8 +225,7 @@ def baseline_section(results: dict) -> list[str]:
 def verify_section() -> list[str]:
     """One table per verify-cost run: docs/bench/verify-cost.json (a short cache) and, when present,
     docs/bench/verify-cost-long.json (`--context 1000`: the cache of a long prompt)."""
-    runs = [json.loads(p.read_text()) for p in (BENCH / "verify-cost.json", BENCH / "verify-cost-long.json")
-            if p.is_file()]
+    runs = [v for p in (BENCH / "verify-cost.json", BENCH / "verify-cost-long.json") if (v := read_json(p))]
     if not runs:
         return []
     lines = ["## What a verify pass costs", ""]

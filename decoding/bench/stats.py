@@ -123,7 +123,7 @@ def finish_summary(rows: dict, ar_key: str, hf: bool, gammas: list, t_target_ste
     ar_tps = ar["tokens_per_second"]
     ar_reps = ar["tokens_per_second_by_repeat"]
     for row in rows.values():
-        row["speedup"] = row["tokens_per_second"] / ar_tps if ar_tps and row["tokens_per_second"] else None
+        row["speedup"] = _ratio(row["tokens_per_second"], ar_tps)
         row["speedup_after_first_pass"] = _ratio(row.get("tokens_per_second_after_first_pass"),
                                                  ar.get("tokens_per_second_after_first_pass"))
         ratios = [a / b for a, b in zip(row["tokens_per_second_by_repeat"], ar_reps)]
