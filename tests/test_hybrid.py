@@ -214,7 +214,25 @@ def test_restricted_head_saves_loads_and_scores_only_its_tokens(tiny_pair, tmp_p
     assert back.token_ids.tolist() == [3, 5, 7] and torch.equal(back.weight, head.weight)
     logits = back.logits(torch.randn(2, back.weight.shape[1]), 20)
     assert torch.isinf(logits[:, [0, 1, 2, 4, 6, 8]]).all() and torch.isfinite(logits[:, [3, 5, 7]]).all()
+    narrow = back.logits(torch.randn(2, back.weight.shape[1]), 6)  # a vocabulary that ends before id 7
+    assert narrow.shape == (2, 6) and torch.isfinite(narrow[:, [3, 5]]).all() and torch.isinf(narrow[:, [0, 1, 2, 4]]).all()
     assert frequent_tokens([[1, 1, 2], [2, 2, 9]], 2, always=[0]) == [0, 2]
+    # a head of token ids only (trim-head's) takes its rows from the model's own head when it loads
+    head.save(tmp_path, with_weight=False)
+    ids_only = load_head(tmp_path, torch.float32, "cpu", draft.model)
+    assert ids_only.token_ids.tolist() == [3, 5, 7] and torch.equal(ids_only.weight, head.weight)
+    with pytest.raises(ValueError, match="token ids only"):
+        load_head(tmp_path, torch.float32, "cpu")
+    # the energy proxy: a step reads the body and the head's 3 rows, not the whole output head
+    from decoding.pair import Draft
+
+    out = draft.model.get_output_embeddings().weight
+    rest = sum(p.numel() * p.element_size() for p in draft.model.parameters() if p is not out)
+    assert Draft.of_model(draft, head).weight_bytes == rest + 3 * out.shape[1] * out.element_size()
+    assert Draft.of_model(draft).weight_bytes == draft.weight_bytes
+    # the distillation shards hold tensors: counted by value, returned as ints
+    ranked = frequent_tokens([torch.tensor([1, 1, 2]), torch.tensor([2, 2, 9])], 2, always=[0])
+    assert ranked == [0, 2] and all(type(t) is int for t in ranked)
 
 
 def test_restricted_head_sampled_output_has_the_target_distribution(tiny_close_pair):
