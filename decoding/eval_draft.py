@@ -336,7 +336,8 @@ def add_parser(sub) -> None:
                        "tokens per call at gamma 4, cost ratio c")
     e.add_argument("--prompts", required=True, help="JSON-lines file with a 'prompt' field (or one prompt per line)")
     e.add_argument("--draft", default=None,
-                   help="directory, hub id or 'prompt-lookup' (default: the shipped distilled draft and prompt lookup)")
+                   help="directory, hub id or 'prompt-lookup', or several separated by commas, measured in one run "
+                        "(default: the shipped distilled draft and prompt lookup)")
     e.add_argument("--target", default="default")
     e.add_argument("--max-new-tokens", type=int, default=128)
     e.add_argument("--limit", type=int, default=0, help="use only the first N prompts")
@@ -366,7 +367,7 @@ def run_cli(args) -> int:
     prompts = read_prompts(args.prompts)
     if args.limit:
         prompts = prompts[: args.limit]
-    specs = [args.draft] if args.draft else []
+    specs = [s.strip() for s in (args.draft or "").split(",") if s.strip()]
     if not specs:
         specs = ([str(SHIPPED_DRAFT)] if (SHIPPED_DRAFT / "config.json").is_file() else []) + [PROMPT_LOOKUP]
     try:

@@ -61,14 +61,14 @@ class Draft:
     @property
     def weight_bytes(self) -> int:
         """Bytes of weights one model draft step reads (0 without a model; a restricted head reads
-        its own rows instead of the full output head)."""
+        its own rows instead of the full output head, tied to the input embedding or not: a step
+        looks up one embedding row, it does not read the matrix)."""
         if self.model is None:
             return 0
         if self.head is None:
             return self.model.weight_bytes
         full = self.model.model.get_output_embeddings().weight
-        tied = full is self.model.model.get_input_embeddings().weight
-        return self.model.weight_bytes - (0 if tied else full.numel() * full.element_size()) + self.head.weight_bytes
+        return self.model.weight_bytes - full.numel() * full.element_size() + self.head.weight_bytes
 
     @property
     def dtype(self):
@@ -121,7 +121,7 @@ def load_draft_value(spec: str, target: LoadedModel, dtype=None, draft_dtype=Non
     head = None
     if Path(spec).expanduser().is_dir():
         try:
-            head = load_head(Path(spec).expanduser(), model.dtype, model.device)
+            head = load_head(Path(spec).expanduser(), model.dtype, model.device, model.model)
         except ValueError as exc:
             raise ModelLoadError(f"cannot load '{spec}': {exc}") from None
     return Draft.of_model(model, head)

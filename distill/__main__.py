@@ -1,11 +1,12 @@
-"""`python -m distill {data,train,export,all} ...`: the stages of the draft distillation pipeline."""
+"""`python -m distill {data,train,export,all,trim-head} ...`: the stages of the draft distillation pipeline
+(trim-head: give a trained draft a head over the most frequent tokens, `trim_head.py`)."""
 
 import sys
 
 
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    stages = ("data", "train", "export", "all")
+    stages = ("data", "train", "export", "all", "trim-head")
     if not argv or argv[0] not in stages:
         print(f"usage: python -m distill {{{','.join(stages)}}} [options]  (each stage has --help)")
         return 2
@@ -16,6 +17,8 @@ def main(argv=None) -> int:
         from .train import main as run
     elif stage == "export":
         from .export import main as run
+    elif stage == "trim-head":
+        from .trim_head import main as run
     else:
         from .pipeline import main as run
     return run(rest)

@@ -134,6 +134,12 @@ def test_eval_draft_cli_json(tiny_target_dir, tiny_draft_dir, tmp_path, monkeypa
                "prompt-lookup", "--max-new-tokens", "6", "--json"])
     assert rc == 0
     assert "coverage" in json.loads(capsys.readouterr().out)
+    # several drafts, separated by commas, are measured in one run against the same continuations
+    rc = main(["eval-draft", "--prompts", str(prompts), "--target", str(tiny_target_dir), "--draft",
+               f"{tiny_draft_dir},prompt-lookup", "--max-new-tokens", "6", "--json"])
+    assert rc == 0
+    report = json.loads(capsys.readouterr().out)
+    assert [r["draft_spec"] for r in report["results"]] == [str(tiny_draft_dir), "prompt-lookup"]
 
 
 # ---- the shipped draft ------------------------------------------------------------------------
@@ -227,3 +233,49 @@ def test_smoke_restricted_head_trains_exports_and_stays_exact(smoke_run, tmp_pat
     _, spec = generate(target, draft, "say hi.", config)
     _, auto = generate(target, None, "say hi.", dataclasses.replace(config, method="autoregressive"))
     assert spec.token_ids == auto.token_ids
+
+
+def test_smoke_trim_head_keeps_the_most_frequent_tokens_and_stays_exact(smoke_run, tmp_path):
+    """`python -m distill trim-head`: the head holds the draft's own rows for the K most frequent
+    generated tokens of the training shards (counted by value) plus end-of-sequence, the copy of the
+    draft loads with it, q is zero outside it, and greedy decoding still equals autoregressive."""
+    from collections import Counter
+
+    from decoding.pair import load_draft_value
+    from distill.train import list_shards, load_examples
+    from distill.trim_head import main as trim_main, trim
+
+    cfg, target, out, _, _, _ = smoke_run
+    train_ex, _ = load_examples(cfg, list_shards(cfg), len(cfg.prompt_texts()))
+    counts = Counter(int(t) for e in train_ex for t in e[1].tolist())
+    eos = target.eos_token_ids(cfg.chat)
+    k = len(eos) + 5
+    figures = trim(cfg, out, k, tmp_path / "trimmed", target=target, log=lambda m: None)
+    draft = load_draft_value(str(tmp_path / "trimmed"), target, "float32")
+    kept = draft.head.token_ids.tolist()
+    assert len(kept) == figures["head_tokens"] == k and set(eos) <= set(kept)
+    ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    assert len(ranked) > k  # the shards have more distinct tokens than the head keeps
+    top = [t for t, _ in ranked if t not in set(eos)][:k - len(set(eos))]
+    assert set(top) <= set(kept)  # the most frequent ones, by value
+    full = draft.model.model.get_output_embeddings().weight
+    assert torch.equal(draft.head.weight, full[torch.tensor(kept)])  # the draft's own rows
+    assert 0.0 < figures["holdout_token_share"] <= 1.0 and 0.0 < figures["holdout_soft_label_mass"] <= 1.0
+    record = json.loads((tmp_path / "trimmed" / "training.json").read_text())
+    assert record["head_tokens"] == k and record["trimmed_head"]["head_tokens"] == k
+    assert not (out / "head.safetensors").exists()  # the source draft is untouched
+
+    proposal = draft.drafter(target).propose(target.encode_prompt("say hi.", True), 3, SamplingConfig(0.7),
+                                             torch.Generator().manual_seed(0))
+    outside = [t for t in range(target.vocab_size) if t not in set(kept)]
+    assert float(proposal.q_rows[:, outside].sum()) == 0.0
+    config = RunConfig(method="speculative", gamma=3, max_new_tokens=12, sampling=SamplingConfig(0.0),
+                       chat=True, stop_at_eos=False)
+    _, spec = generate(target, draft, "count to five:", config)
+    _, auto = generate(target, None, "count to five:", dataclasses.replace(config, method="autoregressive"))
+    assert spec.token_ids == auto.token_ids
+
+    assert trim_main(["--draft", str(out), "--tokens", "0", "--out", str(tmp_path / "x")]) == 2
+    assert trim_main(["--draft", str(tmp_path / "nothing"), "--tokens", "4", "--out", str(tmp_path / "x")]) == 2
+    with pytest.raises(SystemExit, match="not fewer than the draft's vocabulary"):
+        trim(cfg, out, target.vocab_size, tmp_path / "y", target=target, log=lambda m: None)
