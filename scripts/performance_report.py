@@ -2,7 +2,8 @@
 
 Reads the benchmark runs under docs/bench/ (each `<name>/bench.json`, written by `python -m decoding
 bench ... --out docs/bench/<name>`), `docs/bench/verify-cost*.json` (`python -m decoding verify-cost
---json`) and `docs/bench/attention-kernels.json` (`scripts/attention_kernels.py`), so no figure in
+--json`), `docs/bench/attention-kernels.json` (`scripts/attention_kernels.py`) and
+`docs/bench/draft-head-*.json` (`python -m decoding eval-draft --json`), so no figure in
 either document is typed by hand. Usage:
 
     .venv/bin/python scripts/performance_report.py [--runs spec-bench-bfloat16,spec-bench-float32,...]
@@ -146,6 +147,27 @@ def attention_section() -> list[str]:
     return lines + [""]
 
 
+def draft_head_section() -> list[str]:
+    """The distilled draft with output heads of several sizes (docs/bench/draft-head-*.json: eval-draft runs)."""
+    runs = [r for p in (BENCH / "draft-head-spec-bench.json", BENCH / "draft-head-dev.json") if (r := read_json(p))]
+    if not runs:
+        return []
+    lines = ["## The draft's output head", "",
+             "The distilled draft with its full tied head and with heads over the target's most frequent tokens "
+             "(`python -m distill trim-head`; the shipped draft keeps 8,192), one `python -m decoding eval-draft "
+             "--draft <the four, comma-separated> --json` run per prompt file, target and draft in "
+             f"{runs[0]['results'][0]['draft_dtype']}, 1 thread:", "",
+             "| prompts | head tokens | alpha (T=1) | greedy agreement | tokens/call (greedy, gamma 4) | draft step ms | c |",
+             "|---|---|---|---|---|---|---|"]
+    for run in runs:
+        where = f"{run.get('prompt_file', '?')} ({run['prompts']}, {run['max_new_tokens']} tokens)"
+        for r in run["results"]:
+            head = f"{r['head_tokens']:,}" if r.get("head_tokens") else "all (tied head)"
+            lines.append(f"| {where} | {head} | {r['alpha']:.3f} | {r['greedy_agreement']:.3f} | "
+                         f"{r['tokens_per_call_gamma4']:.2f} | {r['draft_step_ms']:.2f} | {r['c']:.3f} |")
+    return lines + [""]
+
+
 def headline_keys(result: dict) -> list[str]:
     """Our autoregressive baseline, every speculative variant, and HF's peers."""
     keys = ["autoregressive"]
@@ -282,6 +304,7 @@ def main(argv=None) -> int:
            "precision; the machine is shared and noisy, so compare runs only by their ratios.", ""]
     doc += verify_section()
     doc += attention_section()
+    doc += draft_head_section()
     doc += baseline_section(results)
     for name, result in results.items():
         doc += run_section(name, result)
