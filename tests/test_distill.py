@@ -175,6 +175,24 @@ def test_shipped_draft_shares_vocabulary_and_greedy_equals_autoregressive(embedd
     assert spec.target_calls < auto.target_calls  # the draft gets some tokens accepted
 
 
+@requires_embedded_target
+def test_shipped_draft_drafts_with_its_8192_token_head(embedded_target):
+    """The shipped head.safetensors: 8,192 token ids (end-of-sequence among them) whose rows come from
+    the draft's own tied head; the app's load message says the draft proposes only those tokens."""
+    from app.handlers import load_models
+    from app.presets import presets
+    from decoding.pair import load_draft_value
+
+    draft = load_draft_value("distilled", embedded_target, "float32")
+    assert draft.head is not None and draft.head.size == 8192
+    assert set(embedded_target.eos_token_ids(True)) <= set(draft.head.token_ids.tolist())
+    full = draft.model.model.get_output_embeddings().weight
+    assert torch.equal(draft.head.weight, full[draft.head.token_ids])
+    label = next(p.label for p in presets() if p.key == "default-hybrid")
+    message = load_models(label, "", "", "float32", progress=lambda *a, **k: None)
+    assert "drafting only the target's 8,192 most frequent tokens" in message
+
+
 def test_shipped_draft_q_is_the_distribution_sampled_from():
     draft = load_model(str(_shipped()), device="cpu", dtype="float32")
     ids = draft.encode_prompt("Write a haiku about rain.", chat=True)
