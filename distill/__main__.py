@@ -21,7 +21,13 @@ def main(argv=None) -> int:
         from .trim_head import main as run
     else:
         from .pipeline import main as run
-    return run(rest)
+    from .config import ConfigError
+
+    try:
+        return run(rest)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

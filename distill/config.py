@@ -114,8 +114,19 @@ SMOKE = DistillConfig(
 CONFIGS = {"full": FULL, "smoke": SMOKE}
 
 
+class ConfigError(ValueError):
+    """A --config that names no built-in configuration and no readable JSON file of its fields."""
+
+
 def get_config(name: str = "full", **overrides) -> DistillConfig:
-    base = CONFIGS[name] if name in CONFIGS else DistillConfig(**json.loads(Path(name).read_text()))
+    if name in CONFIGS:
+        base = CONFIGS[name]
+    else:
+        try:
+            base = DistillConfig(**json.loads(Path(name).read_text()))
+        except (OSError, json.JSONDecodeError, TypeError) as exc:
+            raise ConfigError(f"--config {name}: not {' or '.join(CONFIGS)} and not a JSON file of the "
+                              f"configuration's fields ({exc})") from None
     return dataclasses.replace(base, **{k: v for k, v in overrides.items() if v is not None})
 
 

@@ -48,7 +48,7 @@ def trim(cfg, draft_dir: Path, k: int, out: Path, target=None, log=print, comman
 
     shards = list_shards(cfg)
     if not shards:
-        raise SystemExit(f"trim-head: no data shards in {cfg.path('data_dir')}; run `python -m distill data` first")
+        raise ValueError(f"no data shards in {cfg.path('data_dir')} to rank the tokens by; run `python -m distill data` first")
     train_ex, holdout = load_examples(cfg, shards, len(cfg.prompt_texts()))
     if target is None:
         target = load_model(cfg.target, device="cpu")
@@ -56,7 +56,7 @@ def trim(cfg, draft_dir: Path, k: int, out: Path, target=None, log=print, comman
     draft = load_model(str(draft_dir), device="cpu", dtype=torch.float16)
     vocab = draft.model.get_output_embeddings().weight.shape[0]
     if k >= vocab:
-        raise SystemExit(f"trim-head: --tokens {k} is not fewer than the draft's vocabulary ({vocab})")
+        raise ValueError(f"--tokens {k} is not fewer than the draft's vocabulary ({vocab})")
     figures = {
         "head_tokens": len(chosen),
         "train_tokens": sum(len(e[1]) for e in train_ex),
@@ -97,8 +97,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: --draft {args.draft}: no config.json there (not a draft folder)", file=sys.stderr)
         return 2
     command = " ".join(["python -m distill trim-head", *(sys.argv[1:] if argv is None else argv)])
-    figures = trim(get_config(args.config), args.draft, args.tokens, args.draft if args.in_place else args.out,
-                   command=command)
+    try:
+        figures = trim(get_config(args.config), args.draft, args.tokens, args.draft if args.in_place else args.out,
+                       command=command)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     if args.json:
         print(json.dumps(figures, indent=1))
     return 0

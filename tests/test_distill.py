@@ -295,5 +295,20 @@ def test_smoke_trim_head_keeps_the_most_frequent_tokens_and_stays_exact(smoke_ru
 
     assert trim_main(["--draft", str(out), "--tokens", "0", "--out", str(tmp_path / "x")]) == 2
     assert trim_main(["--draft", str(tmp_path / "nothing"), "--tokens", "4", "--out", str(tmp_path / "x")]) == 2
-    with pytest.raises(SystemExit, match="not fewer than the draft's vocabulary"):
+    with pytest.raises(ValueError, match="not fewer than the draft's vocabulary"):
         trim(cfg, out, target.vocab_size, tmp_path / "y", target=target, log=lambda m: None)
+
+
+def test_distill_stages_refuse_a_bad_config_with_exit_2(tmp_path, capsys):
+    """Every stage reads --config through get_config: a missing file or unknown fields is a usage
+    error with one line, not a traceback."""
+    from distill.__main__ import main as distill_main
+
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"bogus": 1}))
+    for argv in (["data", "--config", str(tmp_path / "missing.json")], ["train", "--config", str(bad)],
+                 ["trim-head", "--config", "nosuch", "--draft", str(tmp_path), "--tokens", "4", "--out", str(tmp_path / "o")]):
+        if argv[0] == "trim-head":
+            (tmp_path / "config.json").write_text("{}")  # passes the draft-folder check, fails on --config
+        assert distill_main(argv) == 2
+        assert "error: --config" in capsys.readouterr().err
