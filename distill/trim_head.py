@@ -8,10 +8,10 @@ retraining: the draft's q then puts explicit zeros on every other token and the 
 max(0, p - q) gives the target's mass there back, so the rule stays exact (`decoding/output_head.py`).
 
 The K tokens are the most frequent generated tokens of the target in the distillation data's
-training shards (the holdout prompts excluded), plus the end-of-sequence ids; their rows are copied
-from the draft's own head: `head.safetensors` beside a copy of the draft (or beside the draft itself
-with `--in-place`) holds their ids only, and the loader takes the rows from the draft's weights. Printed: how much of the target's output the subset covers on the
-holdout, by token count and by the target's top-k probability mass.
+training shards (the holdout prompts excluded), plus the end-of-sequence ids. `head.safetensors`,
+written beside a copy of the draft (or beside the draft itself with `--in-place`), holds their ids
+only: the loader takes their rows from the draft's own head. Printed: how much of the target's
+output the subset covers on the holdout, by token count and by the target's top-k probability mass.
 
     python -m distill trim-head --config distill/configs/tasks.json --draft assets/draft-smollm2-135m \
         --tokens 8192 --out runs/draft-head-8192
