@@ -5,6 +5,8 @@ rejected tail (DynamicCache.crop). The cache always covers a prefix of the commi
 `extend(sequence)` feeds whatever part of `sequence` the cache lacks plus `extra` tokens in one
 forward pass, so prefill, single steps and gamma+1-token verification are the same call.
 A draft with a restricted output head (`output_head.py`) computes its logits with that head.
+A target that a feature draft reads from (`feature_draft.py`) keeps its final hidden states
+(`keep_features`): `features[t]` is the hidden state at position t, valid for t < length.
 When cross-run batching is on (`batching.py`, the app's classes), concurrent runs' calls on one
 model share a forward pass; each run still sees exactly its own cache.
 """
@@ -26,6 +28,14 @@ class CachedLM:
         self.cache = DynamicCache(config=model.config)
         self.length = 0  # tokens whose keys/values are in the cache
         self.calls = 0  # forward passes so far (a batched pass counts once)
+        self.features: torch.Tensor | None = None  # (capacity, hidden) once keep_features() is called
+
+    def keep_features(self) -> None:
+        """From now on keep the final hidden state of every position fed (for a feature draft).
+        Such a run makes its passes alone: the cross-run batcher returns logits only."""
+        if self.features is None:
+            hidden = self.model.get_input_embeddings().weight.shape[1]
+            self.features = torch.empty(0, hidden, device=self.device)
 
     def forward(self, tokens: list[int], keep: int | None = None) -> torch.Tensor:
         """Append `tokens` to the cache; return float32 logits of shape (len(tokens), vocab_width),
@@ -34,7 +44,7 @@ class CachedLM:
         if not tokens:
             raise ValueError("forward needs at least one token")
         batcher = batching.batcher()
-        if batcher is not None:
+        if batcher is not None and self.features is None:
             return batcher.forward(self, tokens, keep)
         return self.forward_alone(tokens, keep)
 
@@ -43,14 +53,19 @@ class CachedLM:
         """`forward` as one pass of this run alone."""
         ids = torch.tensor([tokens], dtype=torch.long, device=self.device)
         positions = torch.arange(self.length, self.length + len(tokens), device=self.device)
-        if self.head is not None:
+        if self.head is not None or self.features is not None:
             out = self.model.get_decoder()(input_ids=ids, past_key_values=self.cache, use_cache=True,
                                            position_ids=positions.unsqueeze(0))
             self.cache = out.past_key_values
+            hidden = out.last_hidden_state[0]
+            if self.features is not None:
+                self._store_features(hidden)
             self.length += len(tokens)
             self.calls += 1
-            hidden = out.last_hidden_state[0]
-            return self.head.logits(hidden[-keep:] if keep else hidden, self.vocab_width)
+            rows = hidden[-keep:] if keep else hidden
+            if self.head is not None:
+                return self.head.logits(rows, self.vocab_width)
+            return self.model.get_output_embeddings()(rows)[:, : self.vocab_width].float()
         out = self.model(
             input_ids=ids,
             past_key_values=self.cache,
@@ -62,6 +77,16 @@ class CachedLM:
         self.length += len(tokens)
         self.calls += 1
         return out.logits[0, :, : self.vocab_width].float()
+
+    def _store_features(self, hidden: torch.Tensor) -> None:
+        """Write the fed positions' hidden states at [length, length + n) (growing the buffer)."""
+        end = self.length + hidden.shape[0]
+        if end > self.features.shape[0]:
+            grown = torch.empty(max(end, 2 * self.features.shape[0], 256), hidden.shape[1],
+                                dtype=hidden.dtype, device=hidden.device)
+            grown[: self.length] = self.features[: self.length].to(hidden.dtype)
+            self.features = grown
+        self.features[self.length: end] = hidden
 
     def extend(self, sequence: list[int], extra: list[int] = (), keep: int | None = None) -> torch.Tensor:
         """Feed sequence[self.length:] + extra; logits for every fed token (the last `keep` only)."""

@@ -246,11 +246,17 @@ class HybridDrafter:
     def calls(self) -> int:
         return self.model.calls
 
+    def attach_target(self, lm) -> None:
+        """Hand the run's target CachedLM to a model drafter that reads it (a feature draft)."""
+        if hasattr(self.model, "attach_target"):
+            self.model.attach_target(lm)
+
     def sources(self, sequence: list[int]) -> list[DraftSource]:
-        """Every way it can draft here: the model always, a copy wherever the suffix matches at
-        all (the automatic gamma schedule weighs them by their measured acceptance and cost)."""
+        """Every way it can draft here: the model (whenever it can: a feature draft needs the
+        target to have read the context), a copy wherever the suffix matches at all (the automatic
+        gamma schedule weighs them by their measured acceptance and cost)."""
         copy = lookup_source(sequence, self.max_match)
-        return [MODEL_SOURCE] if copy is None else [copy, MODEL_SOURCE]
+        return ([] if copy is None else [copy]) + self.model.sources(sequence)
 
     def propose(self, sequence: list[int], gamma: int, sampling: SamplingConfig, generator: torch.Generator,
                 keep_going=None, source: DraftSource | None = None, exact: bool = False) -> Proposal:

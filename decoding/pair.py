@@ -7,7 +7,9 @@ hold per-run KV caches). `load_pair` is the one "load the target, load the draft
 share a vocabulary" path of the CLI, the benchmark and the app.
 
 Draft specs: a hub id, a directory or a .gguf file (a model); "prompt-lookup"; "distilled" (the
-shipped draft); "hybrid" (lookup + the target's default draft model) or "hybrid:<model spec>".
+shipped draft); "feature" (the shipped feature draft, which drafts from the target's own hidden
+states: feature_draft.py) or the directory of another; "hybrid" (lookup + the target's default
+draft model) or "hybrid:<model spec>", e.g. "hybrid:feature".
 """
 
 from __future__ import annotations
@@ -18,14 +20,16 @@ from pathlib import Path
 
 from .drafters import HYBRID, PROMPT_LOOKUP, HybridDrafter, ModelDrafter, PromptLookupDrafter
 from .errors import ModelLoadError
+from .feature_draft import FeatureDraftModel, FeatureDrafter, is_feature_draft, load_feature_draft
 from .models import DEFAULT_TARGET, LoadedModel, check_same_vocabulary, load_draft, load_model, load_model_cached
 from .output_head import OutputHead, load_head
-from .paths import SHIPPED_DRAFT
+from .paths import SHIPPED_DRAFT, SHIPPED_FEATURE_DRAFT
 
-__all__ = ["Draft", "as_draft", "default_draft_spec", "load_pair", "PROMPT_LOOKUP", "HYBRID", "DISTILLED"]
+__all__ = ["Draft", "as_draft", "default_draft_spec", "load_pair", "PROMPT_LOOKUP", "HYBRID", "DISTILLED", "FEATURE"]
 
 DRAFT_KINDS = ("model", PROMPT_LOOKUP, HYBRID)
 DISTILLED = "distilled"  # the shipped draft of the default target, by name
+FEATURE = "feature"  # the shipped feature draft of the default target, by name
 
 
 @dataclass(frozen=True, eq=False)
@@ -37,12 +41,19 @@ class Draft:
     spec: str  # as the user gave it: a path, a hub id, "prompt-lookup", "hybrid"
     model: LoadedModel | None = None
     head: OutputHead | None = None  # a restricted output head of the model (output_head.py)
+    feature: FeatureDraftModel | None = None  # a feature draft instead of `model` (feature_draft.py)
 
     def __post_init__(self) -> None:
         if self.kind not in DRAFT_KINDS:
             raise ValueError(f"unknown kind of draft {self.kind!r}")
-        if (self.kind == PROMPT_LOOKUP) != (self.model is None):
+        if (self.kind == PROMPT_LOOKUP) != (self.model is None and self.feature is None):
             raise ValueError("a model or hybrid draft needs its model, prompt lookup has none")
+        if self.feature is not None and (self.model is not None or self.head is None):
+            raise ValueError("a feature draft has its layer and head and no model of its own")
+
+    @staticmethod
+    def of_feature(feature: FeatureDraftModel, head: OutputHead, spec: str) -> "Draft":
+        return Draft("model", f"feature draft {Path(spec).name}", spec, None, head, feature)
 
     @staticmethod
     def prompt_lookup() -> "Draft":
@@ -54,15 +65,19 @@ class Draft:
 
     def hybrid(self) -> "Draft":
         """Lookup where the context repeats, this draft's model elsewhere."""
-        if self.model is None:
+        if self.model is None and self.feature is None:
             raise ValueError("the hybrid drafter needs a draft model beside lookup")
-        return Draft(HYBRID, f"{HYBRID} ({self.name} + lookup)", f"{HYBRID}:{self.spec}", self.model, self.head)
+        return Draft(HYBRID, f"{HYBRID} ({self.name} + lookup)", f"{HYBRID}:{self.spec}", self.model, self.head,
+                     self.feature)
 
     @property
     def weight_bytes(self) -> int:
         """Bytes of weights one model draft step reads (0 without a model; a restricted head reads
         its own rows instead of the full output head, tied to the input embedding or not: a step
         looks up one embedding row, it does not read the matrix)."""
+        if self.feature is not None:  # its layer, plus the target's head rows it scores
+            layer = sum(p.numel() * p.element_size() for p in self.feature.parameters())
+            return layer + self.head.weight_bytes
         if self.model is None:
             return 0
         if self.head is None:
@@ -72,10 +87,23 @@ class Draft:
 
     @property
     def dtype(self):
+        if self.feature is not None:
+            return self.feature.fc.weight.dtype
         return self.model.dtype if self.model is not None else None
+
+    @property
+    def n_params(self) -> int:
+        """Parameters of the draft's own weights (0 for prompt lookup)."""
+        if self.feature is not None:
+            return sum(p.numel() for p in self.feature.parameters())
+        return self.model.n_params if self.model is not None else 0
 
     def drafter(self, target: LoadedModel):
         """A fresh drafter for one run against `target`."""
+        if self.feature is not None:
+            model = FeatureDrafter(self.feature, self.head, target.model.get_input_embeddings(), target.device,
+                                   target.vocab_size, self.name)
+            return HybridDrafter(model, target.vocab_size, target.device) if self.kind == HYBRID else model
         if self.model is None:
             return PromptLookupDrafter(target.vocab_size, target.device)
         check_same_vocabulary(target, self.model)
@@ -116,6 +144,17 @@ def load_draft_value(spec: str, target: LoadedModel, dtype=None, draft_dtype=Non
         return load_draft_value(inner, target, dtype, draft_dtype, cached, progress).hybrid()
     if spec == DISTILLED:
         spec = str(SHIPPED_DRAFT)
+    if spec == FEATURE:
+        spec = str(SHIPPED_FEATURE_DRAFT)
+    if is_feature_draft(spec):
+        from .devices import resolve_draft_dtype
+
+        try:
+            layer, head = load_feature_draft(spec, target.model, resolve_draft_dtype(draft_dtype, dtype, target.device),
+                                             target.device)
+        except (OSError, ValueError) as exc:
+            raise ModelLoadError(f"cannot load the feature draft '{spec}': {exc}") from None
+        return Draft.of_feature(layer, head, spec)
     model = load_draft(spec, target.device, dtype, draft_dtype, progress=progress, cached=cached)
     check_same_vocabulary(target, model)
     head = None

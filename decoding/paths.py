@@ -7,6 +7,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 ASSETS = REPO / "assets"
 SHIPPED_DRAFT = ASSETS / "draft-smollm2-135m"  # the distilled draft of the default target
+SHIPPED_FEATURE_DRAFT = ASSETS / "feature-draft-smollm2-135m"  # the feature (EAGLE) draft of the default target
 PPD_ASSETS = ASSETS / "ppd"  # trained PPD prompt tokens, one folder per target
 EXAMPLES = ASSETS / "examples"  # example traces the app opens before any model loads
 APP_CSS = ASSETS / "app.css"

@@ -102,6 +102,11 @@ class ScriptedModel:
     def __init__(self, script, width):
         self.script, self.width = script, width
 
+    def sources(self, sequence):
+        from decoding.drafters import MODEL_SOURCE
+
+        return [MODEL_SOURCE]  # a model drafter can always draft here
+
     def propose(self, sequence, gamma, sampling, generator, keep_going=None, source=None, exact=False,
                 stop_after=None):
         from decoding.drafters import Proposal

@@ -82,7 +82,7 @@ class MjsdStep(StepData):
 def mjsd(target, drafter, prompt_ids: list[int], config: RunConfig, meter=None) -> Iterator[IterationRecord]:
     settings = MjsdSettings.from_config(config)  # validate before the first iteration
     if not isinstance(drafter, ModelDrafter):
-        raise ValueError("MJSD drafts with beam search on a draft model: choose a draft model, not prompt lookup")
+        raise ValueError("MJSD drafts with beam search on a draft model: choose a draft model, not prompt lookup or a feature draft")
     return _mjsd(target, drafter, prompt_ids, config, meter, settings)
 
 

@@ -81,6 +81,8 @@ def chain_loop(name: str, verify: VerifyFn, target, drafter, prompt_ids: list[in
     settings = settings or ChainSettings()
     state = RunState(name, target, prompt_ids, config, meter, drafter)
     lm = CachedLM(target.model, target.device, _shared_width(target, drafter))
+    if hasattr(drafter, "attach_target"):  # a feature draft reads the target's hidden states
+        drafter.attach_target(lm)
     greedy = config.sampling.greedy
     # fixed gamma, or chosen per iteration (gamma_policy.py)
     policy = GammaPolicy(settings.gamma_schedule, config.gamma, max_gamma=settings.max_gamma)
