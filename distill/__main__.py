@@ -6,7 +6,7 @@ import sys
 
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    stages = ("data", "train", "export", "all", "trim-head")
+    stages = ("data", "train", "export", "all", "trim-head", "features", "train-features")
     if not argv or argv[0] not in stages:
         print(f"usage: python -m distill {{{','.join(stages)}}} [options]  (each stage has --help)")
         return 2
@@ -19,6 +19,10 @@ def main(argv=None) -> int:
         from .export import main as run
     elif stage == "trim-head":
         from .trim_head import main as run
+    elif stage == "features":
+        from .features import main as run
+    elif stage == "train-features":
+        from .feature_train import main as run
     else:
         from .pipeline import main as run
     from .config import ConfigError
