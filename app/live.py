@@ -88,7 +88,7 @@ def start(session: Session, settings: Settings, progress) -> None:
     session.target = target
     session.draft = draft
     session.target_bytes = target.weight_bytes
-    session.draft_bytes = draft.weight_bytes if draft is not None and draft.model is not None else None
+    session.draft_bytes = draft.weight_bytes if draft is not None and draft.n_params else None
 
 
 def advance(session: Session):

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from decoding.models import DEFAULT_TARGET
 from decoding.pair import HYBRID, PROMPT_LOOKUP
-from decoding.paths import SHIPPED_DRAFT
+from decoding.paths import SHIPPED_DRAFT, SHIPPED_FEATURE_DRAFT
 
 MAX_PARAMS = float(os.environ.get("SPECDEC_APP_MAX_PARAMS", 2.0e9))  # custom models above this are refused
 
@@ -43,6 +43,9 @@ def _presets() -> list[Preset]:
                     "repeats itself (summaries, answers from a passage), asks the 16.8M draft elsewhere")
     distilled = Preset("default", "Offline: SmolLM2-135M-Instruct, drafted by the distilled 16.8M draft",
                        DEFAULT_TARGET, str(SHIPPED_DRAFT), True, "every draft token from the 16.8M draft model")
+    feature = Preset("default-feature", "Offline: SmolLM2-135M-Instruct, drafted by the feature draft (EAGLE): "
+                     "one layer over the target's own hidden states", DEFAULT_TARGET, str(SHIPPED_FEATURE_DRAFT), True,
+                     "drafts from the target's last hidden states, scoring tokens with the target's own head")
     lookup = Preset("default-lookup", "Offline: SmolLM2-135M-Instruct, drafted by prompt lookup (no draft model)",
                     DEFAULT_TARGET, PROMPT_LOOKUP, True, "copies n-grams from the context: drafts only where text repeats")
     if env_target:
@@ -54,6 +57,8 @@ def _presets() -> list[Preset]:
         offline = (hybrid, distilled, lookup)
         if _on_gpu():
             offline = _gpu_order(*offline)
+        if (SHIPPED_FEATURE_DRAFT / "config.json").is_file():
+            offline = (*offline, feature)
     return [
         *offline,
         Preset("smollm2-360m", "SmolLM2-135M-Instruct → SmolLM2-360M-Instruct (hub)",

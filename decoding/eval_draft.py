@@ -294,7 +294,12 @@ def evaluate(target: LoadedModel, drafts: list, prompts: list[str], max_new_toke
     side = target_side(target, prompts, max_new_tokens, chat, seed, use_cache, progress)
     results = []
     for draft in map(as_draft, drafts):
-        if draft.model is None:
+        if draft.feature is not None:
+            from .eval_feature import eval_feature_draft
+
+            results.append(eval_feature_draft(target, draft, side, chat, prompts if engine_check else None,
+                                              timing_repeats))
+        elif draft.model is None:
             results.append(eval_prompt_lookup(target, side, engine_check, chat, prompts, timing_repeats))
         else:
             results.append(eval_model_draft(target, draft.model, side, engine_check, chat, prompts, timing_repeats,
@@ -403,8 +408,10 @@ def run_cli(args) -> int:
         for r in report["results"]:
             if "engine_check" in r:
                 e = r["engine_check"]
+                replay = e["tokens_per_call_replay"]
                 print(f"{r['draft']}: engine check on {e['prompts']} prompts: tokens/call engine "
-                      f"{e['tokens_per_call_engine']:.2f} vs replay {e['tokens_per_call_replay']:.2f}; "
+                      f"{e['tokens_per_call_engine']:.2f}"
+                      + (f" vs replay {replay:.2f}" if replay is not None else " (a feature draft: engine only)") + "; "
                       f"greedy speculative == greedy autoregressive on {e['outputs_equal_greedy_autoregressive']}")
         if args.match_lengths:
             print("\n" + markdown({int(n): r for n, r in report["match_lengths"]["rows"].items()}))

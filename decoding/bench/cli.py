@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from ..errors import UsageError
-from ..paths import SHIPPED_DRAFT
+from ..paths import SHIPPED_DRAFT, SHIPPED_FEATURE_DRAFT
 
 
 def add_parser(sub) -> None:
@@ -29,8 +29,9 @@ def add_parser(sub) -> None:
     b.add_argument("--no-chat", dest="chat", action="store_false", help="raw prompts (default: chat template)")
     b.add_argument("--target", default="default")
     b.add_argument("--draft", default=None,
-                   help="comma-separated drafters, each a hub id, directory, .gguf, 'distilled' (the shipped draft) or "
-                        "'prompt-lookup' (default: the target's default draft); several make one table")
+                   help="comma-separated drafters, each a hub id, directory, .gguf, 'distilled' (the shipped draft), "
+                        "'feature' (the shipped feature draft), 'prompt-lookup', or 'hybrid[:<one of those>]' "
+                        "(default: the target's default draft); several make one table")
     b.add_argument("--device", default=None)
     b.add_argument("--dtype", default=None)
     b.add_argument("--draft-dtype", default=None, help="draft dtype (default: as --dtype, or float16 on AVX-512 CPUs without native bfloat16; see docs)")
@@ -56,6 +57,8 @@ def draft_label(spec: str) -> str:
         return "hybrid-" + draft_label(spec.partition(":")[2])
     if spec in ("distilled",) or Path(spec).expanduser().resolve() == SHIPPED_DRAFT.resolve():
         return "distilled"
+    if spec in ("feature",) or Path(spec).expanduser().resolve() == SHIPPED_FEATURE_DRAFT.resolve():
+        return "feature"
     return Path(spec.rstrip("/")).name or spec
 
 

@@ -65,10 +65,12 @@ def machine_info() -> dict:
 
 
 def hybrids_with_peer(drafts: dict) -> set[str]:
-    """Labels of hybrid drafters whose model also drafts alone in this run: HF's assisted peer of
-    such a hybrid would repeat the model drafter's HF rows, so it is not run."""
-    alone = {(d.model.spec, d.head is None) for d in drafts.values() if d.kind == "model"}
-    return {label for label, d in drafts.items() if d.kind == HYBRID and (d.model.spec, d.head is None) in alone}
+    """Labels of drafters without HF assisted rows: hybrids whose model also drafts alone in this
+    run (their HF peer would repeat the model drafter's HF rows), and feature drafts (HF's assisted
+    generation drafts with a model of its own or by prompt lookup, not from the target's states)."""
+    alone = {(d.model.spec, d.head is None) for d in drafts.values() if d.kind == "model" and d.model is not None}
+    return {label for label, d in drafts.items() if d.feature is not None
+            or (d.kind == HYBRID and (d.model.spec, d.head is None) in alone)}
 
 
 def run_bench(args, target, drafts: dict, prompts: list, progress: bool = True) -> dict:
@@ -166,12 +168,12 @@ def run_bench(args, target, drafts: dict, prompts: list, progress: bool = True) 
         },
         "models": {"target": target.name,
                    "draft": ", ".join(d.name for d in drafts.values()) if drafts else None,
-                   "drafts": {label: {"name": d.name, "kind": d.kind, "params": d.model.n_params if d.model else 0,
+                   "drafts": {label: {"name": d.name, "kind": d.kind, "params": d.n_params,
                                       "weight_bytes": d.weight_bytes,
                                       "dtype": str(d.dtype) if d.dtype is not None else None}
                               for label, d in drafts.items()},
                    "target_params": target.n_params, "target_weight_bytes": target.weight_bytes,
-                   "draft_params": first.model.n_params if first is not None and first.model else 0,
+                   "draft_params": first.n_params if first is not None else 0,
                    "draft_weight_bytes": first.weight_bytes if first is not None else 0,
                    "dtype": str(target.dtype),
                    "draft_dtype": str(first.dtype) if first is not None and first.dtype is not None else None,

@@ -1,0 +1,270 @@
+"""The feature draft (EAGLE): drafting from the target's own hidden states must keep speculative
+decoding exact (greedy equal to autoregressive in float32, the two-token chi-square test, q in
+the trace equal to the q drawn from), its cache must equal a fresh pass after any rollback, and
+the distill stages that make one (features, train-features) must run and resume."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+import torch
+
+from decoding.cached_lm import CachedLM
+from decoding.drafters import HybridDrafter
+from decoding.errors import ModelLoadError
+from decoding.feature_draft import FeatureDraftModel, FeatureDrafter, draft_layer_config, is_feature_draft
+from decoding.output_head import OutputHead
+from decoding.pair import Draft, load_draft_value
+from decoding.runner import decode
+from decoding.strategies import RunConfig
+from decoding.strategies.speculative import ChainStep
+from decoding.warp import SamplingConfig, warp_logits
+
+import test_engine
+from test_distill import smoke_run  # noqa: F401  (the smoke distillation pipeline, a fixture)
+from test_hybrid import REPEATING
+
+GREEDY = SamplingConfig(temperature=0.0)
+
+
+@pytest.fixture(scope="module")
+def feature_dir(tmp_path_factory, tiny_pair):
+    """A random feature draft for the tiny target, its head over all but the target's 3 likeliest
+    first tokens (so p has mass outside the head), saved and found as a feature draft."""
+    target, _ = tiny_pair
+    torch.manual_seed(5)
+    model = FeatureDraftModel(draft_layer_config(target.model.config))
+    model.init_from_target(target.model)
+    path = tmp_path_factory.mktemp("feature-draft")
+    model.save(path)
+    with torch.inference_mode():
+        first = target.model(torch.tensor([target.encode_prompt(test_engine.PROMPT, chat=False)])).logits[0, -1]
+    left_out = set(first.topk(3).indices.tolist())
+    ids = torch.tensor([t for t in range(target.vocab_size) if t not in left_out])
+    OutputHead(ids, target.model.get_output_embeddings().weight[ids]).save(path, with_weight=False)
+    return path
+
+
+@pytest.fixture(scope="module")
+def feature(feature_dir, tiny_pair):
+    return load_draft_value(str(feature_dir), tiny_pair[0], "float32")
+
+
+def test_a_feature_draft_folder_loads_as_one(feature, feature_dir, tiny_pair):
+    target, _ = tiny_pair
+    assert is_feature_draft(feature_dir) and feature.feature is not None and feature.model is None
+    assert feature.kind == "model" and feature.head.size == target.vocab_size - 3
+    assert feature.n_params == sum(p.numel() for p in feature.feature.parameters()) > 0
+    assert isinstance(feature.drafter(target), FeatureDrafter)
+    assert isinstance(feature.hybrid().drafter(target), HybridDrafter)
+
+
+def test_a_feature_draft_for_another_width_is_refused(tmp_path, tiny_pair, tiny_draft_dir):
+    from decoding.models import load_model
+
+    target, _ = tiny_pair
+    other = load_model(str(tiny_draft_dir), device="cpu", dtype="float32")  # 32 wide, the target 64
+    FeatureDraftModel(draft_layer_config(other.model.config)).save(tmp_path)
+    OutputHead(torch.arange(5), torch.zeros(5, 32)).save(tmp_path, with_weight=False)
+    with pytest.raises(ModelLoadError, match="32-wide features; this target's are 64 wide"):
+        load_draft_value(str(tmp_path), target, "float32")
+
+
+def test_the_target_keeps_its_hidden_states_through_rollbacks(tiny_pair):
+    target, _ = tiny_pair
+    ids = target.encode_prompt(REPEATING, chat=False)
+    lm = CachedLM(target.model, target.device, target.vocab_size)
+    lm.keep_features()
+    plain = CachedLM(target.model, target.device, target.vocab_size)
+    assert torch.allclose(lm.extend(ids[:10], keep=1), plain.extend(ids[:10], keep=1), atol=1e-5)
+    lm.extend(ids[:10], [5, 6, 7])  # a draft of three tokens, all rejected
+    lm.rollback(10)
+    lm.extend(ids[:len(ids)])
+    with torch.inference_mode():
+        fresh = target.model.get_decoder()(input_ids=torch.tensor([ids])).last_hidden_state[0]
+    assert torch.allclose(lm.features[: len(ids)], fresh, atol=1e-5)
+
+
+def test_feature_draft_greedy_equals_autoregressive(tiny_pair, feature):
+    target, _ = tiny_pair
+    ids = target.encode_prompt(REPEATING, chat=False)
+    base = RunConfig(method="autoregressive", max_new_tokens=30, sampling=GREEDY, stop_at_eos=False)
+    expected = [t.token_id for r in decode(target, None, ids, base) for t in r.emitted]
+    for draft, gamma in ((feature, 3), (feature, "auto"), (feature.hybrid(), 3)):
+        config = RunConfig(method="speculative", max_new_tokens=30, sampling=GREEDY, stop_at_eos=False,
+                           **({"gamma": 4, "extra": {"gamma_schedule": "auto"}} if gamma == "auto" else {"gamma": gamma}))
+        records = list(decode(target, draft, ids, config))
+        assert [t.token_id for r in records for t in r.emitted] == expected
+        assert sum(len(r.draft) for r in records) > 0
+    sources = {ChainStep.of(r).source for r in decode(target, feature.hybrid(), ids, config) if r.draft}
+    assert sources == {"lookup", "model"}, sources
+
+
+def test_feature_draft_sampled_output_has_the_target_distribution(tiny_pair, feature):
+    target, _ = tiny_pair
+    test_engine.check_two_token_distribution(target, feature, test_engine.PROMPT, max_new_tokens=3)
+
+
+def test_q_in_the_trace_is_the_draft_from_a_fresh_cache(tiny_pair, feature):
+    """After every iteration (rollbacks, catch-ups), the q the trace shows for a draft's first
+    token equals the q of a new drafter that reads the whole context in one pass."""
+    target, _ = tiny_pair
+    sampling = SamplingConfig(temperature=0.8, top_k=6)
+    ids = target.encode_prompt("qzx vbn", chat=False)
+    config = RunConfig(method="speculative", max_new_tokens=24, sampling=sampling, gamma=3, seed=3,
+                       stop_at_eos=False)
+    records = list(decode(target, feature, ids, config))
+    sequence = list(ids)
+    checked = 0
+    for r in records:
+        if r.draft:
+            lm = CachedLM(target.model, target.device, target.vocab_size)
+            lm.keep_features()
+            lm.extend(sequence[:-1])
+            fresh = feature.drafter(target)
+            fresh.attach_target(lm)
+            q = fresh.propose(sequence, 1, sampling, torch.Generator().manual_seed(0)).q_rows[0]
+            assert abs(float(q[r.draft[0].token_id]) - r.draft[0].q) < 1e-4
+            checked += 1
+        sequence += [t.token_id for t in r.emitted]
+    assert checked >= 5
+
+
+def test_feature_draft_q_is_zero_outside_its_head(tiny_pair, feature):
+    target, _ = tiny_pair
+    ids = target.encode_prompt(test_engine.PROMPT, chat=False)
+    lm = CachedLM(target.model, target.device, target.vocab_size)
+    lm.extend(ids[:-1])
+    drafter = feature.drafter(target)
+    drafter.attach_target(lm)
+    assert lm.features is not None
+    lm.rollback(0)
+    lm.extend(ids[:-1])
+    q = drafter.propose(ids, 3, SamplingConfig(temperature=1.0), torch.Generator().manual_seed(1)).q_rows
+    outside = torch.ones(target.vocab_size, dtype=torch.bool)
+    outside[feature.head.token_ids] = False
+    assert q.shape == (3, target.vocab_size) and float(q[:, outside].abs().max()) == 0.0
+    assert torch.allclose(q.sum(-1), torch.ones(3))
+
+
+def test_mjsd_refuses_a_feature_draft(tiny_pair, feature):
+    target, _ = tiny_pair
+    config = RunConfig(method="mjsd", max_new_tokens=4, sampling=GREEDY, gamma=2)
+    with pytest.raises(ValueError, match="not prompt lookup or a feature draft"):
+        list(decode(target, feature, target.encode_prompt("hi", chat=False), config))
+
+
+def test_smoke_features_and_training_make_a_draft_that_stays_exact(smoke_run, tmp_path):  # noqa: F811
+    from distill.feature_train import train as train_features
+    from distill.features import features_dir, run as run_features
+
+    cfg, target, _, _, _, _ = smoke_run
+    cfg = dataclasses.replace(cfg, bf16_autocast=False)
+    logs = []
+    out = run_features(cfg, {0, 1}, target=target, log=logs.append)
+    parts = sorted(out.glob("part-*.pt"))
+    assert parts and out == features_dir(cfg)
+    record = torch.load(parts[0], weights_only=True)[0]
+    cont = record["conts"][0]
+    full = torch.cat([record["prompt"], cont["tokens"]])
+    with torch.inference_mode():
+        fresh = target.model.get_decoder()(input_ids=full[None]).last_hidden_state[0]
+    both = torch.cat([record["prompt_features"], cont["features"]]).float()
+    assert torch.allclose(both, fresh, atol=2e-2)  # bfloat16 storage of the same states
+    run_features(cfg, {0, 1}, target=target, log=logs.append)  # finished parts are skipped
+    assert sum("part" in line for line in logs) == len(parts)
+
+    state = train_features(cfg, tmp_path / "fd", epochs=2, batch_tokens=64, lr=1e-3, head_tokens=20,
+                           target=target, log=logs.append)
+    assert state["step"] == state["total"] and state["history"]
+    assert all(h["reg"] == h["reg"] for h in state["history"])  # not NaN
+    again = train_features(cfg, tmp_path / "fd", epochs=2, batch_tokens=64, lr=1e-3, head_tokens=20,
+                           target=target, log=logs.append)  # resumes from its finished checkpoint
+    assert again["step"] == state["step"]
+    draft = load_draft_value(str(tmp_path / "fd"), target, "float32")
+    assert draft.feature is not None and draft.head.size <= 20
+    config = RunConfig(method="speculative", gamma=3, max_new_tokens=12, sampling=GREEDY, stop_at_eos=False)
+    ids = target.encode_prompt("say hi.", chat=True)
+    spec = [t.token_id for r in decode(target, draft, ids, config) for t in r.emitted]
+    auto = [t.token_id for r in decode(target, None, ids, dataclasses.replace(config, method="autoregressive"))
+            for t in r.emitted]
+    assert spec == auto
+
+
+def test_the_draft_q_matches_the_head_over_the_predicted_feature(tiny_pair, feature):
+    """One draft step by hand: fc and the layer over the true pairs, the head over the last output."""
+    target, _ = tiny_pair
+    ids = target.encode_prompt("hello there", chat=False)
+    lm = CachedLM(target.model, target.device, target.vocab_size)
+    drafter = feature.drafter(target)
+    drafter.attach_target(lm)
+    lm.extend(ids[:-1])
+    sampling = SamplingConfig(temperature=1.0)
+    q = drafter.propose(ids, 1, sampling, torch.Generator().manual_seed(0)).q_rows[0]
+    with torch.inference_mode():
+        f = target.model.get_decoder()(input_ids=torch.tensor([ids[:-1]])).last_hidden_state
+        e = target.model.get_input_embeddings()(torch.tensor([ids[1:]]))
+        pred, _ = feature.feature(f, e, torch.arange(len(ids) - 1)[None])
+        logits = feature.head.logits(pred[0, -1:], target.vocab_size)[0]
+    assert torch.allclose(q, warp_logits(logits, sampling), atol=1e-5)
+
+
+def test_eval_draft_measures_a_feature_draft(feature_dir, tiny_target_dir, tmp_path, monkeypatch, capsys):
+    """alpha and greedy agreement teacher-forced from the target's features, tokens per call from
+    the engine's own runs, c from timed steps; beside a model draft in one run."""
+    import json
+
+    from decoding.cli import main
+
+    monkeypatch.setenv("SPECDEC_CACHE", str(tmp_path / "cache"))
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text("".join(json.dumps({"prompt": p}) + "\n" for p in ("say hi.", "the cat sat on the mat")))
+    rc = main(["eval-draft", "--prompts", str(prompts), "--target", str(tiny_target_dir), "--draft",
+               f"{feature_dir},prompt-lookup", "--max-new-tokens", "8", "--dtype", "float32", "--json"])
+    assert rc == 0
+    report = json.loads(capsys.readouterr().out)
+    feature_row = report["results"][0]
+    assert 0.0 <= feature_row["alpha"] <= 1.0 and 0.0 <= feature_row["greedy_agreement"] <= 1.0
+    assert 1.0 <= feature_row["tokens_per_call_gamma4"] <= 5.0 and feature_row["c"] > 0
+    assert feature_row["engine_check"]["outputs_equal_greedy_autoregressive"] == 2  # float32: exact
+    assert feature_row["head_tokens"] == report["results"][0]["head_tokens"] > 0
+
+
+def test_feature_probs_agree_with_the_drafter(tiny_pair, feature):
+    """eval-draft's teacher-forced q of a continuation token is the engine drafter's first q there."""
+    from decoding.eval_feature import feature_probs
+
+    target, _ = tiny_pair
+    prompt = target.encode_prompt("hello there", chat=False)
+    cont = target.encode_prompt(" friend", chat=False)
+    q = feature_probs(target, feature, prompt, cont, target.vocab_size)
+    assert q.shape == (len(cont), target.vocab_size)
+    for j in range(len(cont)):
+        sequence = prompt + cont[:j]
+        lm = CachedLM(target.model, target.device, target.vocab_size)
+        drafter = feature.drafter(target)
+        drafter.attach_target(lm)
+        lm.extend(sequence[:-1])
+        first = drafter.propose(sequence, 1, SamplingConfig(temperature=1.0), torch.Generator()).q_rows[0]
+        assert torch.allclose(first, q[j], atol=1e-4)  # float32 rounding: one pass against several
+
+
+def test_bench_runs_a_feature_draft_without_an_hf_peer(feature_dir, tiny_target_dir, tmp_path, capsys):
+    import json
+
+    from decoding.cli import main
+
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text(json.dumps({"prompt": "the cat sat on the cat", "category": "copy"}) + "\n")
+    argv = ["bench", "--prompts", str(prompts), "--target", str(tiny_target_dir), "--dtype", "float32",
+            "--draft", f"{feature_dir},hybrid:{feature_dir}", "--gamma", "2", "--max-new-tokens", "6",
+            "--repeats", "1", "--warmup", "0", "--no-memory", "--no-quality", "--out", str(tmp_path / "b"), "--json"]
+    assert main(argv) == 0
+    result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    label = feature_dir.name
+    # HF's assisted generation cannot draft from the target's states: no HF assisted rows for either
+    assert set(result["methods"]) == {"autoregressive", f"speculative-{label}-g2",
+                                      f"speculative-hybrid-{label}-g2", "hf-generate"}
+    assert result["models"]["drafts"][label]["params"] > 0
+    assert all(v == "1/1" for v in result["greedy_equal_to_autoregressive"].values())
