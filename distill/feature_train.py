@@ -17,6 +17,7 @@ import argparse
 import json
 import math
 import random
+import sys
 import time
 from pathlib import Path
 
@@ -231,6 +232,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.cls_weight < 0 or args.noise < 0:
         ap.error("--cls-weight and --noise must be >= 0")
     cfg = get_config(args.config)
+    if not any(features_dir(cfg).glob("part-*.pt")):
+        print(f"error: no target features in {features_dir(cfg)}; run `python -m distill features --config "
+              f"{args.config}` first", file=sys.stderr)
+        return 2
     out = Path(args.out)
     train(cfg, out if out.is_absolute() else REPO / out, args.epochs,
           args.batch_tokens, args.lr, args.head_tokens, args.max_seconds, args.fresh, cls_weight=args.cls_weight,

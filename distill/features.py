@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 import time
 from pathlib import Path
 
@@ -118,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     if not 0 <= me < n:
         ap.error(f"--worker {args.worker}: I must lie in 0..N-1")
     if not any(cfg.path("data_dir").glob("shard-*.pt")):
-        print(f"error: no data shards in {cfg.data_dir}; run `python -m distill data` first", flush=True)
+        print(f"error: no data shards in {cfg.data_dir}; run `python -m distill data` first", file=sys.stderr)
         return 2
     run(cfg, rounds, (me, n), args.max_seconds)
     return 0

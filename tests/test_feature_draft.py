@@ -22,6 +22,7 @@ from decoding.strategies.speculative import ChainStep
 from decoding.warp import SamplingConfig, warp_logits
 
 import test_engine
+from conftest import requires_embedded_target
 from test_distill import smoke_run  # noqa: F401  (the smoke distillation pipeline, a fixture)
 from test_hybrid import REPEATING
 
@@ -268,3 +269,52 @@ def test_bench_runs_a_feature_draft_without_an_hf_peer(feature_dir, tiny_target_
                                       f"speculative-hybrid-{label}-g2", "hf-generate"}
     assert result["models"]["drafts"][label]["params"] > 0
     assert all(v == "1/1" for v in result["greedy_equal_to_autoregressive"].values())
+
+
+def test_the_feature_stages_refuse_bad_input_with_exit_2(tmp_path, capsys):
+    import json
+
+    from distill.__main__ import main
+
+    config = tmp_path / "c.json"
+    config.write_text(json.dumps({"data_dir": str(tmp_path / "none"), "ckpt_dir": str(tmp_path / "ck")}))
+    assert main(["features", "--config", str(config)]) == 2
+    assert "no data shards" in capsys.readouterr().err
+    assert main(["train-features", "--config", str(config)]) == 2
+    assert "no target features" in capsys.readouterr().err
+    for argv in (["features", "--worker", "3/2"], ["features", "--rounds", "a"], ["train-features", "--layers", "0"],
+                 ["train-features", "--cls-weight", "-1"], ["train-features", "--epochs", "0"]):
+        with pytest.raises(SystemExit) as exc:
+            main(argv + ["--config", str(config)])
+        assert exc.value.code == 2, argv
+        assert "error:" in capsys.readouterr().err
+
+
+# ---- the shipped feature draft ------------------------------------------------------------------
+
+
+@requires_embedded_target
+def test_shipped_feature_draft_is_exact_and_the_app_offers_it(embedded_target):
+    """`--draft feature` loads the shipped folder for the offline target (head rows from the
+    target's head, eos inside); greedy output equals autoregressive in float32, with tokens
+    accepted; the app lists its preset and says what it drafts from."""
+    from app.handlers import load_models
+    from app.presets import presets
+    from decoding.paths import SHIPPED_FEATURE_DRAFT
+
+    assert (SHIPPED_FEATURE_DRAFT / "README.md").is_file()
+    assert sum(f.stat().st_size for f in SHIPPED_FEATURE_DRAFT.iterdir()) < 10_000_000
+    target = embedded_target
+    draft = load_draft_value("feature", target, "float32")
+    assert draft.feature is not None and draft.head.size == 8192
+    assert set(target.eos_token_ids(True)) <= set(draft.head.token_ids.tolist())
+    assert torch.equal(draft.head.weight, target.model.get_output_embeddings().weight[draft.head.token_ids])
+    ids = target.encode_prompt("Name three colors of the rainbow.", chat=True)
+    config = RunConfig(method="speculative", gamma=4, max_new_tokens=24, sampling=GREEDY, chat=True)
+    spec = list(decode(target, draft, ids, config))
+    auto = list(decode(target, None, ids, dataclasses.replace(config, method="autoregressive")))
+    assert [t.token_id for r in spec for t in r.emitted] == [t.token_id for r in auto for t in r.emitted]
+    assert len(spec) < len(auto)  # some draft tokens were accepted
+    label = next(p.label for p in presets() if p.key == "default-feature")
+    message = load_models(label, "", "", "float32", progress=lambda *a, **k: None)
+    assert "drafting from the target's own hidden states over the target's 8,192 most frequent tokens" in message
