@@ -168,6 +168,34 @@ def draft_head_section() -> list[str]:
     return lines + [""]
 
 
+def feature_draft_section() -> list[str]:
+    """The feature draft (EAGLE) beside the distilled draft (docs/bench/feature-draft-*.json: eval-draft runs)."""
+    runs = [r for p in (BENCH / "feature-draft-spec-bench.json", BENCH / "feature-draft-dev.json") if (r := read_json(p))]
+    if not runs:
+        return []
+    lines = ["## The feature draft (EAGLE) beside the distilled draft", "",
+             "One `python -m decoding eval-draft --draft distilled,feature --json` run per prompt file, target and "
+             f"drafts in {runs[0]['results'][0]['draft_dtype']}, 1 thread. The feature draft's alpha and greedy "
+             "agreement are its first draft token's, from the target's true states; its tokens per call are the "
+             "engine's own greedy runs at gamma 4 over every prompt (its later tokens read its own predicted states), "
+             "the distilled draft's are replayed from its teacher-forced matches ("
+             + "; ".join(f"on {run.get('prompt_file', '?')} engine {r['engine_check']['tokens_per_call_engine']:.2f} "
+                         f"against replay {r['engine_check']['tokens_per_call_replay']:.2f} on the "
+                         f"{r['engine_check']['prompts']} prompts the engine also ran"
+                         for run in runs for r in run["results"]
+                         if (r.get("engine_check") or {}).get("tokens_per_call_replay") is not None)
+             + "). The benchmark below measures both in whole runs.", "",
+             "| prompts | draft | params | alpha (T=1) | greedy agreement | tokens/call (greedy, gamma 4) | draft step ms | c |",
+             "|---|---|---|---|---|---|---|---|"]
+    for run in runs:
+        where = f"{run.get('prompt_file', '?')} ({run['prompts']}, {run['max_new_tokens']} tokens)"
+        for r in run["results"]:
+            lines.append(f"| {where} | {r['draft']} | {r['draft_params'] / 1e6:.1f}M | {r['alpha']:.3f} | "
+                         f"{r['greedy_agreement']:.3f} | {r['tokens_per_call_gamma4']:.2f} | {r['draft_step_ms']:.2f} | "
+                         f"{r['c']:.3f} |")
+    return lines + [""]
+
+
 def headline_keys(result: dict) -> list[str]:
     """Our autoregressive baseline, every speculative variant, and HF's peers."""
     keys = ["autoregressive"]
@@ -291,7 +319,7 @@ def readme_block(results: dict) -> str:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--runs", default="spec-bench-bfloat16,spec-bench-float32,spec-bench-long-bfloat16")
+    ap.add_argument("--runs", default="spec-bench-bfloat16,spec-bench-float32,spec-bench-feature-float32,spec-bench-long-bfloat16")
     ap.add_argument("--readme", default=str(ROOT / "README.md"))
     args = ap.parse_args(argv)
     results = {name: r for name in args.runs.split(",") if (r := load(name.strip())) is not None}
@@ -305,6 +333,7 @@ def main(argv=None) -> int:
     doc += verify_section()
     doc += attention_section()
     doc += draft_head_section()
+    doc += feature_draft_section()
     doc += baseline_section(results)
     for name, result in results.items():
         doc += run_section(name, result)
