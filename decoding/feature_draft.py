@@ -113,16 +113,16 @@ def load_feature_draft(directory: str | Path, target_model, dtype: torch.dtype, 
     config = LlamaConfig(**raw)
     hidden = target_model.get_input_embeddings().weight.shape[1]
     if config.hidden_size != hidden:
-        raise ValueError(f"{directory} drafts from {config.hidden_size}-wide features; this target's are {hidden} wide")
+        raise ValueError(f"it drafts from {config.hidden_size}-wide hidden states; this target's are {hidden} wide")
     model = FeatureDraftModel(config)
     state = load_file(str(directory / WEIGHTS_FILE))
     missing, unexpected = model.load_state_dict(state, strict=False)
     if unexpected or [k for k in missing if not k.startswith("body.embed_tokens")]:
-        raise ValueError(f"{directory}: weights do not fit the draft layer (missing {missing}, unexpected {unexpected})")
+        raise ValueError(f"its weights do not fit its layer (missing {missing}, unexpected {unexpected})")
     model.to(device=device, dtype=dtype).eval()
     head = load_head(directory, dtype, device, target_model)
     if head is None:
-        raise ValueError(f"{directory} has no head.safetensors (the token ids its head scores)")
+        raise ValueError("it has no head.safetensors (the token ids its head scores)")
     head = OutputHead(head.token_ids.to(device), head.weight.to(device=device, dtype=dtype))
     return model, head
 

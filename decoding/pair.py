@@ -23,7 +23,7 @@ from .errors import ModelLoadError
 from .feature_draft import FeatureDraftModel, FeatureDrafter, is_feature_draft, load_feature_draft
 from .models import DEFAULT_TARGET, LoadedModel, check_same_vocabulary, load_draft, load_model, load_model_cached
 from .output_head import OutputHead, load_head
-from .paths import SHIPPED_DRAFT, SHIPPED_FEATURE_DRAFT
+from .paths import SHIPPED_DRAFT, SHIPPED_FEATURE_DRAFT, display_path
 
 __all__ = ["Draft", "as_draft", "default_draft_spec", "load_pair", "PROMPT_LOOKUP", "HYBRID", "DISTILLED", "FEATURE"]
 
@@ -153,7 +153,7 @@ def load_draft_value(spec: str, target: LoadedModel, dtype=None, draft_dtype=Non
             layer, head = load_feature_draft(spec, target.model, resolve_draft_dtype(draft_dtype, dtype, target.device),
                                              target.device)
         except (OSError, ValueError) as exc:
-            raise ModelLoadError(f"cannot load the feature draft '{spec}': {exc}") from None
+            raise ModelLoadError(f"cannot load the feature draft '{display_path(spec)}': {exc}") from None
         return Draft.of_feature(layer, head, spec)
     model = load_draft(spec, target.device, dtype, draft_dtype, progress=progress, cached=cached)
     check_same_vocabulary(target, model)

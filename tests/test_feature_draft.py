@@ -68,7 +68,7 @@ def test_a_feature_draft_for_another_width_is_refused(tmp_path, tiny_pair, tiny_
     other = load_model(str(tiny_draft_dir), device="cpu", dtype="float32")  # 32 wide, the target 64
     FeatureDraftModel(draft_layer_config(other.model.config)).save(tmp_path)
     OutputHead(torch.arange(5), torch.zeros(5, 32)).save(tmp_path, with_weight=False)
-    with pytest.raises(ModelLoadError, match="32-wide features; this target's are 64 wide"):
+    with pytest.raises(ModelLoadError, match="32-wide hidden states; this target's are 64 wide"):
         load_draft_value(str(tmp_path), target, "float32")
 
 
