@@ -198,8 +198,6 @@ def train(cfg: DistillConfig, out_dir: Path, epochs: float, batch_tokens: int, l
         if stop:
             break
     if step == total:
-        from decoding.output_head import HEAD_FILE  # noqa: F401  (the file OutputHead.save writes)
-
         model.save(out_dir, {"target": cfg.target, "chat": cfg.chat})
         OutputHead(torch.tensor(ids), head_w).save(out_dir, with_weight=False)
         (out_dir / "training.json").write_text(json.dumps(
