@@ -326,8 +326,9 @@ def format_table(report: dict) -> str:
         cov = f"{r['coverage']:.2f}" if "coverage" in r else "1.00"
         params = f"{r['draft_params'] / 1e6:.1f}M" if r["draft_params"] else "0"
         name = f"{r['draft']} ({r['draft_dtype']})" if r.get("draft_dtype") else r["draft"]
+        tpc = "n/a" if r["tokens_per_call_gamma4"] is None else f"{r['tokens_per_call_gamma4']:.2f}"
         lines.append(f"| {name} | {params} | {r['alpha']:.3f} | {cov} | {r['greedy_agreement']:.3f} | "
-                     f"{r['tokens_per_call_gamma4']:.2f} | {r['c']:.3f} |")
+                     f"{tpc} | {r['c']:.3f} |")
     return "\n".join(lines)
 
 

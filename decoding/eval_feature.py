@@ -110,7 +110,7 @@ def eval_feature_draft(target, draft, side, chat: bool = True, prompts: list[str
         "target_dtype": str(target.dtype).removeprefix("torch."),
         "alpha": mins / max(n_alpha, 1),
         "greedy_agreement": agree / max(n_greedy, 1),
-        "tokens_per_call_gamma4": tokens / max(calls, 1),
+        "tokens_per_call_gamma4": tokens / calls if calls else None,  # None: no engine runs (--engine-check 0)
         "tokens_per_call_from": "engine (every prompt)",
         "positions_sampled": n_alpha,
         "positions_greedy": n_greedy,

@@ -318,3 +318,21 @@ def test_shipped_feature_draft_is_exact_and_the_app_offers_it(embedded_target):
     label = next(p.label for p in presets() if p.key == "default-feature")
     message = load_models(label, "", "", "float32", progress=lambda *a, **k: None)
     assert "drafting from the target's own hidden states over the target's 8,192 most frequent tokens" in message
+
+
+def test_eval_draft_without_engine_runs_has_no_tokens_per_call_for_a_feature_draft(feature_dir, tiny_target_dir,
+                                                                                     tmp_path, monkeypatch, capsys):
+    """Its tokens per call come from the engine only: with --engine-check 0 the table says n/a, not 0."""
+    import json
+
+    from decoding.cli import main
+
+    monkeypatch.setenv("SPECDEC_CACHE", str(tmp_path / "cache"))
+    prompts = tmp_path / "p.jsonl"
+    prompts.write_text(json.dumps({"prompt": "say hi."}) + "\n")
+    argv = ["eval-draft", "--prompts", str(prompts), "--target", str(tiny_target_dir), "--draft", str(feature_dir),
+            "--max-new-tokens", "6", "--dtype", "float32", "--engine-check", "0"]
+    assert main(argv + ["--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["tokens_per_call_gamma4"] is None
+    assert main(argv) == 0
+    assert "| n/a |" in capsys.readouterr().out
