@@ -197,7 +197,9 @@ def _engine_check(target, draft, side: TargetSide, prompts: list[str], chat: boo
         tokens += len(summary.token_ids)
         calls += summary.target_calls
         equal += int(list(summary.token_ids) == list(greedy))
-        if draft.model is None:
+        if draft.feature is not None:  # its later tokens read its own states: no teacher-forced replay
+            t = c = 0
+        elif draft.model is None:
             t, c = _replay_lookup(side.prompt_ids[i], greedy, target)
         else:
             q = _probs(draft.model, side.prompt_ids[i], greedy, min(target.vocab_size, draft.model.vocab_size),
@@ -207,7 +209,7 @@ def _engine_check(target, draft, side: TargetSide, prompts: list[str], chat: boo
     return {
         "prompts": min(n, len(prompts)),
         "tokens_per_call_engine": tokens / max(calls, 1),
-        "tokens_per_call_replay": replay_tokens / max(replay_calls, 1),
+        "tokens_per_call_replay": replay_tokens / replay_calls if replay_calls else None,
         "outputs_equal_greedy_autoregressive": equal,
     }
 
@@ -297,8 +299,11 @@ def evaluate(target: LoadedModel, drafts: list, prompts: list[str], max_new_toke
         if draft.feature is not None:
             from .eval_feature import eval_feature_draft
 
-            results.append(eval_feature_draft(target, draft, side, chat, prompts if engine_check else None,
-                                              timing_repeats))
+            result = eval_feature_draft(target, draft, side, timing_repeats)
+            if engine_check and prompts:  # its tokens per call: the engine over every prompt (no replay)
+                result["engine_check"] = _engine_check(target, draft, side, prompts, chat, len(prompts))
+                result["tokens_per_call_gamma4"] = result["engine_check"]["tokens_per_call_engine"]
+            results.append(result)
         elif draft.model is None:
             results.append(eval_prompt_lookup(target, side, engine_check, chat, prompts, timing_repeats))
         else:

@@ -21,8 +21,6 @@ from .devices import sync
 from .metrics import c_step
 from .paths import display_path
 
-GAMMA = 4
-
 
 @torch.inference_mode()
 def feature_probs(target, draft, prompt: list[int], cont: list[int], width: int) -> torch.Tensor:
@@ -72,14 +70,9 @@ def measure_feature_c(target, draft, context: list[int], repeats: int = 20) -> d
     return {"c": c_step(d_med, t_med), "target_step_ms": 1000 * t_med, "draft_step_ms": 1000 * d_med}
 
 
-def eval_feature_draft(target, draft, side, chat: bool = True, prompts: list[str] | None = None,
-                       timing_repeats: int = 20) -> dict:
-    """A feature draft's figures (`draft` a pair.Draft with `.feature`); `side` the target's
-    continuations (eval_draft.target_side)."""
-    from .runner import generate
-    from .strategies import RunConfig
-    from .warp import SamplingConfig
-
+def eval_feature_draft(target, draft, side, timing_repeats: int = 20) -> dict:
+    """A feature draft's teacher-forced figures and c (`draft` a pair.Draft with `.feature`); `side`
+    the target's continuations (eval_draft.target_side). Tokens per call: eval_draft's engine check."""
     width = target.vocab_size
     mins, n_alpha, agree, n_greedy = 0.0, 0, 0, 0
     for prompt, samp, greedy in zip(side.prompt_ids, side.sampled, side.greedy):
@@ -94,14 +87,6 @@ def eval_feature_draft(target, draft, side, chat: bool = True, prompts: list[str
             q = feature_probs(target, draft, prompt, greedy, width)
             agree += int((q.argmax(-1) == torch.tensor(greedy)).sum())
             n_greedy += len(greedy)
-    tokens = calls = equal = 0
-    for i, greedy in enumerate(side.greedy if prompts else []):
-        config = RunConfig(method="speculative", gamma=GAMMA, max_new_tokens=max(1, len(greedy)),
-                           sampling=SamplingConfig(0.0), chat=chat, lean=True)
-        _, summary = generate(target, draft, prompts[i], config)
-        tokens += len(summary.token_ids)
-        calls += summary.target_calls
-        equal += int(list(summary.token_ids) == list(greedy))
     result = {
         "draft": draft.name,
         "draft_spec": display_path(draft.spec),
@@ -110,13 +95,11 @@ def eval_feature_draft(target, draft, side, chat: bool = True, prompts: list[str
         "target_dtype": str(target.dtype).removeprefix("torch."),
         "alpha": mins / max(n_alpha, 1),
         "greedy_agreement": agree / max(n_greedy, 1),
-        "tokens_per_call_gamma4": tokens / calls if calls else None,  # None: no engine runs (--engine-check 0)
+        "tokens_per_call_gamma4": None,  # the engine's runs over every prompt (eval_draft.evaluate adds them)
         "tokens_per_call_from": "engine (every prompt)",
         "positions_sampled": n_alpha,
         "positions_greedy": n_greedy,
         "head_tokens": draft.head.size,
-        "engine_check": {"prompts": len(side.greedy) if prompts else 0, "tokens_per_call_engine": tokens / max(calls, 1),
-                         "tokens_per_call_replay": None, "outputs_equal_greedy_autoregressive": equal},
     }
     result.update(measure_feature_c(target, draft, side.prompt_ids[0] + side.greedy[0][:32], timing_repeats))
     return result

@@ -26,6 +26,7 @@ import torch.nn.functional as F
 
 from .config import REPO, DistillConfig, get_config, setup_threads
 from .features import features_dir
+from .train import make_batches  # groups of similar length; a sequence's features count its positions
 
 CLS_WEIGHT = 0.1  # EAGLE's weight of the classification loss beside the feature regression
 NOISE = 0.2  # half-width of the uniform noise on input features (their RMS is about 2 for SmolLM2)
@@ -44,22 +45,6 @@ def load_sequences(cfg: DistillConfig, n_prompts: int):
                        len(rec["prompt"]), c["topk_ids"].long(), c["topk_p"].float())
                 (val if rec["prompt_index"] in hold else train).append(seq)
     return train, val
-
-
-def batches(seqs, batch_tokens: int, seed: int) -> list[list[int]]:
-    rng = random.Random(seed)
-    idx = sorted(range(len(seqs)), key=lambda i: (len(seqs[i][0]), rng.random()))
-    out, cur, n = [], [], 0
-    for i in idx:
-        cur.append(i)
-        n += len(seqs[i][0])
-        if n >= batch_tokens:
-            out.append(cur)
-            cur, n = [], 0
-    if cur:
-        out.append(cur)
-    rng.shuffle(out)
-    return out
 
 
 def collate(seqs, which: list[int], table: torch.Tensor):
@@ -146,7 +131,7 @@ def train(cfg: DistillConfig, out_dir: Path, epochs: float, batch_tokens: int, l
     model.init_from_target(target.model)
     model.float().train()
     opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=0.0)
-    per_epoch = len(batches(train_seqs, batch_tokens, 0))
+    per_epoch = len(make_batches(train_seqs, batch_tokens, 0))
     total = max(1, int(epochs * per_epoch))
     step, history, spent = 0, [], 0.0
     if state:
@@ -172,7 +157,7 @@ def train(cfg: DistillConfig, out_dir: Path, epochs: float, batch_tokens: int, l
     while step < total:
         if step // per_epoch != epoch:
             epoch = step // per_epoch
-            epoch_batches = batches(train_seqs, batch_tokens, epoch)
+            epoch_batches = make_batches(train_seqs, batch_tokens, epoch)
         for g in opt.param_groups:
             g["lr"] = lr * (min(1.0, (step + 1) / warmup) * (0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * step / total))))
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=cfg.bf16_autocast):
