@@ -5,7 +5,11 @@ target's feature f_t (with uniform noise, so it learns to read its own imprecise
 later draft steps) and the next token x_{t+1}, and predicts f_{t+1}. The loss is a smooth L1
 regression onto f_{t+1} plus `CLS_WEIGHT` times the cross-entropy of its next-token distribution
 (the target's head over the head's token subset) against the target's own top-k probabilities of
-x_{t+2}, which the data stage stored. The layer starts from the target's last layer.
+x_{t+2}, which the data stage stored. The layer starts from the target's last layer (or, with
+`--init`, from a finished feature draft).
+`--unroll-steps K` adds EAGLE-3's training-time test (arXiv:2503.01840): draft steps 2..K are run
+on the draft's own predicted features, with the attention a draft's later tokens have at
+inference (`unrolled_mask`), and their losses join the first step's with weights STEP_DECAY^(k-1).
 Checkpoints every few minutes; a rerun resumes. `--out` gets the finished draft.
 
     python -m distill train-features --config distill/configs/tasks.json --out runs/feature-draft
@@ -30,6 +34,8 @@ from .train import make_batches  # groups of similar length; a sequence's featur
 
 CLS_WEIGHT = 0.1  # EAGLE's weight of the classification loss beside the feature regression
 NOISE = 0.2  # half-width of the uniform noise on input features (their RMS is about 2 for SmolLM2)
+STEP_DECAY = 0.8  # unrolled step k's losses weigh STEP_DECAY ** (k - 1): a later token counts only if the earlier ones hold
+EVAL_STEPS = 3  # the holdout always reports draft steps 1..3
 
 
 def load_sequences(cfg: DistillConfig, n_prompts: int):
@@ -74,41 +80,96 @@ def collate(seqs, which: list[int], table: torch.Tensor):
     return feats, toks, goal, mask, torch.cat(rows), torch.cat(cols), table[sid], torch.cat(sp)
 
 
-def losses(model, embedding, head_w, batch, noise: float = NOISE, generator=None):
+def unrolled_mask(length: int, step: int, batch: int) -> torch.Tensor:
+    """Attention of unrolled draft step `step` (>= 2) over the keys of steps 1..step (EAGLE-3's
+    training-time test, arXiv:2503.01840, section 3). At inference the step-th draft token at
+    position s reads the true pairs at positions <= s - step + 1 and the pairs the draft itself made
+    at steps 2..step, which sit at positions s - step + 2 .. s; with the keys of each unrolled step
+    stacked after the previous ones, query s of step k may see step-1 key j <= s - k + 1 and the
+    key of step m (2 <= m <= k) at position s - k + m. Shape (batch, 1, length, step * length)."""
+    s = torch.arange(length).unsqueeze(1)
+    j = torch.arange(length).unsqueeze(0)
+    blocks = [j <= s - step + 1] + [j == s - step + m for m in range(2, step + 1)]
+    return torch.cat(blocks, dim=1).expand(batch, 1, length, step * length)
+
+
+def losses(model, embedding, head_w, batch, noise: float = NOISE, generator=None, steps: int = 1):
+    """Per unrolled step k = 1..steps: (regression loss, next-token loss, log q at the labelled
+    positions, their head ids, their target probabilities). Step 1 reads the true (noised) features;
+    step k >= 2 reads step k-1's predictions one position back, so it sees what the draft's k-th
+    token sees at inference (its earlier tokens taken as the true ones). A step's losses cover the
+    positions whose whole chain exists (s >= k - 1)."""
     feats, toks, goal, mask, rows, cols, sub, sp = batch
     if noise:
         feats = feats + (torch.rand(feats.shape, generator=generator) * 2 - 1) * noise
-    positions = torch.arange(feats.shape[1]).expand(feats.shape[0], -1)
-    pred, _ = model(feats, embedding(toks), positions, attention_mask=mask)
-    valid = mask.bool()
-    reg = F.smooth_l1_loss(pred[valid].float(), goal[valid])
-    logq = torch.log_softmax((pred[rows, cols] @ head_w.T).float(), dim=-1)
-    inside = sub >= 0
-    cls = -(sp * inside * logq.gather(1, sub.clamp(min=0))).sum(-1).mean()
-    return reg, cls, logq, sub, sp
+    out = []
+    for k, pred in enumerate(unroll(model, feats, embedding(toks), mask, steps), start=1):
+        valid = mask.bool()
+        valid[:, :k - 1] = False
+        labelled = cols >= k - 1
+        reg = F.smooth_l1_loss(pred[valid].float(), goal[valid])
+        logq = torch.log_softmax((pred[rows[labelled], cols[labelled]] @ head_w.T).float(), dim=-1)
+        ids, probs = sub[labelled], sp[labelled]
+        inside = ids >= 0
+        cls = -(probs * inside * logq.gather(1, ids.clamp(min=0))).sum(-1).mean()
+        out.append((reg, cls, logq, ids, probs))
+    return out
+
+
+def unroll(model, feats, embeds, mask, steps: int) -> list[torch.Tensor]:
+    """The predicted features of unrolled draft steps 1..steps, each (batch, length, d): step 1 from
+    the input features, step k from step k-1's predictions one position back, its attention given
+    by `unrolled_mask` over the keys of all steps so far (kept in one cache)."""
+    batch_size, length = mask.shape
+    positions = torch.arange(length).expand(batch_size, -1)
+    preds, cache = [], None
+    for k in range(1, steps + 1):
+        if k == 1:
+            inputs, attention = feats, mask
+        else:
+            inputs = torch.cat([feats[:, :1], preds[-1][:, :-1].to(feats.dtype)], dim=1)
+            attention = unrolled_mask(length, k, batch_size)
+        pred, cache = model(inputs, embeds, positions, past_key_values=cache, attention_mask=attention,
+                            use_cache=steps > 1)
+        preds.append(pred)
+    return preds
 
 
 @torch.no_grad()
-def evaluate(model, embedding, head_w, seqs, table, limit: int = 96) -> dict:
-    """One draft step from true features on holdout sequences: how often the draft's top token is
-    the target's, and sum(min(p, q)) over the target's top-k (a lower bound of alpha at T=1)."""
+def evaluate(model, embedding, head_w, seqs, table, limit: int = 96, steps: int = 1) -> dict:
+    """Draft steps on holdout sequences: how often the draft's top token is the target's, and
+    sum(min(p, q)) over the target's top-k (a lower bound of alpha at T=1). Step 1 reads true
+    features; step k reads its own k-1 earlier predictions (the k-th token of a draft whose earlier
+    tokens were right), reported as `top1_agreement_step{k}`."""
     model.eval()
-    agree = alpha = n = 0.0
-    for k in range(0, min(limit, len(seqs)), 16):
-        which = list(range(k, min(k + 16, limit, len(seqs))))
-        _, _, logq, sub, sp = losses(model, embedding, head_w, collate(seqs, which, table), 0.0)
-        q = logq.exp()
-        top = sub[:, 0]
-        agree += float(((q.argmax(-1) == top) & (top >= 0)).sum())
-        alpha += float((torch.minimum(sp, q.gather(1, sub.clamp(min=0))) * (sub >= 0)).sum())
-        n += len(sub)
+    agree, alpha, n = [0.0] * steps, 0.0, [0.0] * steps
+    for start in range(0, min(limit, len(seqs)), 16):
+        which = list(range(start, min(start + 16, limit, len(seqs))))
+        for k, (_, _, logq, sub, sp) in enumerate(losses(model, embedding, head_w, collate(seqs, which, table), 0.0,
+                                                         steps=steps)):
+            q = logq.exp()
+            top = sub[:, 0]
+            agree[k] += float(((q.argmax(-1) == top) & (top >= 0)).sum())
+            n[k] += len(sub)
+            if k == 0:
+                alpha += float((torch.minimum(sp, q.gather(1, sub.clamp(min=0))) * (sub >= 0)).sum())
     model.train()
-    return {"top1_agreement": agree / max(n, 1), "alpha_topk_lb": alpha / max(n, 1), "positions": int(n)}
+    out = {"top1_agreement": agree[0] / max(n[0], 1), "alpha_topk_lb": alpha / max(n[0], 1), "positions": int(n[0])}
+    out.update({f"top1_agreement_step{k + 1}": agree[k] / max(n[k], 1) for k in range(1, steps)})
+    return out
+
+
+def _rel(path: Path) -> str:
+    """`path` relative to the repository where it lies inside it (no machine paths in training.json)."""
+    try:
+        return str(Path(path).resolve().relative_to(REPO))
+    except ValueError:
+        return Path(path).name
 
 
 def train(cfg: DistillConfig, out_dir: Path, epochs: float, batch_tokens: int, lr: float, head_tokens: int,
           max_seconds: float = 0.0, fresh: bool = False, target=None, log=print, cls_weight: float = CLS_WEIGHT,
-          noise: float = NOISE, layers: int = 1) -> dict:
+          noise: float = NOISE, layers: int = 1, steps: int = 1, init: Path | None = None) -> dict:
     from decoding.feature_draft import FeatureDraftModel, draft_layer_config
     from decoding.models import load_model
     from decoding.output_head import OutputHead, frequent_tokens
@@ -122,13 +183,20 @@ def train(cfg: DistillConfig, out_dir: Path, epochs: float, batch_tokens: int, l
     if not train_seqs:
         raise SystemExit("train-features: no features; run `python -m distill features` first")
     embedding = target.model.get_input_embeddings()
-    ids = state["head_tokens"] if state else frequent_tokens([s[0][s[2]:] for s in train_seqs], head_tokens,
-                                                             target.eos_token_ids(cfg.chat))
+    if init is not None:  # go on from a finished feature draft: its layers, and its head's tokens
+        from decoding.feature_draft import load_feature_draft
+
+        model, init_head = load_feature_draft(init, target.model, torch.float32, "cpu")
+        ids = init_head.token_ids.tolist()
+    else:
+        model = FeatureDraftModel(draft_layer_config(target.model.config, layers))
+        model.init_from_target(target.model)
+        ids = frequent_tokens([s[0][s[2]:] for s in train_seqs], head_tokens, target.eos_token_ids(cfg.chat))
+    if state:
+        ids = state["head_tokens"]
     head_w = target.model.get_output_embeddings().weight.detach()[torch.tensor(ids)].float()
     table = torch.full((target.vocab_size,), -1, dtype=torch.long)
     table[torch.tensor(ids)] = torch.arange(len(ids))
-    model = FeatureDraftModel(draft_layer_config(target.model.config, layers))
-    model.init_from_target(target.model)
     model.float().train()
     opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=0.0)
     per_epoch = len(make_batches(train_seqs, batch_tokens, 0))
@@ -161,9 +229,10 @@ def train(cfg: DistillConfig, out_dir: Path, epochs: float, batch_tokens: int, l
         for g in opt.param_groups:
             g["lr"] = lr * (min(1.0, (step + 1) / warmup) * (0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * step / total))))
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=cfg.bf16_autocast):
-            reg, cls, *_ = losses(model, embedding, head_w, collate(train_seqs, epoch_batches[step % per_epoch], table),
-                                  noise, gen)
-            loss = reg + cls_weight * cls
+            per_step = losses(model, embedding, head_w, collate(train_seqs, epoch_batches[step % per_epoch], table),
+                              noise, gen, steps)
+            loss = sum(STEP_DECAY ** k * (r + cls_weight * c) for k, (r, c, *_) in enumerate(per_step))
+            reg, cls = per_step[0][:2]
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 0.5)
@@ -174,7 +243,7 @@ def train(cfg: DistillConfig, out_dir: Path, epochs: float, batch_tokens: int, l
                 f"({time.time() - t0:.0f} s)")
         stop = bool(max_seconds) and time.time() - t0 > max_seconds
         if step == total or stop or time.time() - last > 300:
-            metrics = evaluate(model, embedding, head_w, val_seqs, table)
+            metrics = evaluate(model, embedding, head_w, val_seqs, table, steps=max(steps, EVAL_STEPS))
             history.append({"step": step, "reg": reg.item(), "cls": cls.item(),
                             "seconds": spent + time.time() - t0, **metrics})
             log(f"train-features: step {step} {metrics}")
@@ -188,7 +257,9 @@ def train(cfg: DistillConfig, out_dir: Path, epochs: float, batch_tokens: int, l
         (out_dir / "training.json").write_text(json.dumps(
             {"steps": step, "train_seconds": spent + time.time() - t0, "train_positions": n_tok,
              "sequences": len(train_seqs), "head_tokens": len(ids), "lr": lr, "batch_tokens": batch_tokens,
-             "epochs": epochs, "layers": layers, "noise": noise, "cls_weight": cls_weight, "history": history,
+             "epochs": epochs, "layers": len(model.body.layers), "noise": noise, "cls_weight": cls_weight,
+             "unroll_steps": steps, "step_decay": STEP_DECAY, "init": None if init is None else _rel(init),
+             "history": history,
              "config": json.loads(cfg.to_json())}, indent=1))
         log(f"train-features: wrote {out_dir}")
     return {"step": step, "total": total, "history": history}
@@ -206,14 +277,28 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cls-weight", type=float, default=CLS_WEIGHT, help="weight of the next-token loss")
     ap.add_argument("--noise", type=float, default=NOISE, help="half-width of the uniform noise on input features")
     ap.add_argument("--layers", type=int, default=1, help="decoder layers of the draft (EAGLE: 1)")
+    ap.add_argument("--unroll-steps", type=int, default=1,
+                    help="draft steps trained on the draft's own predictions (EAGLE-3's training-time test; 1: off)")
+    ap.add_argument("--init", help="start from this finished feature draft instead of the target's last layer")
     ap.add_argument("--fresh", action="store_true")
     args = ap.parse_args(argv)
     if args.epochs <= 0 or args.batch_tokens < 1 or args.lr <= 0 or args.head_tokens < 1:
         ap.error("--epochs, --batch-tokens, --lr and --head-tokens must be positive")
     if args.layers < 1:
         ap.error("--layers must be >= 1")
+    if not 1 <= args.unroll_steps <= 8:
+        ap.error("--unroll-steps must be between 1 and 8")
     if args.cls_weight < 0 or args.noise < 0:
         ap.error("--cls-weight and --noise must be >= 0")
+    init = None
+    if args.init:
+        from decoding.feature_draft import is_feature_draft
+
+        init = Path(args.init) if Path(args.init).is_absolute() else REPO / args.init
+        if not is_feature_draft(init):
+            print(f"error: --init {args.init} is not a feature draft's folder (no config.json with a "
+                  f"'feature_draft' key)", file=sys.stderr)
+            return 2
     cfg = get_config(args.config)
     if not any(features_dir(cfg).glob("part-*.pt")):
         print(f"error: no target features in {features_dir(cfg)}; run `python -m distill features --config "
@@ -222,5 +307,5 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out)
     train(cfg, out if out.is_absolute() else REPO / out, args.epochs,
           args.batch_tokens, args.lr, args.head_tokens, args.max_seconds, args.fresh, cls_weight=args.cls_weight,
-          noise=args.noise, layers=args.layers)
+          noise=args.noise, layers=args.layers, steps=args.unroll_steps, init=init)
     return 0

@@ -6,6 +6,7 @@ the distill stages that make one (features, train-features) must run and resume.
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import pytest
 import torch
@@ -185,12 +186,54 @@ def test_smoke_features_and_training_make_a_draft_that_stays_exact(smoke_run, tm
     assert again["step"] == state["step"]
     draft = load_draft_value(str(tmp_path / "fd"), target, "float32")
     assert draft.feature is not None and draft.head.size <= 20
+    # EAGLE-3's training-time test, going on from the draft just made: its head tokens are kept
+    unrolled = train_features(cfg, tmp_path / "fd3", epochs=1, batch_tokens=64, lr=1e-3, head_tokens=20,
+                              target=target, log=logs.append, steps=3, init=tmp_path / "fd")
+    assert unrolled["step"] == unrolled["total"]
+    last = unrolled["history"][-1]
+    assert 0 <= last["top1_agreement_step3"] <= 1 and last["reg"] == last["reg"]
+    made = json.loads((tmp_path / "fd3" / "training.json").read_text())
+    assert made["unroll_steps"] == 3 and made["init"] == "fd"
+    assert load_draft_value(str(tmp_path / "fd3"), target, "float32").head.token_ids.tolist() == \
+        draft.head.token_ids.tolist()
     config = RunConfig(method="speculative", gamma=3, max_new_tokens=12, sampling=GREEDY, stop_at_eos=False)
     ids = target.encode_prompt("say hi.", chat=True)
     spec = [t.token_id for r in decode(target, draft, ids, config) for t in r.emitted]
     auto = [t.token_id for r in decode(target, None, ids, dataclasses.replace(config, method="autoregressive"))
             for t in r.emitted]
     assert spec == auto
+
+
+def test_unrolled_training_steps_see_what_a_draft_sees_at_inference():
+    """EAGLE-3's training-time test: unrolled step k at position s must equal the draft's k-th token
+    at inference, fed the true pairs up to s - k + 1 in one pass and then its own predictions."""
+    from transformers import DynamicCache, LlamaConfig
+
+    from decoding.feature_draft import FeatureDraftModel
+    from distill.feature_train import unroll, unrolled_mask
+
+    # step 2 on 3 positions: query s sees the step-1 keys j <= s - 1 and its own step-2 key
+    assert unrolled_mask(3, 2, 1)[0, 0].int().tolist() == [[0, 0, 0, 1, 0, 0], [1, 0, 0, 0, 1, 0], [1, 1, 0, 0, 0, 1]]
+    torch.manual_seed(0)
+    cfg = LlamaConfig(hidden_size=32, intermediate_size=64, num_attention_heads=4, num_key_value_heads=2,
+                      num_hidden_layers=1, vocab_size=1, bos_token_id=None, eos_token_id=None, pad_token_id=None)
+    model = FeatureDraftModel(cfg).eval()
+    feats, embeds = torch.randn(2, 9, 32), torch.randn(2, 9, 32)
+    mask = torch.ones(2, 9, dtype=torch.long)
+    mask[1, 6:] = 0  # a right-padded row
+    with torch.no_grad():
+        preds = unroll(model, feats, embeds, mask, 3)
+        for row, length in ((0, 9), (1, 6)):
+            for k in (1, 2, 3):
+                for s in range(k - 1, length):
+                    t = s - k + 1  # the last true pair
+                    hidden, cache = model(feats[row:row + 1, :t + 1], embeds[row:row + 1, :t + 1],
+                                          torch.arange(t + 1)[None], past_key_values=DynamicCache(config=cfg),
+                                          use_cache=True)
+                    for i in range(1, k):
+                        hidden, cache = model(hidden[:, -1:], embeds[row:row + 1, t + i:t + i + 1],
+                                              torch.tensor([[t + i]]), past_key_values=cache, use_cache=True)
+                    assert torch.allclose(hidden[0, -1], preds[k - 1][row, s], atol=1e-5), (row, k, s)
 
 
 def test_the_draft_q_matches_the_head_over_the_predicted_feature(tiny_pair, feature):
@@ -272,8 +315,6 @@ def test_bench_runs_a_feature_draft_without_an_hf_peer(feature_dir, tiny_target_
 
 
 def test_the_feature_stages_refuse_bad_input_with_exit_2(tmp_path, capsys):
-    import json
-
     from distill.__main__ import main
 
     config = tmp_path / "c.json"
@@ -282,8 +323,11 @@ def test_the_feature_stages_refuse_bad_input_with_exit_2(tmp_path, capsys):
     assert "no data shards" in capsys.readouterr().err
     assert main(["train-features", "--config", str(config)]) == 2
     assert "no target features" in capsys.readouterr().err
+    assert main(["train-features", "--config", str(config), "--init", str(tmp_path)]) == 2
+    assert "is not a feature draft's folder" in capsys.readouterr().err
     for argv in (["features", "--worker", "3/2"], ["features", "--rounds", "a"], ["train-features", "--layers", "0"],
-                 ["train-features", "--cls-weight", "-1"], ["train-features", "--epochs", "0"]):
+                 ["train-features", "--cls-weight", "-1"], ["train-features", "--epochs", "0"],
+                 ["train-features", "--unroll-steps", "0"]):
         with pytest.raises(SystemExit) as exc:
             main(argv + ["--config", str(config)])
         assert exc.value.code == 2, argv
