@@ -167,6 +167,17 @@ def _rel(path: Path) -> str:
         return Path(path).name
 
 
+def init_training(init: Path) -> dict | None:
+    """The training record of the draft a run went on from (its settings and holdout history, not its
+    data config), so a draft made in two stages keeps both in its training.json."""
+    path = Path(init) / "training.json"
+    if not path.is_file():
+        return None
+    record = json.loads(path.read_text())
+    record.pop("config", None)
+    return record
+
+
 def train(cfg: DistillConfig, out_dir: Path, epochs: float, batch_tokens: int, lr: float, head_tokens: int,
           max_seconds: float = 0.0, fresh: bool = False, target=None, log=print, cls_weight: float = CLS_WEIGHT,
           noise: float = NOISE, layers: int = 1, steps: int = 1, init: Path | None = None) -> dict:
@@ -259,6 +270,7 @@ def train(cfg: DistillConfig, out_dir: Path, epochs: float, batch_tokens: int, l
              "sequences": len(train_seqs), "head_tokens": len(ids), "lr": lr, "batch_tokens": batch_tokens,
              "epochs": epochs, "layers": len(model.body.layers), "noise": noise, "cls_weight": cls_weight,
              "unroll_steps": steps, "step_decay": STEP_DECAY, "init": None if init is None else _rel(init),
+             "init_training": None if init is None else init_training(init),
              "history": history,
              "config": json.loads(cfg.to_json())}, indent=1))
         log(f"train-features: wrote {out_dir}")

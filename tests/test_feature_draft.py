@@ -194,6 +194,7 @@ def test_smoke_features_and_training_make_a_draft_that_stays_exact(smoke_run, tm
     assert 0 <= last["top1_agreement_step3"] <= 1 and last["reg"] == last["reg"]
     made = json.loads((tmp_path / "fd3" / "training.json").read_text())
     assert made["unroll_steps"] == 3 and made["init"] == "fd"
+    assert made["init_training"]["steps"] == state["step"] and "config" not in made["init_training"]
     assert load_draft_value(str(tmp_path / "fd3"), target, "float32").head.token_ids.tolist() == \
         draft.head.token_ids.tolist()
     config = RunConfig(method="speculative", gamma=3, max_new_tokens=12, sampling=GREEDY, stop_at_eos=False)
