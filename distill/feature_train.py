@@ -30,6 +30,8 @@ import torch.nn.functional as F
 
 from .config import REPO, DistillConfig, get_config, setup_threads
 from .features import features_dir
+from decoding.paths import display_path
+
 from .train import make_batches  # groups of similar length; a sequence's features count its positions
 
 CLS_WEIGHT = 0.1  # EAGLE's weight of the classification loss beside the feature regression
@@ -160,11 +162,10 @@ def evaluate(model, embedding, head_w, seqs, table, limit: int = 96, steps: int 
 
 
 def _rel(path: Path) -> str:
-    """`path` relative to the repository where it lies inside it (no machine paths in training.json)."""
-    try:
-        return str(Path(path).resolve().relative_to(REPO))
-    except ValueError:
-        return Path(path).name
+    """`path` as training.json names it: relative to the repository inside it (display_path), else its
+    folder name alone (no machine paths in a file that may be shipped)."""
+    shown = display_path(path)
+    return Path(shown).name if Path(shown).is_absolute() else shown
 
 
 def init_training(init: Path) -> dict | None:

@@ -147,9 +147,20 @@ def attention_section() -> list[str]:
     return lines + [""]
 
 
+def eval_draft_runs(*names: str) -> list[dict]:
+    """The committed eval-draft runs (docs/bench/<name>.json) that exist."""
+    return [r for name in names if (r := read_json(BENCH / f"{name}.json"))]
+
+
+def eval_draft_rows(runs: list[dict], cells) -> list[str]:
+    """One table row per draft of every run: its prompt file, then `cells(result)`."""
+    return [f"| {run.get('prompt_file', '?')} ({run['prompts']}, {run['max_new_tokens']} tokens) | {cells(r)} |"
+            for run in runs for r in run["results"]]
+
+
 def draft_head_section() -> list[str]:
     """The distilled draft with output heads of several sizes (docs/bench/draft-head-*.json: eval-draft runs)."""
-    runs = [r for p in (BENCH / "draft-head-spec-bench.json", BENCH / "draft-head-dev.json") if (r := read_json(p))]
+    runs = eval_draft_runs("draft-head-spec-bench", "draft-head-dev")
     if not runs:
         return []
     lines = ["## The draft's output head", "",
@@ -159,18 +170,16 @@ def draft_head_section() -> list[str]:
              f"{runs[0]['results'][0]['draft_dtype']}, 1 thread:", "",
              "| prompts | head tokens | alpha (T=1) | greedy agreement | tokens/call (greedy, gamma 4) | draft step ms | c |",
              "|---|---|---|---|---|---|---|"]
-    for run in runs:
-        where = f"{run.get('prompt_file', '?')} ({run['prompts']}, {run['max_new_tokens']} tokens)"
-        for r in run["results"]:
-            head = f"{r['head_tokens']:,}" if r.get("head_tokens") else "all (tied head)"
-            lines.append(f"| {where} | {head} | {r['alpha']:.3f} | {r['greedy_agreement']:.3f} | "
-                         f"{r['tokens_per_call_gamma4']:.2f} | {r['draft_step_ms']:.2f} | {r['c']:.3f} |")
+    lines += eval_draft_rows(runs, lambda r: (
+        f"{r['head_tokens']:,}" if r.get("head_tokens") else "all (tied head)")
+        + f" | {r['alpha']:.3f} | {r['greedy_agreement']:.3f} | {r['tokens_per_call_gamma4']:.2f} | "
+          f"{r['draft_step_ms']:.2f} | {r['c']:.3f}")
     return lines + [""]
 
 
 def feature_draft_section() -> list[str]:
     """The feature draft (EAGLE) beside the distilled draft (docs/bench/feature-draft-*.json: eval-draft runs)."""
-    runs = [r for p in (BENCH / "feature-draft-spec-bench.json", BENCH / "feature-draft-dev.json") if (r := read_json(p))]
+    runs = eval_draft_runs("feature-draft-spec-bench", "feature-draft-dev")
     if not runs:
         return []
     lines = ["## The feature draft (EAGLE) beside the distilled draft", "",
@@ -187,12 +196,9 @@ def feature_draft_section() -> list[str]:
              + "). The benchmark below measures both in whole runs.", "",
              "| prompts | draft | params | alpha (T=1) | greedy agreement | tokens/call (greedy, gamma 4) | draft step ms | c |",
              "|---|---|---|---|---|---|---|---|"]
-    for run in runs:
-        where = f"{run.get('prompt_file', '?')} ({run['prompts']}, {run['max_new_tokens']} tokens)"
-        for r in run["results"]:
-            lines.append(f"| {where} | {r['draft']} | {r['draft_params'] / 1e6:.1f}M | {r['alpha']:.3f} | "
-                         f"{r['greedy_agreement']:.3f} | {r['tokens_per_call_gamma4']:.2f} | {r['draft_step_ms']:.2f} | "
-                         f"{r['c']:.3f} |")
+    lines += eval_draft_rows(runs, lambda r: (
+        f"{r['draft']} | {r['draft_params'] / 1e6:.1f}M | {r['alpha']:.3f} | {r['greedy_agreement']:.3f} | "
+        f"{r['tokens_per_call_gamma4']:.2f} | {r['draft_step_ms']:.2f} | {r['c']:.3f}"))
     return lines + [""]
 
 
