@@ -10,7 +10,8 @@ x_{t+2}, which the data stage stored. The layer starts from the target's last la
 `--unroll-steps K` adds EAGLE-3's training-time test (arXiv:2503.01840): draft steps 2..K are run
 on the draft's own predicted features, with the attention a draft's later tokens have at
 inference (`unrolled_mask`), and their losses join the first step's with weights STEP_DECAY^(k-1).
-Checkpoints every few minutes; a rerun resumes. `--out` gets the finished draft.
+Checkpoints every few minutes; a rerun resumes. `--out` gets the finished draft. `--device cuda`
+trains on a GPU (batches are put together on the CPU and moved there).
 
     python -m distill train-features --config distill/configs/tasks.json --out runs/feature-draft
 """
@@ -95,6 +96,11 @@ def unrolled_mask(length: int, step: int, batch: int) -> torch.Tensor:
     return torch.cat(blocks, dim=1).expand(batch, 1, length, step * length)
 
 
+def to_device(batch: tuple, device: torch.device) -> tuple:
+    """A collated batch on `device` (collate builds it on the CPU)."""
+    return tuple(t.to(device, non_blocking=True) for t in batch)
+
+
 def losses(model, embedding, head_w, batch, noise: float = NOISE, generator=None, steps: int = 1):
     """Per unrolled step k = 1..steps: (regression loss, next-token loss, log q at the labelled
     positions, their head ids, their target probabilities). Step 1 reads the true (noised) features;
@@ -102,8 +108,8 @@ def losses(model, embedding, head_w, batch, noise: float = NOISE, generator=None
     token sees at inference (its earlier tokens taken as the true ones). A step's losses cover the
     positions whose whole chain exists (s >= k - 1)."""
     feats, toks, goal, mask, rows, cols, sub, sp = batch
-    if noise:
-        feats = feats + (torch.rand(feats.shape, generator=generator) * 2 - 1) * noise
+    if noise:  # drawn on the CPU (the generator lives there), so a seed gives the same noise on any device
+        feats = feats + ((torch.rand(feats.shape, generator=generator) * 2 - 1) * noise).to(feats.device)
     out = []
     for k, pred in enumerate(unroll(model, feats, embedding(toks), mask, steps), start=1):
         valid = mask.bool()
@@ -123,14 +129,14 @@ def unroll(model, feats, embeds, mask, steps: int) -> list[torch.Tensor]:
     the input features, step k from step k-1's predictions one position back, its attention given
     by `unrolled_mask` over the keys of all steps so far (kept in one cache)."""
     batch_size, length = mask.shape
-    positions = torch.arange(length).expand(batch_size, -1)
+    positions = torch.arange(length, device=mask.device).expand(batch_size, -1)
     preds, cache = [], None
     for k in range(1, steps + 1):
         if k == 1:
             inputs, attention = feats, mask
         else:
             inputs = torch.cat([feats[:, :1], preds[-1][:, :-1].to(feats.dtype)], dim=1)
-            attention = unrolled_mask(length, k, batch_size)
+            attention = unrolled_mask(length, k, batch_size).to(mask.device)
         pred, cache = model(inputs, embeds, positions, past_key_values=cache, attention_mask=attention,
                             use_cache=steps > 1)
         preds.append(pred)
@@ -142,13 +148,15 @@ def evaluate(model, embedding, head_w, seqs, table, limit: int = 96, steps: int 
     """Draft steps on holdout sequences: how often the draft's top token is the target's, and
     sum(min(p, q)) over the target's top-k (a lower bound of alpha at T=1). Step 1 reads true
     features; step k reads its own k-1 earlier predictions (the k-th token of a draft whose earlier
-    tokens were right), reported as `top1_agreement_step{k}`."""
+    tokens were right), reported as `top1_agreement_step{k}`. With more than `limit` sequences it
+    reads every n-th, so the figure spans the holdout prompts whatever the rounds per prompt."""
     model.eval()
+    seqs = seqs[:: max(1, len(seqs) // limit)][:limit]
     agree, alpha, n = [0.0] * steps, 0.0, [0.0] * steps
-    for start in range(0, min(limit, len(seqs)), 16):
-        which = list(range(start, min(start + 16, limit, len(seqs))))
-        for k, (_, _, logq, sub, sp) in enumerate(losses(model, embedding, head_w, collate(seqs, which, table), 0.0,
-                                                         steps=steps)):
+    for start in range(0, len(seqs), 16):
+        which = list(range(start, min(start + 16, len(seqs))))
+        batch = to_device(collate(seqs, which, table), head_w.device)
+        for k, (_, _, logq, sub, sp) in enumerate(losses(model, embedding, head_w, batch, 0.0, steps=steps)):
             q = logq.exp()
             top = sub[:, 0]
             agree[k] += float(((q.argmax(-1) == top) & (top >= 0)).sum())
@@ -181,16 +189,18 @@ def init_training(init: Path) -> dict | None:
 
 def train(cfg: DistillConfig, out_dir: Path, epochs: float, batch_tokens: int, lr: float, head_tokens: int,
           max_seconds: float = 0.0, fresh: bool = False, target=None, log=print, cls_weight: float = CLS_WEIGHT,
-          noise: float = NOISE, layers: int = 1, steps: int = 1, init: Path | None = None) -> dict:
+          noise: float = NOISE, layers: int = 1, steps: int = 1, init: Path | None = None,
+          device: str | torch.device = "cpu") -> dict:
     from decoding.feature_draft import FeatureDraftModel, draft_layer_config
     from decoding.models import load_model
     from decoding.output_head import OutputHead, frequent_tokens
 
     setup_threads()
     ckpt = cfg.path("ckpt_dir") / f"feature-{out_dir.name}.pt"  # one checkpoint per output folder
-    state = None if fresh or not ckpt.exists() else torch.load(ckpt, weights_only=False)
+    state = None if fresh or not ckpt.exists() else torch.load(ckpt, weights_only=False, map_location="cpu")
+    device = torch.device(device)
     if target is None:
-        target = load_model(cfg.target, device="cpu", dtype=torch.float32)
+        target = load_model(cfg.target, device=device, dtype=torch.float32)
     train_seqs, val_seqs = load_sequences(cfg, len(cfg.prompt_texts()))
     if not train_seqs:
         raise SystemExit("train-features: no features; run `python -m distill features` first")
@@ -198,7 +208,7 @@ def train(cfg: DistillConfig, out_dir: Path, epochs: float, batch_tokens: int, l
     if init is not None:  # go on from a finished feature draft: its layers, and its head's tokens
         from decoding.feature_draft import load_feature_draft
 
-        model, init_head = load_feature_draft(init, target.model, torch.float32, "cpu")
+        model, init_head = load_feature_draft(init, target.model, torch.float32, device)
         ids = init_head.token_ids.tolist()
     else:
         model = FeatureDraftModel(draft_layer_config(target.model.config, layers))
@@ -206,10 +216,11 @@ def train(cfg: DistillConfig, out_dir: Path, epochs: float, batch_tokens: int, l
         ids = frequent_tokens([s[0][s[2]:] for s in train_seqs], head_tokens, target.eos_token_ids(cfg.chat))
     if state:
         ids = state["head_tokens"]
-    head_w = target.model.get_output_embeddings().weight.detach()[torch.tensor(ids)].float()
+    out_w = target.model.get_output_embeddings().weight.detach()
+    head_w = out_w[torch.tensor(ids, device=out_w.device)].float().to(device)
     table = torch.full((target.vocab_size,), -1, dtype=torch.long)
     table[torch.tensor(ids)] = torch.arange(len(ids))
-    model.float().train()
+    model.float().to(device).train()
     opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=0.0)
     per_epoch = len(make_batches(train_seqs, batch_tokens, 0))
     total = max(1, int(epochs * per_epoch))
@@ -224,6 +235,9 @@ def train(cfg: DistillConfig, out_dir: Path, epochs: float, batch_tokens: int, l
         f"{total} steps ({per_epoch}/epoch); head {len(ids)} tokens; "
         f"{sum(p.numel() for p in model.parameters()) / 1e6:.1f}M params")
     warmup = min(50, total // 10 + 1)
+    if init is not None and not state:  # where training starts, on this data's holdout: the run's baseline
+        history.append({"step": 0, **evaluate(model, embedding, head_w, val_seqs, table, steps=max(steps, EVAL_STEPS))})
+        log(f"train-features: step 0 (the --init draft) {history[-1]}")
 
     def save(finished: bool) -> None:
         ckpt.parent.mkdir(parents=True, exist_ok=True)
@@ -240,9 +254,9 @@ def train(cfg: DistillConfig, out_dir: Path, epochs: float, batch_tokens: int, l
             epoch_batches = make_batches(train_seqs, batch_tokens, epoch)
         for g in opt.param_groups:
             g["lr"] = lr * (min(1.0, (step + 1) / warmup) * (0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * step / total))))
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=cfg.bf16_autocast):
-            per_step = losses(model, embedding, head_w, collate(train_seqs, epoch_batches[step % per_epoch], table),
-                              noise, gen, steps)
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=cfg.bf16_autocast):
+            batch = to_device(collate(train_seqs, epoch_batches[step % per_epoch], table), device)
+            per_step = losses(model, embedding, head_w, batch, noise, gen, steps)
             loss = sum(STEP_DECAY ** k * (r + cls_weight * c) for k, (r, c, *_) in enumerate(per_step))
             reg, cls = per_step[0][:2]
         opt.zero_grad(set_to_none=True)
@@ -264,13 +278,13 @@ def train(cfg: DistillConfig, out_dir: Path, epochs: float, batch_tokens: int, l
         if stop:
             break
     if step == total:
-        model.save(out_dir, {"target": cfg.target, "chat": cfg.chat})
-        OutputHead(torch.tensor(ids), head_w).save(out_dir, with_weight=False)
+        model.cpu().save(out_dir, {"target": cfg.target, "chat": cfg.chat})
+        OutputHead(torch.tensor(ids), head_w.cpu()).save(out_dir, with_weight=False)
         (out_dir / "training.json").write_text(json.dumps(
             {"steps": step, "train_seconds": spent + time.time() - t0, "train_positions": n_tok,
              "sequences": len(train_seqs), "head_tokens": len(ids), "lr": lr, "batch_tokens": batch_tokens,
              "epochs": epochs, "layers": len(model.body.layers), "noise": noise, "cls_weight": cls_weight,
-             "unroll_steps": steps, "step_decay": STEP_DECAY, "init": None if init is None else _rel(init),
+             "unroll_steps": steps, "step_decay": STEP_DECAY, "device": device.type, "init": None if init is None else _rel(init),
              "init_training": None if init is None else init_training(init),
              "history": history,
              "config": json.loads(cfg.to_json())}, indent=1))
@@ -294,6 +308,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="draft steps trained on the draft's own predictions (EAGLE-3's training-time test; 1: off)")
     ap.add_argument("--init", help="start from this finished feature draft instead of the target's last layer")
     ap.add_argument("--fresh", action="store_true")
+    ap.add_argument("--device", default="cpu", help="where to train: cpu, cuda, cuda:N or auto")
     args = ap.parse_args(argv)
     if args.epochs <= 0 or args.batch_tokens < 1 or args.lr <= 0 or args.head_tokens < 1:
         ap.error("--epochs, --batch-tokens, --lr and --head-tokens must be positive")
@@ -312,6 +327,13 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: --init {args.init} is not a feature draft's folder (no config.json with a "
                   f"'feature_draft' key)", file=sys.stderr)
             return 2
+    from decoding.models import ModelLoadError, resolve_device
+
+    try:
+        device = resolve_device(args.device)
+    except ModelLoadError as err:
+        print(f"error: --device: {err}", file=sys.stderr)
+        return 2
     cfg = get_config(args.config)
     if not any(features_dir(cfg).glob("part-*.pt")):
         print(f"error: no target features in {features_dir(cfg)}; run `python -m distill features --config "
@@ -320,5 +342,5 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out)
     train(cfg, out if out.is_absolute() else REPO / out, args.epochs,
           args.batch_tokens, args.lr, args.head_tokens, args.max_seconds, args.fresh, cls_weight=args.cls_weight,
-          noise=args.noise, layers=args.layers, steps=args.unroll_steps, init=init)
+          noise=args.noise, layers=args.layers, steps=args.unroll_steps, init=init, device=device)
     return 0

@@ -7,7 +7,7 @@ distillation sequences (prompt + the target's own continuation). This stage runs
 over each prompt and then over that prompt's kept continuations as one batch that shares the
 prompt's KV cache, and writes the final-norm hidden states (bfloat16) in resumable parts.
 
-    python -m distill features --config distill/configs/tasks.json [--rounds 0,1,2] [--worker I/N]
+    python -m distill features --config distill/configs/tasks.json [--rounds 0,1,2] [--worker I/N] [--device auto]
 """
 
 from __future__ import annotations
@@ -47,11 +47,13 @@ def gather(cfg: DistillConfig, rounds: set[int]) -> dict[int, dict]:
 @torch.inference_mode()
 def prompt_features(decoder, prompt: list[int], conts: list[torch.Tensor]) -> tuple[torch.Tensor, list[torch.Tensor]]:
     """Final hidden states of the prompt (P, d) and of each continuation (len, d): the prompt is
-    run once; the continuations run as one right-padded batch on copies of its cache."""
+    run once; the continuations run as one right-padded batch on copies of its cache. The states come
+    back on the CPU, whichever device the decoder runs on."""
     from transformers import DynamicCache
 
+    device = next(decoder.parameters()).device
     cache = DynamicCache(config=decoder.config)
-    p = decoder(input_ids=torch.tensor([prompt]), past_key_values=cache, use_cache=True)
+    p = decoder(input_ids=torch.tensor([prompt], device=device), past_key_values=cache, use_cache=True)
     cache = p.past_key_values
     cache.batch_repeat_interleave(len(conts))
     width = max(len(c) for c in conts)
@@ -62,13 +64,15 @@ def prompt_features(decoder, prompt: list[int], conts: list[torch.Tensor]) -> tu
         ids[i, : len(c)] = c
         mask[i, len(prompt): len(prompt) + len(c)] = 1
     positions = torch.arange(len(prompt), len(prompt) + width).expand(len(conts), -1)
-    out = decoder(input_ids=ids, attention_mask=mask, position_ids=positions, past_key_values=cache, use_cache=True)
-    hidden = out.last_hidden_state
-    return p.last_hidden_state[0].to(torch.bfloat16), [hidden[i, : len(c)].to(torch.bfloat16) for i, c in enumerate(conts)]
+    out = decoder(input_ids=ids.to(device), attention_mask=mask.to(device), position_ids=positions.to(device),
+                  past_key_values=cache, use_cache=True)
+    hidden = out.last_hidden_state.to(torch.bfloat16).cpu()
+    return (p.last_hidden_state[0].to(torch.bfloat16).cpu(),
+            [hidden[i, : len(c)].clone() for i, c in enumerate(conts)])
 
 
 def run(cfg: DistillConfig, rounds: set[int], worker: tuple[int, int] = (0, 1), max_seconds: float = 0.0,
-        target=None, log=print) -> Path:
+        target=None, log=print, device: str = "cpu") -> Path:
     from decoding.models import load_model
 
     setup_threads()
@@ -78,7 +82,7 @@ def run(cfg: DistillConfig, rounds: set[int], worker: tuple[int, int] = (0, 1), 
     order = sorted(by_prompt)
     parts = [order[i: i + PART_PROMPTS] for i in range(0, len(order), PART_PROMPTS)]
     if target is None:
-        target = load_model(cfg.target, device="cpu")
+        target = load_model(cfg.target, device=device)
     decoder = target.model.get_decoder().to(torch.bfloat16 if cfg.bf16_autocast else torch.float32).eval()
     started = time.perf_counter()
     me, n = worker
@@ -109,6 +113,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", default="0,1,2", help="which sampling rounds of each prompt to keep (0: greedy)")
     ap.add_argument("--worker", default="0/1", help="I/N: this process makes parts k with k %% N == I")
     ap.add_argument("--max-seconds", type=float, default=0.0)
+    ap.add_argument("--device", default="cpu", help="where the target runs: cpu, cuda, cuda:N or auto")
     args = ap.parse_args(argv)
     cfg = get_config(args.config)
     try:
@@ -118,8 +123,15 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"--rounds takes integers joined by commas and --worker I/N (got {args.rounds!r}, {args.worker!r})")
     if not 0 <= me < n:
         ap.error(f"--worker {args.worker}: I must lie in 0..N-1")
+    from decoding.models import ModelLoadError, resolve_device
+
+    try:
+        device = resolve_device(args.device)
+    except ModelLoadError as err:
+        print(f"error: --device: {err}", file=sys.stderr)
+        return 2
     if not any(cfg.path("data_dir").glob("shard-*.pt")):
         print(f"error: no data shards in {cfg.data_dir}; run `python -m distill data` first", file=sys.stderr)
         return 2
-    run(cfg, rounds, (me, n), args.max_seconds)
+    run(cfg, rounds, (me, n), args.max_seconds, device=device)
     return 0

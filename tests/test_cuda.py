@@ -10,6 +10,8 @@ their tensors on the model's device. Logits compared across differently shaped G
 rtol/atol 1e-4 (the CPU tests use atol 1e-5): cuBLAS may reduce in another order per shape.
 """
 
+import json
+
 import pytest
 import torch
 from transformers import DynamicCache
@@ -17,6 +19,7 @@ from transformers import DynamicCache
 import test_engine
 import test_hybrid
 import test_ppd
+from test_distill import smoke_run  # noqa: F401  (the smoke distillation pipeline, a fixture)
 from decoding.cached_lm import CachedLM
 from decoding.models import load_model
 from decoding.output_head import subset_head
@@ -163,3 +166,43 @@ def test_restricted_head_sampled_output_has_the_target_distribution_on_cuda(cuda
     proposal = restricted.drafter(target).propose(ids, 1, sampling, generator)
     assert all(float(proposal.q_rows[0, t]) == 0.0 for t in outside)
     test_engine.test_sampled_speculative_matches_target_distribution((target, restricted))
+
+
+# ------------------------------------------------------------------ the feature draft's stages (test_feature_draft)
+
+
+def test_feature_stages_run_on_cuda(smoke_run, tmp_path):
+    """`distill features` and `train-features --device cuda`: the states made on the GPU are the CPU's
+    (bfloat16 storage), training runs there, and the draft it writes stays exact."""
+    import dataclasses
+    import shutil
+
+    from decoding.pair import load_draft_value
+    from decoding.runner import decode
+    from decoding.strategies import RunConfig
+    from distill.feature_train import train as train_features
+    from distill.features import run as run_features
+
+    cfg, cpu_target, *_ = smoke_run
+    shutil.copytree(cfg.data_dir, tmp_path / "data")
+    cfg = dataclasses.replace(cfg, bf16_autocast=False, data_dir=str(tmp_path / "data"), ckpt_dir=str(tmp_path / "ck"))
+    (target,) = _on_cuda(cfg.target)
+    out = run_features(cfg, {0, 1}, target=target, log=lambda _m: None)
+    record = torch.load(sorted(out.glob("part-*.pt"))[0], weights_only=True)[0]
+    full = torch.cat([record["prompt"], record["conts"][0]["tokens"]])
+    with torch.inference_mode():
+        fresh = cpu_target.model.get_decoder()(input_ids=full[None]).last_hidden_state[0]
+    both = torch.cat([record["prompt_features"], record["conts"][0]["features"]]).float()
+    assert both.device.type == "cpu" and torch.allclose(both, fresh, atol=2e-2)
+    state = train_features(cfg, tmp_path / "fd", epochs=1, batch_tokens=64, lr=1e-3, head_tokens=20, target=target,
+                           log=lambda _m: None, steps=2, device="cuda")
+    assert state["step"] == state["total"] and all(h["reg"] == h["reg"] for h in state["history"])
+    assert json.loads((tmp_path / "fd" / "training.json").read_text())["device"] == "cuda"
+    draft = load_draft_value(str(tmp_path / "fd"), cpu_target, "float32")
+    config = RunConfig(method="speculative", gamma=3, max_new_tokens=12, sampling=SamplingConfig(temperature=0.0),
+                       stop_at_eos=False)
+    ids = cpu_target.encode_prompt("say hi.", chat=True)
+    spec = [t.token_id for r in decode(cpu_target, draft, ids, config) for t in r.emitted]
+    auto = [t.token_id for r in decode(cpu_target, None, ids, dataclasses.replace(config, method="autoregressive"))
+            for t in r.emitted]
+    assert spec == auto

@@ -190,6 +190,7 @@ def test_smoke_features_and_training_make_a_draft_that_stays_exact(smoke_run, tm
     unrolled = train_features(cfg, tmp_path / "fd3", epochs=1, batch_tokens=64, lr=1e-3, head_tokens=20,
                               target=target, log=logs.append, steps=3, init=tmp_path / "fd")
     assert unrolled["step"] == unrolled["total"]
+    assert unrolled["history"][0]["step"] == 0 and "top1_agreement_step3" in unrolled["history"][0]  # the init's baseline
     last = unrolled["history"][-1]
     assert 0 <= last["top1_agreement_step3"] <= 1 and last["reg"] == last["reg"]
     made = json.loads((tmp_path / "fd3" / "training.json").read_text())
@@ -326,6 +327,9 @@ def test_the_feature_stages_refuse_bad_input_with_exit_2(tmp_path, capsys):
     assert "no target features" in capsys.readouterr().err
     assert main(["train-features", "--config", str(config), "--init", str(tmp_path)]) == 2
     assert "is not a feature draft's folder" in capsys.readouterr().err
+    for stage in ("features", "train-features"):
+        assert main([stage, "--config", str(config), "--device", "tpu"]) == 2
+        assert "error: --device: unknown device 'tpu'" in capsys.readouterr().err
     for argv in (["features", "--worker", "3/2"], ["features", "--rounds", "a"], ["train-features", "--layers", "0"],
                  ["train-features", "--cls-weight", "-1"], ["train-features", "--epochs", "0"],
                  ["train-features", "--unroll-steps", "0"]):
