@@ -247,7 +247,7 @@ def train(cfg: DistillConfig, out_dir: Path, epochs: float, batch_tokens: int, l
 
     t0, last = time.time(), time.time()
     gen = torch.Generator().manual_seed(step)
-    epoch_batches, epoch = None, -1
+    epoch_batches, epoch, stop = None, -1, False
     while step < total:
         if step // per_epoch != epoch:
             epoch = step // per_epoch
@@ -277,18 +277,18 @@ def train(cfg: DistillConfig, out_dir: Path, epochs: float, batch_tokens: int, l
             last = time.time()
         if stop:
             break
-    if step == total:
+    if step == total or stop:  # a run stopped by --max-seconds writes the draft so far too (a rerun resumes)
         model.cpu().save(out_dir, {"target": cfg.target, "chat": cfg.chat})
         OutputHead(torch.tensor(ids), head_w.cpu()).save(out_dir, with_weight=False)
         (out_dir / "training.json").write_text(json.dumps(
-            {"steps": step, "train_seconds": spent + time.time() - t0, "train_positions": n_tok,
+            {"steps": step, "total_steps": total, "finished": step == total, "train_seconds": spent + time.time() - t0, "train_positions": n_tok,
              "sequences": len(train_seqs), "head_tokens": len(ids), "lr": lr, "batch_tokens": batch_tokens,
              "epochs": epochs, "layers": len(model.body.layers), "noise": noise, "cls_weight": cls_weight,
              "unroll_steps": steps, "step_decay": STEP_DECAY, "device": device.type, "init": None if init is None else _rel(init),
              "init_training": None if init is None else init_training(init),
              "history": history,
              "config": json.loads(cfg.to_json())}, indent=1))
-        log(f"train-features: wrote {out_dir}")
+        log(f"train-features: wrote {out_dir}" + ("" if step == total else f" (stopped at step {step} of {total})"))
     return {"step": step, "total": total, "history": history}
 
 
@@ -300,7 +300,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--batch-tokens", type=int, default=4096)
     ap.add_argument("--lr", type=float, default=5e-4)
     ap.add_argument("--head-tokens", type=int, default=8192)
-    ap.add_argument("--max-seconds", type=float, default=0.0)
+    ap.add_argument("--max-seconds", type=float, default=0.0,
+                    help="stop after this many seconds, writing a checkpoint and the draft so far (a rerun resumes)")
     ap.add_argument("--cls-weight", type=float, default=CLS_WEIGHT, help="weight of the next-token loss")
     ap.add_argument("--noise", type=float, default=NOISE, help="half-width of the uniform noise on input features")
     ap.add_argument("--layers", type=int, default=1, help="decoder layers of the draft (EAGLE: 1)")

@@ -186,6 +186,11 @@ def test_smoke_features_and_training_make_a_draft_that_stays_exact(smoke_run, tm
     assert again["step"] == state["step"]
     draft = load_draft_value(str(tmp_path / "fd"), target, "float32")
     assert draft.feature is not None and draft.head.size <= 20
+    stopped = train_features(cfg, tmp_path / "fd-stopped", epochs=2, batch_tokens=64, lr=1e-3, head_tokens=20,
+                             target=target, log=logs.append, max_seconds=1e-9)  # stops after its first step
+    made = json.loads((tmp_path / "fd-stopped" / "training.json").read_text())
+    assert stopped["step"] == made["steps"] == 1 < made["total_steps"] == stopped["total"] and not made["finished"]
+    assert load_draft_value(str(tmp_path / "fd-stopped"), target, "float32").feature is not None
     # EAGLE-3's training-time test, going on from the draft just made: its head tokens are kept
     unrolled = train_features(cfg, tmp_path / "fd3", epochs=1, batch_tokens=64, lr=1e-3, head_tokens=20,
                               target=target, log=logs.append, steps=3, init=tmp_path / "fd")
@@ -194,7 +199,7 @@ def test_smoke_features_and_training_make_a_draft_that_stays_exact(smoke_run, tm
     last = unrolled["history"][-1]
     assert 0 <= last["top1_agreement_step3"] <= 1 and last["reg"] == last["reg"]
     made = json.loads((tmp_path / "fd3" / "training.json").read_text())
-    assert made["unroll_steps"] == 3 and made["init"] == "fd"
+    assert made["unroll_steps"] == 3 and made["init"] == "fd" and made["finished"]
     assert made["init_training"]["steps"] == state["step"] and "config" not in made["init_training"]
     assert load_draft_value(str(tmp_path / "fd3"), target, "float32").head.token_ids.tolist() == \
         draft.head.token_ids.tolist()
