@@ -36,7 +36,7 @@ def _presets() -> list[Preset]:
     env_draft = os.environ.get("SPECDEC_APP_DRAFT")
     # the hybrid is the offline default: on a class's chat prompts it ran 1.06x plain decoding where the
     # distilled draft alone ran 0.87x (gamma 4, temperature 0.7, bfloat16: docs/bench/classroom-bfloat16),
-    # and 1.36x against 1.04x on Spec-Bench at 64 new tokens (docs/performance.md; 1.35-1.41x over four runs)
+    # and 1.38x against 1.01x on Spec-Bench at 64 new tokens (docs/performance.md; 1.35-1.41x over five runs)
     hybrid = Preset("default-hybrid", "Offline default: SmolLM2-135M-Instruct, drafted by the hybrid: copies where "
                     "the text repeats, the distilled 16.8M draft elsewhere", DEFAULT_TARGET, HYBRID, True,
                     "runs with no network (first load converts the GGUF, ~20 s); copies a span where the context "

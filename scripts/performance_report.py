@@ -3,8 +3,8 @@
 Reads the benchmark runs under docs/bench/ (each `<name>/bench.json`, written by `python -m decoding
 bench ... --out docs/bench/<name>`), `docs/bench/verify-cost*.json` (`python -m decoding verify-cost
 --json`), `docs/bench/attention-kernels.json` (`scripts/attention_kernels.py`) and
-`docs/bench/draft-head-*.json` (`python -m decoding eval-draft --json`), so no figure in
-either document is typed by hand. Usage:
+`docs/bench/draft-head-*.json` and `docs/bench/feature-draft*.json` (`python -m decoding eval-draft
+--json`), so no figure in either document is typed by hand. Usage:
 
     .venv/bin/python scripts/performance_report.py [--runs spec-bench-bfloat16,spec-bench-float32,...]
 
@@ -193,13 +193,32 @@ def feature_draft_section() -> list[str]:
                          f"{r['engine_check']['prompts']} prompts the engine also ran"
                          for run in runs for r in run["results"]
                          if (r.get("engine_check") or {}).get("tokens_per_call_replay") is not None)
-             + "). The benchmark below measures both in whole runs.", "",
-             "| prompts | draft | params | alpha (T=1) | greedy agreement | tokens/call (greedy, gamma 4) | draft step ms | c |",
-             "|---|---|---|---|---|---|---|---|"]
-    lines += eval_draft_rows(runs, lambda r: (
-        f"{r['draft']} | {r['draft_params'] / 1e6:.1f}M | {r['alpha']:.3f} | {r['greedy_agreement']:.3f} | "
-        f"{r['tokens_per_call_gamma4']:.2f} | {r['draft_step_ms']:.2f} | {r['c']:.3f}"))
+             + "). These runs measured the feature draft as it was before its GPU stages (next section).", ""]
+    lines += FEATURE_DRAFT_HEADER
+    lines += eval_draft_rows(runs, feature_draft_cells)
     return lines + [""]
+
+
+FEATURE_DRAFT_HEADER = ["| prompts | draft | params | alpha (T=1) | greedy agreement | tokens/call (greedy, gamma 4) | "
+                        "draft step ms | c |", "|---|---|---|---|---|---|---|---|"]
+
+
+def feature_draft_cells(r: dict) -> str:
+    return (f"{r['draft']} | {r['draft_params'] / 1e6:.1f}M | {r['alpha']:.3f} | {r['greedy_agreement']:.3f} | "
+            f"{r['tokens_per_call_gamma4']:.2f} | {r['draft_step_ms']:.2f} | {r['c']:.3f}")
+
+
+def feature_draft_gpu_section() -> list[str]:
+    """The feature draft before and after its GPU stages (docs/bench/feature-draft-gpu-*.json: eval-draft runs)."""
+    runs = eval_draft_runs("feature-draft-gpu-spec-bench", "feature-draft-gpu-dev")
+    if not runs:
+        return []
+    lines = ["## The feature draft's GPU stages", "",
+             "Stages 3 and 4 went on from the draft of the section above on more data, on a GPU (the model "
+             "card says how). Each table holds one `python -m decoding eval-draft --json` run per prompt file over the "
+             f"three versions, target and drafts in {runs[0]['results'][0]['draft_dtype']}, 1 thread; tokens per call "
+             "are the engine's greedy runs at gamma 4 over every prompt.", ""]
+    return lines + FEATURE_DRAFT_HEADER + eval_draft_rows(runs, feature_draft_cells) + [""]
 
 
 def headline_keys(result: dict) -> list[str]:
@@ -340,6 +359,7 @@ def main(argv=None) -> int:
     doc += attention_section()
     doc += draft_head_section()
     doc += feature_draft_section()
+    doc += feature_draft_gpu_section()
     doc += baseline_section(results)
     for name, result in results.items():
         doc += run_section(name, result)
