@@ -236,7 +236,8 @@ def train(cfg: DistillConfig, out_dir: Path, epochs: float, batch_tokens: int, l
         f"{sum(p.numel() for p in model.parameters()) / 1e6:.1f}M params")
     warmup = min(50, total // 10 + 1)
     if init is not None and not state:  # where training starts, on this data's holdout: the run's baseline
-        history.append({"step": 0, **evaluate(model, embedding, head_w, val_seqs, table, steps=max(steps, EVAL_STEPS))})
+        baseline = evaluate(model, embedding, head_w, val_seqs, table, steps=max(steps, EVAL_STEPS))
+        history.append({"step": 0, **baseline})
         log(f"train-features: step 0 (the --init draft) {history[-1]}")
 
     def save(finished: bool) -> None:
@@ -281,10 +282,12 @@ def train(cfg: DistillConfig, out_dir: Path, epochs: float, batch_tokens: int, l
         model.cpu().save(out_dir, {"target": cfg.target, "chat": cfg.chat})
         OutputHead(torch.tensor(ids), head_w.cpu()).save(out_dir, with_weight=False)
         (out_dir / "training.json").write_text(json.dumps(
-            {"steps": step, "total_steps": total, "finished": step == total, "train_seconds": spent + time.time() - t0, "train_positions": n_tok,
-             "sequences": len(train_seqs), "head_tokens": len(ids), "lr": lr, "batch_tokens": batch_tokens,
+            {"steps": step, "total_steps": total, "finished": step == total,
+             "train_seconds": spent + time.time() - t0, "train_positions": n_tok, "sequences": len(train_seqs),
+             "head_tokens": len(ids), "lr": lr, "batch_tokens": batch_tokens,
              "epochs": epochs, "layers": len(model.body.layers), "noise": noise, "cls_weight": cls_weight,
-             "unroll_steps": steps, "step_decay": STEP_DECAY, "device": device.type, "init": None if init is None else _rel(init),
+             "unroll_steps": steps, "step_decay": STEP_DECAY, "device": device.type,
+             "init": None if init is None else _rel(init),
              "init_training": None if init is None else init_training(init),
              "history": history,
              "config": json.loads(cfg.to_json())}, indent=1))

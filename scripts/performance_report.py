@@ -215,7 +215,7 @@ def feature_draft_gpu_section() -> list[str]:
         return []
     lines = ["## The feature draft's GPU stages", "",
              "Stages 3 and 4 went on from the draft of the section above on more data, on a GPU (the model "
-             "card says how). Each table holds one `python -m decoding eval-draft --json` run per prompt file over the "
+             "card says how). One `python -m decoding eval-draft --json` run per prompt file over the "
              f"three versions, target and drafts in {runs[0]['results'][0]['draft_dtype']}, 1 thread; tokens per call "
              "are the engine's greedy runs at gamma 4 over every prompt.", ""]
     return lines + FEATURE_DRAFT_HEADER + eval_draft_rows(runs, feature_draft_cells) + [""]

@@ -195,7 +195,8 @@ def test_smoke_features_and_training_make_a_draft_that_stays_exact(smoke_run, tm
     unrolled = train_features(cfg, tmp_path / "fd3", epochs=1, batch_tokens=64, lr=1e-3, head_tokens=20,
                               target=target, log=logs.append, steps=3, init=tmp_path / "fd")
     assert unrolled["step"] == unrolled["total"]
-    assert unrolled["history"][0]["step"] == 0 and "top1_agreement_step3" in unrolled["history"][0]  # the init's baseline
+    baseline = unrolled["history"][0]  # the --init draft, read before training
+    assert baseline["step"] == 0 and "top1_agreement_step3" in baseline
     last = unrolled["history"][-1]
     assert 0 <= last["top1_agreement_step3"] <= 1 and last["reg"] == last["reg"]
     made = json.loads((tmp_path / "fd3" / "training.json").read_text())
