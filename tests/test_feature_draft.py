@@ -373,6 +373,9 @@ def test_shipped_feature_draft_is_exact_and_the_app_offers_it(embedded_target):
     label = next(p.label for p in presets() if p.key == "default-feature")
     message = load_models(label, "", "", "float32", progress=lambda *a, **k: None)
     assert "drafting from the target's own hidden states over the target's 8,192 most frequent tokens" in message
+    label = next(p.label for p in presets() if p.key == "default-hybrid-feature")
+    message = load_models(label, "", "", "float32", progress=lambda *a, **k: None)
+    assert "hybrid" in message and "feature-draft-smollm2-135m" in message, message
 
 
 def test_eval_draft_without_engine_runs_has_no_tokens_per_call_for_a_feature_draft(feature_dir, tiny_target_dir,
