@@ -1,6 +1,7 @@
 """The model-pair presets of the app and the checks on a custom pair (no Gradio here).
 
-On a CPU the offline default is the hybrid drafter (measured below). On a GPU the first preset is
+On a CPU the offline default is the hybrid drafter with the feature draft (measured below; the
+hybrid with the distilled draft where the feature draft is not shipped). On a GPU the first preset is
 the drafter the GPU check measured fastest there (`decoding/gpu_check/choice.py`,
 docs/gpu-choice.json), with what it measured in its note; until a check has run, the presets make
 no GPU speed claim and say how to measure one.
@@ -34,10 +35,9 @@ class Preset:
 def _presets() -> list[Preset]:
     env_target = os.environ.get("SPECDEC_APP_TARGET")
     env_draft = os.environ.get("SPECDEC_APP_DRAFT")
-    # the hybrid is the offline default: on a class's chat prompts it ran 1.06x plain decoding where the
-    # distilled draft alone ran 0.87x (gamma 4, temperature 0.7, bfloat16: docs/bench/classroom-bfloat16),
-    # and 1.38x against 1.01x on Spec-Bench at 64 new tokens (docs/performance.md; 1.35-1.41x over five runs)
-    hybrid = Preset("default-hybrid", "Offline default: SmolLM2-135M-Instruct, drafted by the hybrid: copies where "
+    # the hybrid: 1.38x plain decoding against the distilled draft's 1.01x on Spec-Bench at 64 new tokens
+    # (docs/performance.md; 1.35-1.41x over five runs)
+    hybrid = Preset("default-hybrid", "Offline: SmolLM2-135M-Instruct, drafted by the hybrid: copies where "
                     "the text repeats, the distilled 16.8M draft elsewhere", DEFAULT_TARGET, HYBRID, True,
                     "runs with no network (first load converts the GGUF, ~20 s); copies a span where the context "
                     "repeats itself (summaries, answers from a passage), asks the 16.8M draft elsewhere")
@@ -46,11 +46,15 @@ def _presets() -> list[Preset]:
     feature = Preset("default-feature", "Offline: SmolLM2-135M-Instruct, drafted by the feature draft (EAGLE): "
                      "one layer over the target's own hidden states", DEFAULT_TARGET, str(SHIPPED_FEATURE_DRAFT), True,
                      "drafts from the target's last hidden states, scoring tokens with the target's own head")
-    # the fastest configuration of the Spec-Bench runs: 1.44x against the hybrid's 1.38x (docs/performance.md)
+    # the offline default where the feature draft is shipped: on a class's chat prompts it ran 1.15x plain
+    # decoding at gamma 4 (1.25x at auto) where the hybrid ran 0.97x (1.07x) and the distilled draft alone
+    # 0.97x (1.10x) (temperature 0.7, bfloat16: docs/bench/classroom-bfloat16), and 1.44x against the hybrid's
+    # 1.38x on Spec-Bench (docs/performance.md)
     hybrid_feature = Preset("default-hybrid-feature", "Offline: SmolLM2-135M-Instruct, drafted by the hybrid with the "
                             "feature draft: copies where the text repeats, the feature draft elsewhere", DEFAULT_TARGET,
-                            f"{HYBRID}:{FEATURE}", True, "copies a span where the context repeats itself, asks the "
-                            "feature draft (one layer over the target's own hidden states) elsewhere")
+                            f"{HYBRID}:{FEATURE}", True, "runs with no network (first load converts the GGUF, ~20 s); "
+                            "copies a span where the context repeats itself (summaries, answers from a passage), asks "
+                            "the feature draft (one layer over the target's own hidden states) elsewhere")
     lookup = Preset("default-lookup", "Offline: SmolLM2-135M-Instruct, drafted by prompt lookup (no draft model)",
                     DEFAULT_TARGET, PROMPT_LOOKUP, True, "copies n-grams from the context: drafts only where text repeats")
     if env_target:
@@ -60,10 +64,13 @@ def _presets() -> list[Preset]:
         offline = (configured, hybrid, lookup)
     else:
         offline = (hybrid, distilled, lookup)
+        if (SHIPPED_FEATURE_DRAFT / "config.json").is_file():
+            offline = (hybrid_feature, *offline, feature)
+        first = offline[0]
+        offline = (dataclasses.replace(first, label=first.label.replace("Offline: ", "Offline default: ", 1)),
+                   *offline[1:])
         if _on_gpu():
             offline = _gpu_order(*offline)
-        if (SHIPPED_FEATURE_DRAFT / "config.json").is_file():
-            offline = (*offline, feature, hybrid_feature)
     return [
         *offline,
         Preset("smollm2-360m", "SmolLM2-135M-Instruct → SmolLM2-360M-Instruct (hub)",

@@ -351,7 +351,8 @@ def test_on_a_gpu_the_presets_start_with_the_measured_drafter_or_claim_nothing(m
     monkeypatch.setattr(choice_module, "CHOICE_FILE", path)
     monkeypatch.setattr(choice_module.read_choice, "__defaults__", (path,))
     first = presets_module.presets()[0]
-    assert first.key == "default-hybrid" and "not measured on a GPU yet" in first.note and "x plain" not in first.note
+    assert first.key == "default-hybrid-feature" and "not measured on a GPU yet" in first.note
+    assert "x plain" not in first.note
     choice_module.write_choice({"drafter": "prompt-lookup", "gamma": "auto", "speedup": 1.93, "dtype": "bfloat16",
                                 "device": "NVIDIA L4"}, path)
     listed = presets_module.presets()
