@@ -344,7 +344,8 @@ def readme_block(results: dict) -> str:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--runs", default="spec-bench-bfloat16,spec-bench-float32,spec-bench-feature-float32,spec-bench-long-bfloat16")
+    ap.add_argument("--runs", default="spec-bench-bfloat16,spec-bench-float32,spec-bench-feature-float32,"
+                                      "spec-bench-long-bfloat16,spec-bench-long-feature-bfloat16")
     ap.add_argument("--readme", default=str(ROOT / "README.md"))
     args = ap.parse_args(argv)
     results = {name: r for name in args.runs.split(",") if (r := load(name.strip())) is not None}
