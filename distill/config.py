@@ -115,7 +115,8 @@ CONFIGS = {"full": FULL, "smoke": SMOKE}
 
 
 class ConfigError(ValueError):
-    """A --config that names no built-in configuration and no readable JSON file of its fields."""
+    """A stage option that cannot be used: a --config that names no built-in configuration and no
+    readable JSON file of its fields, or a --device this machine does not have."""
 
 
 def get_config(name: str = "full", **overrides) -> DistillConfig:
@@ -128,6 +129,16 @@ def get_config(name: str = "full", **overrides) -> DistillConfig:
             raise ConfigError(f"--config {name}: not {' or '.join(CONFIGS)} and not a JSON file of the "
                               f"configuration's fields ({exc})") from None
     return dataclasses.replace(base, **{k: v for k, v in overrides.items() if v is not None})
+
+
+def stage_device(text: str) -> torch.device:
+    """A stage's --device (cpu, cuda, cuda:N, auto) as a torch.device; ConfigError if unusable here."""
+    from decoding.models import ModelLoadError, resolve_device
+
+    try:
+        return resolve_device(text)
+    except ModelLoadError as err:
+        raise ConfigError(f"--device: {err}") from None
 
 
 def setup_threads() -> None:

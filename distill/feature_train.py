@@ -29,7 +29,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F
 
-from .config import REPO, DistillConfig, get_config, setup_threads
+from .config import REPO, DistillConfig, get_config, setup_threads, stage_device
 from .features import features_dir
 from decoding.paths import display_path
 
@@ -331,13 +331,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"error: --init {args.init} is not a feature draft's folder (no config.json with a "
                   f"'feature_draft' key)", file=sys.stderr)
             return 2
-    from decoding.models import ModelLoadError, resolve_device
-
-    try:
-        device = resolve_device(args.device)
-    except ModelLoadError as err:
-        print(f"error: --device: {err}", file=sys.stderr)
-        return 2
+    device = stage_device(args.device)
     cfg = get_config(args.config)
     if not any(features_dir(cfg).glob("part-*.pt")):
         print(f"error: no target features in {features_dir(cfg)}; run `python -m distill features --config "

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import torch
 
-from .config import DistillConfig, get_config, setup_threads
+from .config import DistillConfig, get_config, setup_threads, stage_device
 
 PART_PROMPTS = 32  # prompts per output part (a restart redoes at most one part)
 
@@ -123,13 +123,7 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"--rounds takes integers joined by commas and --worker I/N (got {args.rounds!r}, {args.worker!r})")
     if not 0 <= me < n:
         ap.error(f"--worker {args.worker}: I must lie in 0..N-1")
-    from decoding.models import ModelLoadError, resolve_device
-
-    try:
-        device = resolve_device(args.device)
-    except ModelLoadError as err:
-        print(f"error: --device: {err}", file=sys.stderr)
-        return 2
+    device = stage_device(args.device)
     if not any(cfg.path("data_dir").glob("shard-*.pt")):
         print(f"error: no data shards in {cfg.data_dir}; run `python -m distill data` first", file=sys.stderr)
         return 2

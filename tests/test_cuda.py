@@ -17,6 +17,7 @@ import torch
 from transformers import DynamicCache
 
 import test_engine
+import test_feature_draft
 import test_hybrid
 import test_ppd
 from test_distill import smoke_run  # noqa: F401  (the smoke distillation pipeline, a fixture)
@@ -178,8 +179,6 @@ def test_feature_stages_run_on_cuda(smoke_run, tmp_path):
     import shutil
 
     from decoding.pair import load_draft_value
-    from decoding.runner import decode
-    from decoding.strategies import RunConfig
     from distill.feature_train import train as train_features
     from distill.features import run as run_features
 
@@ -199,10 +198,4 @@ def test_feature_stages_run_on_cuda(smoke_run, tmp_path):
     assert state["step"] == state["total"] and all(h["reg"] == h["reg"] for h in state["history"])
     assert json.loads((tmp_path / "fd" / "training.json").read_text())["device"] == "cuda"
     draft = load_draft_value(str(tmp_path / "fd"), cpu_target, "float32")
-    config = RunConfig(method="speculative", gamma=3, max_new_tokens=12, sampling=SamplingConfig(temperature=0.0),
-                       stop_at_eos=False)
-    ids = cpu_target.encode_prompt("say hi.", chat=True)
-    spec = [t.token_id for r in decode(cpu_target, draft, ids, config) for t in r.emitted]
-    auto = [t.token_id for r in decode(cpu_target, None, ids, dataclasses.replace(config, method="autoregressive"))
-            for t in r.emitted]
-    assert spec == auto
+    test_feature_draft.assert_greedy_equals_autoregressive(cpu_target, draft)

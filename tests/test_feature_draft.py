@@ -204,12 +204,7 @@ def test_smoke_features_and_training_make_a_draft_that_stays_exact(smoke_run, tm
     assert made["init_training"]["steps"] == state["step"] and "config" not in made["init_training"]
     assert load_draft_value(str(tmp_path / "fd3"), target, "float32").head.token_ids.tolist() == \
         draft.head.token_ids.tolist()
-    config = RunConfig(method="speculative", gamma=3, max_new_tokens=12, sampling=GREEDY, stop_at_eos=False)
-    ids = target.encode_prompt("say hi.", chat=True)
-    spec = [t.token_id for r in decode(target, draft, ids, config) for t in r.emitted]
-    auto = [t.token_id for r in decode(target, None, ids, dataclasses.replace(config, method="autoregressive"))
-            for t in r.emitted]
-    assert spec == auto
+    assert_greedy_equals_autoregressive(target, draft)
 
 
 def test_unrolled_training_steps_see_what_a_draft_sees_at_inference():
@@ -320,6 +315,16 @@ def test_bench_runs_a_feature_draft_without_an_hf_peer(feature_dir, tiny_target_
                                       f"speculative-hybrid-{label}-g2", "hf-generate"}
     assert result["models"]["drafts"][label]["params"] > 0
     assert all(v == "1/1" for v in result["greedy_equal_to_autoregressive"].values())
+
+
+def assert_greedy_equals_autoregressive(target, draft) -> None:
+    """Greedy speculative decoding with `draft` writes autoregressive decoding's 12 tokens."""
+    config = RunConfig(method="speculative", gamma=3, max_new_tokens=12, sampling=GREEDY, stop_at_eos=False)
+    ids = target.encode_prompt("say hi.", chat=True)
+    spec = [t.token_id for r in decode(target, draft, ids, config) for t in r.emitted]
+    auto = [t.token_id for r in decode(target, None, ids, dataclasses.replace(config, method="autoregressive"))
+            for t in r.emitted]
+    assert spec == auto
 
 
 def test_the_feature_stages_refuse_bad_input_with_exit_2(tmp_path, capsys):
