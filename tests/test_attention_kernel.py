@@ -127,3 +127,29 @@ def test_a_pass_with_an_additive_mask_runs_plain_sdpa(gqa_bf16):
     finally:
         model.set_attn_implementation(NAME)
     assert torch.equal(logits[NAME], logits["sdpa"])
+
+
+@pytest.mark.parametrize("mask_kind", ["bool", "additive"])
+@pytest.mark.parametrize("q_len", [2, 5, 17])
+def test_several_token_passes_read_the_cache_once_per_group(mask_kind, q_len):
+    """A masked pass of several tokens stacks each key/value head's query heads instead of copying
+    the cache per query head: the same attention as SDPA over repeated keys and values, row for
+    row, for a batch of two with different masks (a padded batch, a tree)."""
+    from transformers.integrations.sdpa_attention import sdpa_attention_forward
+
+    from decoding.models.attention import split_attention
+
+    cached = 300
+    q, k, v = (torch.cat([t, t.roll(1, dims=2)]) for t in _attention_inputs(q_len, cached))
+    allowed = torch.arange(cached + q_len)[None, :] <= cached + torch.arange(q_len)[:, None]
+    allowed = allowed[None, None].repeat(2, 1, 1, 1)
+    allowed[1, 0, :, :40] = False  # the second row's padding
+    mask = allowed if mask_kind == "bool" else torch.zeros(allowed.shape, dtype=torch.bfloat16).masked_fill(
+        ~allowed, torch.finfo(torch.bfloat16).min)
+    out, _ = split_attention(_Module(), q, k, v, mask, scaling=1 / 8, dropout=0.0)
+    plain, _ = sdpa_attention_forward(_Module(), q, k, v, mask, scaling=1 / 8, dropout=0.0)
+    assert out.shape == plain.shape == (2, q_len, 9, 64)
+    torch.testing.assert_close(out, plain, rtol=0, atol=2 ** -7)  # within one bfloat16 rounding
+    exact = torch.cat([_exact(q[i:i + 1], k[i:i + 1], v[i:i + 1], allowed[i:i + 1]) for i in range(2)])
+    # as close to the exact attention as the plain kernel
+    assert (out.double() - exact).abs().mean() <= 1.05 * (plain.double() - exact).abs().mean()
