@@ -1,9 +1,10 @@
 """A causal LM with a KV cache that can be extended by any number of tokens and rolled back.
 
 Speculative decoding appends draft tokens to both caches and, after a rejection, drops the
-rejected tail (DynamicCache.crop). The cache always covers a prefix of the committed sequence;
-`extend(sequence)` feeds whatever part of `sequence` the cache lacks plus `extra` tokens in one
-forward pass, so prefill, single steps and gamma+1-token verification are the same call.
+rejected tail (DynamicCache.crop; its layers grow in place, kv_cache.py). The cache always covers a
+prefix of the committed sequence; `extend(sequence)` feeds whatever part of `sequence` the cache
+lacks plus `extra` tokens in one forward pass, so prefill, single steps and gamma+1-token
+verification are the same call.
 A draft with a restricted output head (`output_head.py`) computes its logits with that head.
 A target that a feature draft reads from (`feature_draft.py`) keeps its final hidden states
 (`keep_features`): `features[t]` is the hidden state at position t, valid for t < length.
@@ -14,9 +15,8 @@ model share a forward pass; each run still sees exactly its own cache.
 from __future__ import annotations
 
 import torch
-from transformers import DynamicCache
-
 from . import batching
+from .kv_cache import growing_cache
 
 
 class CachedLM:
@@ -25,7 +25,7 @@ class CachedLM:
         self.device = device
         self.vocab_width = vocab_width  # logits are cut to the vocabulary shared with the other model
         self.head = head  # an OutputHead: logits over its tokens only (-inf elsewhere)
-        self.cache = DynamicCache(config=model.config)
+        self.cache = growing_cache(model.config)  # appends in place (kv_cache.py)
         self.length = 0  # tokens whose keys/values are in the cache
         self.calls = 0  # forward passes so far (a batched pass counts once)
         self.features: torch.Tensor | None = None  # (capacity, hidden) once keep_features() is called

@@ -138,7 +138,7 @@ class FeatureDrafter:
 
     def __init__(self, model: FeatureDraftModel, head: OutputHead, embedding: torch.nn.Module, device,
                  vocab_width: int, name: str):
-        from transformers import DynamicCache
+        from .kv_cache import growing_cache
 
         self.model = model
         self.head = head
@@ -146,7 +146,7 @@ class FeatureDrafter:
         self.device = device
         self.vocab_width = vocab_width
         self.name = name
-        self.cache = DynamicCache(config=model.config)
+        self.cache = growing_cache(model.config)
         self.length = 0  # pairs in the cache, all from true features: pair t sits at position t
         self.calls = 0
         self.target = None  # the target's CachedLM (attach_target)
