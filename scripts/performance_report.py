@@ -137,7 +137,10 @@ def attention_section() -> list[str]:
              f"({machine['cpu']}, {machine.get('cpu_capability', '?')}, {machine['threads']} thread, torch {machine['torch']}, median of "
              f"{data['repeats']}). One target pass, in ms, with each kernel; the last column is the split kernel "
              "the loader gives a bfloat16 or float16 model on the CPU (`decoding/models/attention.py`): "
-             "SDPA, with one-token steps run on float32 copies of q, k and v. float32 models keep SDPA.", "",
+             "SDPA, with one-token steps run on float32 copies of q, k and v, and masked passes of several tokens "
+             "(verify, tree and batched passes) with the query heads of each key/value head stacked, so the cache is "
+             "not copied per query head. float32 models keep SDPA. Every kernel runs on the in-place KV cache "
+             "(`decoding/kv_cache.py`).", "",
              "| dtype | cached tokens | pass | " + " | ".join(kernels) + " |", "|" + "---|" * (len(kernels) + 3)]
     for r in data["rows"]:
         prefill = r["pass"] == "prefill"
