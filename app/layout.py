@@ -249,6 +249,9 @@ def build_demo() -> gr.Blocks:
                                  api_name="race", **model_events)
         shipped_pick.input(open_shipped_race, shipped_pick, race_shown, api_name=False)
         race_upload.upload(open_race_upload, race_upload, race_shown, api_name=False)
+        # a live or opened race replaces the shipped one shown: its name leaves the dropdown
+        for event in (race_btn.click, race_upload.upload):
+            event(lambda: None, None, shipped_pick, api_name=False, queue=False)
         gallery_pick.input(on_gallery_pick, gallery_pick, [race_prompt, lane_a, lane_a_draft, lane_a_gamma, gallery_note],
                            api_name=False)
         lane_a.change(on_lane_a, lane_a, [lane_a_draft, lane_a_gamma], api_name=False)

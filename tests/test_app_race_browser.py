@@ -140,3 +140,25 @@ def test_a_bad_race_file_shows_a_clear_error(browser, app_url, tmp_path):
     page.wait_for_timeout(600)  # the toast slides in
     page.screenshot(path=str(SHOTS / "desktop_race_bad_file.png"))
     page.close()
+
+
+def test_an_opened_race_file_takes_the_shipped_race_name_out_of_the_dropdown(browser, app_url, shipped):
+    """The page opens on the first shipped race; a race opened from a file (or raced live) replaces
+    it in the player, and the dropdown no longer names the race that left."""
+    page = browser.new_page(viewport={"width": 1366, "height": 900})
+    page.goto(app_url)
+    page.wait_for_selector("#lesson-title", timeout=60_000)
+    open_tab(page, "Race")
+    shipped_dropdown = page.get_by_label("Shipped races (replay at once, no model needed)")
+    page.wait_for_function("() => document.querySelector('#race-player .rp-title')?.innerText === 'tiny: opened on load'",
+                           timeout=60_000)
+    assert shipped_dropdown.input_value() == "tiny: opened on load"
+    page.get_by_text("Save or open a race").click()
+    with page.expect_file_chooser() as chooser:
+        page.click("#race-upload")
+    chooser.value.set_files(str(shipped[0] / "tiny.json"))
+    page.wait_for_function("(t) => document.querySelector('#race-player .rp-title')?.innerText === t", arg=TITLE,
+                           timeout=60_000)
+    page.wait_for_function("() => !document.querySelector('#shipped-races input')?.value", timeout=10_000)
+    assert shipped_dropdown.input_value() == ""
+    page.close()
