@@ -9,6 +9,9 @@ the gamma policy and the app all compute their figures here.
 - tokens per second: generated tokens / wall seconds of decoding (model loading excluded).
 - alpha: the mean, over drafted positions, of sum_x min(p(x), q(x)) (Leviathan et al., section
   3.1): the chance that one draft token is accepted.
+- by draft source (a drafter with several sources, the hybrid): per source, its share of the
+  iterations after the prefill, tokens drafted, draft tokens accepted and tokens emitted per
+  iteration, and wall time per iteration (`SourceTally`).
 - two cost ratios, never mixed up:
   `c_step`   = time of one draft step / time of one target step (Leviathan et al.'s c; the
                benchmark times the target step on its own autoregressive run);
@@ -18,10 +21,10 @@ the gamma policy and the app all compute their figures here.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from typing import Iterable
 
-__all__ = ["RunCounts", "tokens_per_second", "tokens_per_call", "mean_accepted", "alpha", "c_step", "c_verify",
+__all__ = ["RunCounts", "SourceTally", "source_key", "tokens_per_second", "tokens_per_call", "mean_accepted", "alpha", "c_step", "c_verify",
            "position_alphas", "measured_alpha_c"]
 
 
@@ -62,6 +65,50 @@ def position_alphas(record) -> list[float]:
     return [d.overlap for d in record.draft]
 
 
+def source_key(record) -> str | None:
+    """Where an iteration's draft came from, as the gamma policy buckets it: "model", "lookup" (a
+    copy after a suffix match of at least the hybrid's minimum), "lookup-short" (after a shorter
+    one) or "none" (a plain target step); None for a record of a method without draft sources."""
+    chain = record.extra.get("chain") if record.extra else None
+    if chain is None:
+        return None
+    if not record.draft or chain.get("source") is None:
+        return "none"
+    if chain["source"] != "lookup":
+        return chain["source"]
+    from .drafters import DraftSource
+
+    return DraftSource("lookup", chain.get("match_length") or 0).key
+
+
+class SourceTally:
+    """Additive per-source counts: source -> [iterations, drafted, accepted, emitted, seconds]."""
+
+    def __init__(self, counts: dict | None = None):
+        self.counts = {k: list(v) for k, v in (counts or {}).items()}
+
+    def add(self, key: str, drafted: int, accepted: int, emitted: int, seconds: float, iterations: int = 1) -> None:
+        row = self.counts.setdefault(key, [0, 0, 0, 0, 0.0])
+        for i, value in enumerate((iterations, drafted, accepted, emitted, seconds)):
+            row[i] += value
+
+    def __add__(self, other: "SourceTally") -> "SourceTally":
+        out = SourceTally(self.counts)
+        for key, (n, d, a, e, t) in other.counts.items():
+            out.add(key, d, a, e, t, iterations=n)
+        return out
+
+    def __bool__(self) -> bool:
+        return bool(self.counts)
+
+    def rows(self) -> dict:
+        """Per source: iterations, their share, and drafted / accepted / emitted tokens and ms per iteration."""
+        total = sum(row[0] for row in self.counts.values())
+        return {key: {"iterations": n, "share": n / total, "drafted_per_iteration": d / n,
+                      "accepted_per_iteration": a / n, "tokens_per_iteration": e / n, "ms_per_iteration": 1000 * t / n}
+                for key, (n, d, a, e, t) in sorted(self.counts.items()) if n}
+
+
 @dataclass
 class RunCounts:
     """Additive counts of one run (or of several: `a + b`), from which every figure follows."""
@@ -83,6 +130,7 @@ class RunCounts:
     # same in every variant, so the speed after it shows what drafting does on long prompts
     first_pass_seconds: float = 0.0  # from the start until the first pass's tokens were out
     first_pass_tokens: int = 0
+    by_source: SourceTally = field(default_factory=SourceTally)  # iterations after the prefill
 
     @classmethod
     def from_records(cls, records: Iterable) -> "RunCounts":
@@ -107,6 +155,11 @@ class RunCounts:
             out.drafted_tokens_timed = sum(len(r.draft) for r in timed)
             out.verify_seconds = sum(r.timings.verify for r in timed)
             out.verify_calls = last.target_calls - records[0].target_calls
+        for r in timed:
+            key = source_key(r)
+            if key is not None:
+                out.by_source.add(key, len(r.draft), r.accepted_length, len(r.emitted),
+                                  r.timings.draft + r.timings.verify + r.timings.other)
         return out
 
     def __add__(self, other: "RunCounts") -> "RunCounts":

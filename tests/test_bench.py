@@ -231,6 +231,21 @@ def test_bench_per_category_with_two_drafters(tmp_path, tiny_target_dir, tiny_dr
     assert result["greedy_equal_precision"] == "float32"
     assert all(v == "3/3" for v in result["greedy_equal_to_autoregressive"].values())
     assert "| variant | chat | copy | all |" in (out / "bench.md").read_text()
+    # where each chain variant's iterations drafted from: they add up to its iterations after the prefill
+    hybrid = f"speculative-hybrid-{label}-g2"
+    assert "by_source" not in rows["autoregressive"] and "by_source" not in rows["hf-generate"]
+    assert set(rows["speculative-prompt-lookup-g2"]["by_source"]) <= {"lookup", "lookup-short", "none"}
+    by_source = rows[hybrid]["by_source"]
+    assert sum(r["share"] for r in by_source.values()) == pytest.approx(1.0)
+    iterations = sum(r["iterations"] for r in by_source.values())
+    assert iterations == sum(r["iterations"] for c in cats.values() for r in c[hybrid]["by_source"].values())
+    assert iterations == rows[hybrid]["target_calls"] - 3  # one target pass per iteration; 3 prefills left out
+    emitted = sum(r["tokens_per_iteration"] * r["iterations"] for r in by_source.values())
+    assert emitted <= rows[hybrid]["tokens"] - 3  # each prefill iteration emitted at least one token
+    for r in by_source.values():
+        assert r["accepted_per_iteration"] <= r["drafted_per_iteration"]
+        assert r["tokens_per_iteration"] == pytest.approx(r["accepted_per_iteration"] + 1)
+    assert f"Where {hybrid}'s iterations after the prefill drafted from" in (out / "bench.md").read_text()
 
 
 def test_bench_tags_each_prompt_for_the_gallery(tmp_path, tiny_target_dir, tiny_draft_dir, capsys):

@@ -51,3 +51,35 @@ def test_the_two_cost_ratios_and_edge_cases():
     assert alpha == pytest.approx(RunCounts.from_records(_run()).alpha) and c == pytest.approx(0.2 / 1.5 * 1)
     assert "per drafted token" in how
     assert measured_alpha_c(_run()[:1])[1:] == (None, "not enough iterations to time")
+
+
+def test_source_tally_adds_up_and_reports_per_iteration():
+    from decoding.metrics import SourceTally
+
+    a, b = SourceTally(), SourceTally()
+    a.add("model", drafted=4, accepted=1, emitted=2, seconds=0.03)
+    a.add("lookup", drafted=6, accepted=6, emitted=7, seconds=0.04)
+    b.add("model", drafted=2, accepted=0, emitted=1, seconds=0.01)
+    rows = (a + b).rows()
+    assert rows["model"] == pytest.approx({"iterations": 2, "share": 2 / 3, "drafted_per_iteration": 3.0,
+                                           "accepted_per_iteration": 0.5, "tokens_per_iteration": 1.5,
+                                           "ms_per_iteration": 20.0})
+    assert rows["lookup"]["share"] == pytest.approx(1 / 3) and rows["lookup"]["tokens_per_iteration"] == 7
+    assert a.rows()["model"]["iterations"] == 1  # adding made a new tally
+    assert not SourceTally() and a
+
+
+def test_source_key_buckets_lookups_by_match_length():
+    from types import SimpleNamespace
+
+    from decoding.drafters import HYBRID_MIN_MATCH
+    from decoding.metrics import source_key
+
+    def record(source, match=None, draft=(1,)):
+        return SimpleNamespace(draft=list(draft), extra={"chain": {"source": source, "match_length": match}})
+
+    assert source_key(record("model")) == "model"
+    assert source_key(record("lookup", HYBRID_MIN_MATCH)) == "lookup"
+    assert source_key(record("lookup", HYBRID_MIN_MATCH - 1)) == "lookup-short"
+    assert source_key(record(None, draft=())) == "none"
+    assert source_key(SimpleNamespace(draft=[], extra={})) is None  # a method without draft sources

@@ -80,6 +80,13 @@ def markdown_report(result: dict, command: str | None = None) -> str:
         lines += ["", "After the prompt's prefill: the speedup once each run's first target pass is done, and the share "
                   "of the time that pass took (the prefill costs every variant the same, so on long prompts it "
                   "caps the whole run's speedup):", "", after_first_pass_markdown(result), ""]
+    for key, row in result["methods"].items():
+        if row.get("by_source"):
+            lines += ["", f"Where {key}'s iterations after the prefill drafted from (share of iterations / tokens "
+                      "emitted per iteration, the correction or bonus token included / draft tokens accepted per "
+                      "iteration / drafted per iteration; lookup = a copy after a suffix match of at least 2 tokens, "
+                      "lookup-short = after a 1-token match, none = a plain target step):", "",
+                      source_markdown(result, key), ""]
     lines += ["", "Goals against the HF peer, checked on this run:", "", "```json", json.dumps(result["goals"], indent=1),
               "```", ""]
     if result.get("greedy_equal_to_autoregressive"):
@@ -166,6 +173,26 @@ def category_markdown(result: dict, variants: list[str] | None = None) -> str:
         r = result["methods"][key]
         cells.append(f"{_fmt(r['speedup'])}x / {_fmt(r['tokens_per_target_call'])} / {_fmt(r['mean_accepted'])}")
         lines.append(f"| {key} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def source_markdown(result: dict, variant: str) -> str:
+    """One row per draft source of `variant`, one column per category (then "all"): share of the
+    iterations / tokens per iteration / accepted per iteration / drafted per iteration."""
+    cats = result.get("categories") or {}
+    names = list(cats)
+    blocks = [(cats[name].get(variant) or {}).get("by_source") or {} for name in names]
+    blocks.append(result["methods"][variant].get("by_source") or {})
+    sources = sorted({source for block in blocks for source in block})
+    lines = ["| source | " + " | ".join(names) + " | all |", "|" + "|".join(["---"] * (len(names) + 2)) + "|"]
+    for source in sources:
+        cells = []
+        for block in blocks:
+            row = block.get(source)
+            cells.append("-" if row is None else
+                         f"{_fmt(row['share'], '.0%')} / {_fmt(row['tokens_per_iteration'])} / "
+                         f"{_fmt(row['accepted_per_iteration'])} / {_fmt(row['drafted_per_iteration'], '.1f')}")
+        lines.append(f"| {source} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 

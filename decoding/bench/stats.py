@@ -52,6 +52,8 @@ def summarize_variant(variant: Variant, timing: dict, quality: list[RunStats], t
     iters = counts.iterations
     out["draft_coverage"] = (counts.drafted_iterations / iters if iters and variant.engine == "ours"
                              and variant.drafts else None)
+    if counts.by_source:  # a drafter with several sources (the hybrid): what each one did
+        out["by_source"] = counts.by_source.rows()
     gammas = [g for s in runs for g in s.gammas]
     out["mean_gamma_asked"] = statistics.fmean(gammas) if gammas else None
     # verify-time medians by fed size (this variant's own passes; prefill excluded)
@@ -252,6 +254,8 @@ def category_table(timing: dict, categories: list[str], ar_key: str, hf_generate
             }
             if hf and key.startswith("hf-"):
                 row["speedup_vs_hf_generate"] = counts.tokens_per_second / hf
+            if counts.by_source:
+                row["by_source"] = counts.by_source.rows()
             block[key] = row
         out[name] = block
     return out
