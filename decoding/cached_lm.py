@@ -15,6 +15,7 @@ model share a forward pass; each run still sees exactly its own cache.
 from __future__ import annotations
 
 import torch
+
 from . import batching
 from .kv_cache import growing_cache
 

@@ -24,8 +24,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Iterable
 
-__all__ = ["RunCounts", "SourceTally", "source_key", "tokens_per_second", "tokens_per_call", "mean_accepted", "alpha", "c_step", "c_verify",
-           "position_alphas", "measured_alpha_c"]
+__all__ = ["RunCounts", "SourceTally", "source_key", "tokens_per_second", "tokens_per_call", "mean_accepted",
+           "alpha", "c_step", "c_verify", "position_alphas", "measured_alpha_c"]
 
 
 def tokens_per_second(tokens: int, seconds: float) -> float:

@@ -224,6 +224,14 @@ def feature_draft_gpu_section() -> list[str]:
     return lines + FEATURE_DRAFT_HEADER + eval_draft_rows(runs, feature_draft_cells) + [""]
 
 
+def sources_table(result: dict, key: str) -> list[str]:
+    """Per draft source of one variant (rows) and category (columns): share of the iterations after
+    the prefill / tokens emitted per iteration / draft tokens accepted per iteration."""
+    from decoding.bench.report import source_markdown
+
+    return source_markdown(result, key, ORDER, CATEGORY_NAMES, drafted=False).splitlines()
+
+
 def headline_keys(result: dict) -> list[str]:
     """Our autoregressive baseline, every speculative variant, and HF's peers."""
     keys = ["autoregressive"]
@@ -256,6 +264,13 @@ def run_section(name: str, result: dict) -> list[str]:
         lines += ["", "After the prompt's prefill: the speedup once each run's first target pass (the prompt's prefill, "
                   "the same work in every variant) is done, and that pass's share of our autoregressive time. On "
                   f"long prompts the prefill caps the whole run's speedup at {new_tokens} new tokens:", ""] + after
+    for key in keys:
+        sources = result["methods"].get(key, {}).get("by_source") or {}
+        if len(sources) > 1 and "model" in sources:  # a hybrid: which source drafted where
+            lines += ["", f"Where {key}'s iterations after the prefill drafted from: share of the iterations / tokens "
+                      "per iteration (the correction or bonus token included) / draft tokens accepted per iteration. "
+                      "lookup: a copy after a suffix match of at least 2 tokens; lookup-short: after a 1-token match; "
+                      "none: a plain target step (the automatic γ chose 0):", ""] + sources_table(result, key)
     hf = result.get("hf_assisted_speedup_by_draft") or {}
     ar_vs_hf = result.get("ratios", {}).get("autoregressive_vs_hf_generate")
     lines += ["", f"Our autoregressive decoding runs at {_x(ar_vs_hf)} the speed of HF `generate()`; HF assisted "

@@ -176,22 +176,26 @@ def category_markdown(result: dict, variants: list[str] | None = None) -> str:
     return "\n".join(lines) + "\n"
 
 
-def source_markdown(result: dict, variant: str) -> str:
-    """One row per draft source of `variant`, one column per category (then "all"): share of the
-    iterations / tokens per iteration / accepted per iteration / drafted per iteration."""
+def source_markdown(result: dict, variant: str, categories: list[str] | None = None, labels: dict | None = None,
+                    drafted: bool = True) -> str:
+    """One row per draft source of `variant`, one column per category (`categories`, in that order,
+    headed by `labels`; default: the run's) then "all": share of the iterations / tokens per
+    iteration / accepted per iteration (/ drafted per iteration)."""
     cats = result.get("categories") or {}
-    names = list(cats)
+    names = [c for c in (categories or list(cats)) if c in cats]
     blocks = [(cats[name].get(variant) or {}).get("by_source") or {} for name in names]
     blocks.append(result["methods"][variant].get("by_source") or {})
     sources = sorted({source for block in blocks for source in block})
-    lines = ["| source | " + " | ".join(names) + " | all |", "|" + "|".join(["---"] * (len(names) + 2)) + "|"]
+    heads = [(labels or {}).get(name, name) for name in names]
+    lines = ["| source | " + " | ".join(heads) + " | all |", "|" + "|".join(["---"] * (len(names) + 2)) + "|"]
     for source in sources:
         cells = []
         for block in blocks:
             row = block.get(source)
             cells.append("-" if row is None else
                          f"{_fmt(row['share'], '.0%')} / {_fmt(row['tokens_per_iteration'])} / "
-                         f"{_fmt(row['accepted_per_iteration'])} / {_fmt(row['drafted_per_iteration'], '.1f')}")
+                         f"{_fmt(row['accepted_per_iteration'])}"
+                         + (f" / {_fmt(row['drafted_per_iteration'], '.1f')}" if drafted else ""))
         lines.append(f"| {source} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
