@@ -46,6 +46,7 @@ def main(argv=None) -> int:
         return 2
     import torch
 
+    from decoding.bench.cli import draft_label
     from decoding.drafters import copy_proposal, lookup_source
     from decoding.pair import load_pair
     from decoding.prompt_files import read_prompt_rows
@@ -60,7 +61,7 @@ def main(argv=None) -> int:
         print(f"error: no prompt of {args.prompts} has a category in {sorted(wanted)}", file=sys.stderr)
         return 2
     target, draft = load_pair("default", args.draft, dtype=bench["models"].get("dtype", "torch.bfloat16").split(".")[-1])
-    key = f"speculative-{bench_key(args.draft)}-auto"
+    key = f"speculative-{draft_label(args.draft)}-auto"
     row = bench["methods"].get(key)
     if row is None or not row.get("verify_ms_by_tokens") or row.get("t_draft_step_ms") is None:
         print(f"error: {args.bench} has no timed row {key}", file=sys.stderr)
@@ -100,14 +101,9 @@ def main(argv=None) -> int:
         for record, (kind, other) in zip(drafted, others):
             if record.context_length == len(ids):
                 continue  # the prefill pass
-            future = output[record.context_length - len(ids):]
-            accepted = 0
-            while accepted < min(len(other), len(future)) and other[accepted] == future[accepted]:
-                accepted += 1
+            accepted = leading_equal(other, output[record.context_length - len(ids):])
             k = len(record.draft)
-            shared = 0
-            while shared < min(k, len(other)) and other[shared] == record.draft[shared]:
-                shared += 1
+            shared = leading_equal(other, [d.token_id for d in record.draft])  # a shared start is one path
             t["iterations"] += 1
             t["chain_tokens"] += len(record.emitted)
             t["tree_tokens"] += max(len(record.emitted), accepted + 1)
@@ -126,9 +122,12 @@ def main(argv=None) -> int:
     return 0
 
 
-def bench_key(spec: str) -> str:
-    """The benchmark's label of a draft spec ("hybrid:feature" -> "hybrid-feature")."""
-    return spec.replace(":", "-")
+def leading_equal(a: list, b: list) -> int:
+    """How many leading tokens of a and b are equal."""
+    n = 0
+    while n < min(len(a), len(b)) and a[n] == b[n]:
+        n += 1
+    return n
 
 
 if __name__ == "__main__":
