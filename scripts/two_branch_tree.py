@@ -46,6 +46,7 @@ def main(argv=None) -> int:
         return 2
     import torch
 
+    from decoding.bench.ceiling import leading_equal
     from decoding.bench.cli import draft_label
     from decoding.drafters import copy_proposal, lookup_source
     from decoding.pair import load_pair
@@ -120,14 +121,6 @@ def main(argv=None) -> int:
               f"{t['tree_tokens'] / n:.2f} tree (the other branch longer in {t['other_longer']}); ms per pass "
               f"{t['chain_ms'] / n:.1f} chain, {t['tree_ms'] / n:.1f} tree; tree speed / chain speed {tree_rate / chain_rate:.3f}")
     return 0
-
-
-def leading_equal(a: list, b: list) -> int:
-    """How many leading tokens of a and b are equal."""
-    n = 0
-    while n < min(len(a), len(b)) and a[n] == b[n]:
-        n += 1
-    return n
 
 
 if __name__ == "__main__":

@@ -1,0 +1,240 @@
+"""How fast could copying make greedy decoding: replay a fixed output under drafting rules, real and oracle.
+
+Greedy speculative decoding emits exactly the autoregressive output, so for any rule that proposes
+tokens at each iteration, how many the target accepts follows from that output alone: the leading
+proposed tokens equal to what comes next. Replaying the output under a rule, with the measured
+time of a target pass over n new tokens (`VerifyCost`), gives that rule's speed without running
+it. Rules that know the answer (oracles) bound what any copying drafter can reach:
+
+- `lookup_rule`: the engine's prompt lookup (`drafters.suffix_match`: the most recent longest
+  suffix match), a fixed number of copied tokens. It checks the replay against the benchmark.
+- `oracle_gate`: the same copy, proposed only where its first token is right.
+- `oracle_length`: the same occurrence, exactly as many tokens as will be accepted.
+- `oracle_choice`: the occurrence (of the last token) whose copy runs longest, a fixed length.
+- `oracle_copy`: the best occurrence and exactly its accepted length: no copying drafter does better.
+- `copy_tree`: the continuations of several occurrences verified together in one pass.
+
+Positions where a rule copies nothing can be given to a draft model in expectation (`ModelDraft`:
+acceptance alpha per token, independent, at its best gamma; Leviathan et al. eq. 1 with the measured
+verify cost), so the bound for "perfect copying plus today's model" is one replay too.
+"""
+
+from __future__ import annotations
+
+import json
+from bisect import bisect_left
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..drafters import suffix_match
+from ..theory import expected_tokens_per_call
+
+MAX_RUN = 64  # the longest copy any rule proposes
+
+
+class VerifyCost:
+    """Milliseconds of one target pass over n new tokens after `context` cached ones, interpolated
+    linearly in n between the measured sizes and in the context between the measured contexts
+    (clamped outside both): `python -m decoding verify-cost --json` files, one per context."""
+
+    def __init__(self, tables: dict[int, dict[int, float]]):
+        if not tables:
+            raise ValueError("VerifyCost needs at least one measured context")
+        self.contexts = sorted(tables)
+        self.tables = {c: dict(sorted(tables[c].items())) for c in self.contexts}
+        for c, table in self.tables.items():
+            if 1 not in table:
+                raise ValueError(f"the verify-cost table at context {c} lacks a one-token pass")
+
+    @classmethod
+    def from_files(cls, paths: list[str | Path], dtype: str) -> "VerifyCost":
+        tables = {}
+        for path in paths:
+            data = json.loads(Path(path).read_text())
+            if dtype not in data.get("rows", {}):
+                raise ValueError(f"{path} has no {dtype} row (it has {sorted(data.get('rows', {}))})")
+            tables[int(data["context"])] = {int(n): float(ms) for n, ms in data["rows"][dtype]["ms"].items()}
+        return cls(tables)
+
+    @staticmethod
+    def _along(points: dict[int, float], x: float) -> float:
+        xs = list(points)
+        if x <= xs[0]:
+            return points[xs[0]]
+        if x >= xs[-1]:
+            return points[xs[-1]]
+        i = bisect_left(xs, x)
+        x0, x1 = xs[i - 1], xs[i]
+        return points[x0] + (points[x1] - points[x0]) * (x - x0) / (x1 - x0)
+
+    def ms(self, n_tokens: int, context: int) -> float:
+        by_context = {c: self._along(self.tables[c], n_tokens) for c in self.contexts}
+        return self._along(by_context, context)
+
+
+def run_length(sequence: list[int], source: int, start: int, cap: int = MAX_RUN) -> int:
+    """How many tokens from `source` on equal those from `start` on (at most `cap`; the copy never
+    reads at or past `start`, which is not yet known when the copy is made)."""
+    n = 0
+    while n < cap and start + n < len(sequence) and source + n < start and sequence[source + n] == sequence[start + n]:
+        n += 1
+    return n
+
+
+def occurrences(sequence: list[int], t: int) -> list[int]:
+    """Where the continuation of every earlier occurrence of sequence[t] starts, most recent first."""
+    return [i + 1 for i in range(t - 1, -1, -1) if sequence[i] == sequence[t]]
+
+
+# A rule sees the output and the index t of the last committed token; it returns
+# (tokens the target accepts, tokens proposed). Rules marked oracle read the future.
+
+def lookup_rule(tokens: int, max_match: int = 32):
+    def rule(sequence: list[int], t: int) -> tuple[int, int]:
+        found = suffix_match(sequence[: t + 1], max_match)
+        if found is None:
+            return 0, 0
+        proposed = min(tokens, t + 1 - found[0])
+        return run_length(sequence, found[0], t + 1, proposed), proposed
+    return rule
+
+
+def oracle_gate(tokens: int, max_match: int = 32):
+    copy = lookup_rule(tokens, max_match)
+
+    def rule(sequence: list[int], t: int) -> tuple[int, int]:
+        accepted, proposed = copy(sequence, t)
+        return (accepted, proposed) if accepted else (0, 0)
+    return rule
+
+
+def oracle_length(sequence: list[int], t: int, max_match: int = 32) -> tuple[int, int]:
+    found = suffix_match(sequence[: t + 1], max_match)
+    accepted = run_length(sequence, found[0], t + 1) if found else 0
+    return accepted, accepted
+
+
+def oracle_choice(tokens: int):
+    def rule(sequence: list[int], t: int) -> tuple[int, int]:
+        starts = occurrences(sequence, t)
+        if not starts:
+            return 0, 0
+        return max(run_length(sequence, s, t + 1, tokens) for s in starts), tokens
+    return rule
+
+
+def oracle_copy(sequence: list[int], t: int) -> tuple[int, int]:
+    best = max((run_length(sequence, s, t + 1) for s in occurrences(sequence, t)), default=0)
+    return best, best
+
+
+def copy_tree(branches: int, tokens: int, max_match: int = 32):
+    """The continuations (`tokens` long) of up to `branches` occurrences of the last token, longest
+    suffix match first (most recent among equals), distinct; one pass over their prefix tree."""
+    def rule(sequence: list[int], t: int) -> tuple[int, int]:
+        ranked = []
+        for s in occurrences(sequence, t):
+            n = 1
+            while n < max_match and s - 1 - n >= 0 and sequence[s - 1 - n] == sequence[t - n]:
+                n += 1
+            ranked.append((-n, len(ranked), s))
+        ranked.sort()
+        paths, nodes = [], set()
+        for _, _, s in ranked:
+            path = tuple(sequence[s: min(s + tokens, t + 1)])
+            if path and path not in paths:
+                paths.append(path)
+                nodes.update(path[:i] for i in range(1, len(path) + 1))
+            if len(paths) == branches:
+                break
+        if not paths:
+            return 0, 0
+        accepted = max(leading_equal(path, sequence[t + 1:]) for path in paths)
+        return accepted, len(nodes)
+    return rule
+
+
+def leading_equal(a, b) -> int:
+    """How many leading tokens of a and b are equal."""
+    n = 0
+    while n < min(len(a), len(b)) and a[n] == b[n]:
+        n += 1
+    return n
+
+
+@dataclass(frozen=True)
+class ModelDraft:
+    """A draft model in expectation: each token accepted with probability `alpha`, independently;
+    a draft step costs `c` target steps. Used where a copying rule proposes nothing."""
+
+    alpha: float
+    c: float
+    max_gamma: int = 8
+
+    def ms_per_token(self, cost: VerifyCost, context: int) -> float:
+        """Expected milliseconds per emitted token at the best gamma (0: a plain step)."""
+        step = cost.ms(1, context)
+        best = step
+        for gamma in range(1, self.max_gamma + 1):
+            ms = (cost.ms(gamma + 1, context) + gamma * self.c * step) / expected_tokens_per_call(self.alpha, gamma)
+            best = min(best, ms)
+        return best
+
+
+@dataclass
+class Replay:
+    """One output replayed under one rule: emitted tokens, iterations, and milliseconds of the
+    decoding after the prefill, for the rule and for autoregressive decoding."""
+
+    tokens: int = 0
+    iterations: int = 0
+    rule_ms: float = 0.0
+    autoregressive_ms: float = 0.0
+
+    def add(self, other: "Replay") -> None:
+        self.tokens += other.tokens
+        self.iterations += other.iterations
+        self.rule_ms += other.rule_ms
+        self.autoregressive_ms += other.autoregressive_ms
+
+    @property
+    def speedup(self) -> float:
+        return self.autoregressive_ms / self.rule_ms if self.rule_ms else 0.0
+
+    @property
+    def tokens_per_iteration(self) -> float:
+        return self.tokens / self.iterations if self.iterations else 0.0
+
+
+def replay(sequence: list[int], prompt_length: int, rule, cost: VerifyCost, model: ModelDraft | None = None) -> Replay:
+    """Replay the output `sequence[prompt_length:]` (the prefill pass emitted its first token) under
+    `rule`; where the rule proposes nothing and `model` is given, the model's expected cost per token."""
+    out = Replay()
+    t = prompt_length
+    last = len(sequence) - 1
+    while t < last:
+        accepted, proposed = rule(sequence, t) if rule is not None else (0, 0)
+        if proposed == 0 and model is not None:
+            out.rule_ms += model.ms_per_token(cost, t)
+            out.tokens += 1
+            out.iterations += 1
+            t += 1
+            continue
+        accepted = min(accepted, last - t - 1)  # the output ends: the last pass emits what is left
+        out.rule_ms += cost.ms(proposed + 1, t)
+        out.tokens += accepted + 1
+        out.iterations += 1
+        t += accepted + 1
+    out.autoregressive_ms = sum(cost.ms(1, u) for u in range(prompt_length, last))
+    return out
+
+
+def with_prefill(decode_speedup: float, prefill_share: float) -> float:
+    """The whole run's speedup when a share of autoregressive time is the prefill, which both pay."""
+    return 1.0 / (prefill_share + (1.0 - prefill_share) / decode_speedup)
+
+
+def needed_decode_speedup(goal: float, prefill_share: float) -> float | None:
+    """The speedup after the prefill that makes the whole run `goal` times faster (None: unreachable)."""
+    rest = 1.0 / goal - prefill_share
+    return (1.0 - prefill_share) / rest if rest > 0 else None

@@ -1,0 +1,163 @@
+"""How far can copying (and today's draft model) take greedy speculative decoding on Spec-Bench?
+
+Decodes every prompt autoregressively (greedy, the benchmark's settings: chat template, a fixed
+number of new tokens, no stop at end of sequence) with the engine, then replays each output under
+drafting rules (`decoding/bench/ceiling.py`): the engine's prompt lookup, and oracles that know the
+output (where to copy from, when, how much). A pass over n new tokens costs what `python -m decoding
+verify-cost` measured (`--verify-cost`, one file per cached context, interpolated); each category's
+prefill share and autoregressive time come from a benchmark run (`--bench`), so the speedups are
+the whole run's, as the benchmark reports them. Where a rule copies nothing, the `+ model` rows hand
+the position to a draft model in expectation, with the alpha and c that `eval-draft` measured for the
+shipped feature draft (`--draft-eval`) or a stronger one (`--alphas`).
+
+    .venv/bin/python scripts/copy_ceiling.py --out docs/bench/copy-ceiling.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+CATEGORIES = ("mt_bench", "translation", "summarization", "qa", "math_reasoning", "rag")
+NAMES = {"mt_bench": "multi-turn", "translation": "translation", "summarization": "summarization", "qa": "QA",
+         "math_reasoning": "math", "rag": "RAG"}
+
+
+def rules(alpha: float, c: float, extra_alphas: list[float]):
+    """(name, rule, model) rows, in the order the table shows them."""
+    from decoding.bench import ceiling as cl
+
+    rows = [
+        ("prompt lookup, 4 tokens (the engine's rule)", cl.lookup_rule(4), None),
+        ("copy tree: 2 occurrences x 4 tokens", cl.copy_tree(2, 4), None),
+        ("copy tree: 3 occurrences x 4 tokens", cl.copy_tree(3, 4), None),
+        ("oracle: lookup only where its first token is right", cl.oracle_gate(4), None),
+        ("oracle: lookup's occurrence, exactly its accepted length", cl.oracle_length, None),
+        ("oracle: the best occurrence, 4 tokens", cl.oracle_choice(4), None),
+        ("oracle copy: the best occurrence, exactly its accepted length", cl.oracle_copy, None),
+        (f"model alone (alpha {alpha:.2f}, c {c:.3f})", None, cl.ModelDraft(alpha, c)),
+        (f"oracle copy + model (alpha {alpha:.2f})", cl.oracle_copy, cl.ModelDraft(alpha, c)),
+    ]
+    for a in extra_alphas:
+        rows.append((f"model alone (alpha {a:.2f})", None, cl.ModelDraft(a, c)))
+        rows.append((f"oracle copy + model (alpha {a:.2f})", cl.oracle_copy, cl.ModelDraft(a, c)))
+    return rows
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--prompts", default="benchmarks/spec_bench.jsonl")
+    ap.add_argument("--bench", default="docs/bench/spec-bench-bfloat16/bench.json",
+                    help="a benchmark run: per category the autoregressive time and its prefill share")
+    ap.add_argument("--verify-cost", default="docs/bench/verify-cost.json,docs/bench/verify-cost-long.json",
+                    help="comma-separated verify-cost JSON files (one per cached context)")
+    ap.add_argument("--draft-eval", default="docs/bench/feature-draft-gpu-spec-bench.json",
+                    help="an eval-draft JSON: the last result's alpha and c are today's model")
+    ap.add_argument("--alphas", default="0.5,0.6,0.7", help="comma-separated alphas of a stronger draft model")
+    ap.add_argument("--dtype", default="bfloat16")
+    ap.add_argument("--max-new-tokens", type=int, default=64)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--out", default=None, help="write the JSON here (and the table beside it as .md)")
+    args = ap.parse_args(argv)
+    if args.max_new_tokens < 2 or args.threads < 1:
+        print("error: --max-new-tokens must be >= 2 and --threads >= 1", file=sys.stderr)
+        return 2
+    try:
+        extra = [float(a) for a in args.alphas.split(",") if a.strip()]
+        if any(not 0.0 <= a < 1.0 for a in extra):
+            raise ValueError("each alpha must be in [0, 1)")
+        bench = json.loads(Path(args.bench).read_text())
+        evaluation = json.loads(Path(args.draft_eval).read_text())["results"][-1]
+        from decoding.bench.ceiling import VerifyCost
+
+        cost = VerifyCost.from_files(args.verify_cost.split(","), args.dtype)
+    except (OSError, ValueError, KeyError, IndexError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    missing = [c for c in CATEGORIES if "autoregressive" not in bench["categories"].get(c, {})]
+    if missing:
+        print(f"error: {args.bench} has no autoregressive row for {missing}", file=sys.stderr)
+        return 2
+    import torch
+
+    from decoding.bench.ceiling import Replay, needed_decode_speedup, replay, with_prefill
+    from decoding.pair import load_pair
+    from decoding.prompt_files import read_prompt_rows
+    from decoding.runner import decode
+    from decoding.strategies import RunConfig
+    from decoding.warp import SamplingConfig
+
+    torch.set_num_threads(args.threads)
+    target, _ = load_pair("default", "prompt-lookup", dtype=args.dtype)
+    chat = bench["settings"].get("chat", True)
+    outputs = []  # (category, sequence, prompt length)
+    started = time.time()
+    for row in read_prompt_rows(args.prompts):
+        if row.category not in CATEGORIES:
+            continue
+        ids = target.encode_prompt(row.prompt, chat)
+        config = RunConfig(method="autoregressive", max_new_tokens=args.max_new_tokens, sampling=SamplingConfig(0.0),
+                           stop_at_eos=False, lean=True, chat=chat)
+        emitted = [t.token_id for r in decode(target, None, ids, config) for t in r.emitted]
+        outputs.append((row.category, list(ids) + emitted, len(ids)))
+    decode_seconds = time.time() - started
+
+    table = []
+    for name, rule, model in rules(evaluation["alpha"], evaluation["c"], extra):
+        ar_total = rule_total = 0.0
+        per_category = {}
+        for category in CATEGORIES:
+            part = Replay()
+            for cat, sequence, prompt_length in outputs:
+                if cat == category:
+                    part.add(replay(sequence, prompt_length, rule, cost, model))
+            measured = bench["categories"][category]["autoregressive"]
+            share, seconds = measured["first_pass_share"], measured["seconds"]
+            whole = with_prefill(part.speedup, share)
+            ar_total += seconds
+            rule_total += seconds / whole
+            per_category[category] = {"after_prefill": part.speedup, "whole_run": whole,
+                                      "tokens_per_iteration": part.tokens_per_iteration}
+        table.append({"rule": name, "overall": ar_total / rule_total, "categories": per_category})
+    needed = {c: needed_decode_speedup(1.7, bench["categories"][c]["autoregressive"]["first_pass_share"])
+              for c in ("summarization", "rag")}
+    result = {
+        "date": time.strftime("%Y-%m-%d %H:%M"), "command": "python scripts/copy_ceiling.py " + " ".join(argv or sys.argv[1:]),
+        "prompts": len(outputs), "max_new_tokens": args.max_new_tokens, "dtype": args.dtype, "threads": args.threads,
+        "decode_seconds": decode_seconds, "bench": args.bench, "verify_cost": args.verify_cost,
+        "draft_eval": {"file": args.draft_eval, "draft": evaluation.get("draft"), "alpha": evaluation["alpha"],
+                       "c": evaluation["c"]},
+        "prefill_share": {c: bench["categories"][c]["autoregressive"]["first_pass_share"] for c in CATEGORIES},
+        "needed_after_prefill_for_1_7x": needed,
+        "rows": table,
+    }
+    text = markdown(result)
+    print(text)
+    if args.out:
+        Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
+        Path(args.out).with_suffix(".md").write_text(text + "\n")
+    return 0
+
+
+def markdown(result: dict) -> str:
+    head = "| rule | all 48 | " + " | ".join(NAMES[c] for c in CATEGORIES) + " |"
+    lines = [head, "|" + "---|" * (len(CATEGORIES) + 2)]
+    for row in result["rows"]:
+        cells = [f"{row['categories'][c]['whole_run']:.2f}x" for c in CATEGORIES]
+        lines.append(f"| {row['rule']} | **{row['overall']:.2f}x** | " + " | ".join(cells) + " |")
+    needed = result["needed_after_prefill_for_1_7x"]
+    lines.append("")
+    lines.append("Whole-run speedups over autoregressive decoding (the prefill included, at each category's "
+                 "measured share). 1.7x on a whole run needs, after the prefill, "
+                 + ", ".join(f"{NAMES[c]} {v:.2f}x" if v else f"{NAMES[c]}: unreachable" for c, v in needed.items())
+                 + ".")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
