@@ -24,8 +24,6 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 CATEGORIES = ("mt_bench", "translation", "summarization", "qa", "math_reasoning", "rag")
-NAMES = {"mt_bench": "multi-turn", "translation": "translation", "summarization": "summarization", "qa": "QA",
-         "math_reasoning": "math", "rag": "RAG"}
 
 
 def rules(alpha: float, c: float, extra_alphas: list[float]):
@@ -85,7 +83,7 @@ def main(argv=None) -> int:
         return 2
     import torch
 
-    from decoding.bench.ceiling import Replay, needed_decode_speedup, replay, with_prefill
+    from decoding.bench.ceiling import Replay, markdown, needed_decode_speedup, replay, with_prefill
     from decoding.pair import load_pair
     from decoding.prompt_files import read_prompt_rows
     from decoding.runner import decode
@@ -128,7 +126,7 @@ def main(argv=None) -> int:
               for c in ("summarization", "rag")}
     result = {
         "date": time.strftime("%Y-%m-%d %H:%M"), "command": "python scripts/copy_ceiling.py " + " ".join(argv or sys.argv[1:]),
-        "prompts": len(outputs), "max_new_tokens": args.max_new_tokens, "dtype": args.dtype, "threads": args.threads,
+        "prompts": len(outputs), "categories": list(CATEGORIES), "max_new_tokens": args.max_new_tokens, "dtype": args.dtype, "threads": args.threads,
         "decode_seconds": decode_seconds, "bench": args.bench, "verify_cost": args.verify_cost,
         "draft_eval": {"file": args.draft_eval, "draft": evaluation.get("draft"), "alpha": evaluation["alpha"],
                        "c": evaluation["c"]},
@@ -142,21 +140,6 @@ def main(argv=None) -> int:
         Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
         Path(args.out).with_suffix(".md").write_text(text + "\n")
     return 0
-
-
-def markdown(result: dict) -> str:
-    head = "| rule | all 48 | " + " | ".join(NAMES[c] for c in CATEGORIES) + " |"
-    lines = [head, "|" + "---|" * (len(CATEGORIES) + 2)]
-    for row in result["rows"]:
-        cells = [f"{row['categories'][c]['whole_run']:.2f}x" for c in CATEGORIES]
-        lines.append(f"| {row['rule']} | **{row['overall']:.2f}x** | " + " | ".join(cells) + " |")
-    needed = result["needed_after_prefill_for_1_7x"]
-    lines.append("")
-    lines.append("Whole-run speedups over autoregressive decoding (the prefill included, at each category's "
-                 "measured share). 1.7x on a whole run needs, after the prefill, "
-                 + ", ".join(f"{NAMES[c]} {v:.2f}x" if v else f"{NAMES[c]}: unreachable" for c, v in needed.items())
-                 + ".")
-    return "\n".join(lines)
 
 
 if __name__ == "__main__":

@@ -341,6 +341,45 @@ def verify_section() -> list[str]:
     return lines
 
 
+def ceiling_section(results: dict) -> list[str]:
+    """How far copying and a draft model can go on these outputs (scripts/copy_ceiling.py), beside
+    the measured speedups of the benchmark run it took its prefill shares from."""
+    data = read_json(BENCH / "copy-ceiling.json")
+    if data is None:
+        return []
+    from decoding.bench.ceiling import markdown
+
+    rows = {}  # the first row of each kind: today's draft before the stronger ones
+    for row in data["rows"]:
+        rows.setdefault(row["rule"].split(" (")[0].split(":")[0], row)
+    lookup, oracle, model = rows.get("prompt lookup, 4 tokens"), rows.get("oracle copy"), rows.get("model alone")
+    measured = results.get(Path(data["bench"]).parent.name, {}).get("methods", {})
+    measured_lookup = measured.get("speculative-prompt-lookup-auto", {}).get("speedup")
+    measured_feature = measured.get("speculative-feature-auto", {}).get("speedup")
+    lines = ["## How far copying can go: the engine's lookup against oracles", "",
+             f"Command: `{data['command']}` ({data['date']}, {data['dtype']}, {data['threads']} thread). Greedy "
+             "speculative decoding emits the autoregressive output, so any drafting rule's accepted tokens follow from "
+             f"that output alone. The script decodes the {data['prompts']} prompts autoregressively ({data['max_new_tokens']} "
+             "new tokens, as the benchmark does), replays each output under a rule, and costs every pass with the measured "
+             f"verify times (`{data['verify_cost']}`, interpolated in pass size and cached length) and each category's "
+             f"prefill share from `{data['bench']}`. Oracles read the output: where to copy from, whether the copy's first "
+             "token is right, how many tokens will be accepted. The `+ model` rows give every position no copy covers to a "
+             "draft model in expectation (alpha per token, independent, at its best gamma), with the alpha and c that "
+             f"`eval-draft` measured for the shipped feature draft (`{data['draft_eval']['file']}`: alpha "
+             f"{data['draft_eval']['alpha']:.3f}, c {data['draft_eval']['c']:.3f}) or a stronger one. They are optimistic: "
+             "a real draft's acceptance falls along a draft, and its passes cost more than c says.", ""]
+    lines += markdown(data, CATEGORY_NAMES).splitlines() + [""]
+    if lookup and oracle and model:
+        lines += [f"The replay of the engine's rule makes {lookup['overall']:.2f}x over all {data['prompts']}; the "
+                  f"benchmark measured prompt lookup (automatic gamma) at {_x(measured_lookup)}, which checks the cost "
+                  f"model. The model alone replays at {model['overall']:.2f}x where the feature draft alone measured "
+                  f"{_x(measured_feature)}: that is how optimistic the `+ model` rows are. A copier that "
+                  f"knows where to copy from and exactly how much, at no cost, reaches {oracle['overall']:.2f}x over all "
+                  f"and {oracle['categories']['summarization']['whole_run']:.2f}x on summarization, "
+                  f"{oracle['categories']['rag']['whole_run']:.2f}x on RAG.", ""]
+    return lines
+
+
 def published_section() -> list[str]:
     lines = ["## Spec-Bench's published figures (a reference, not a like-for-like comparison)", "",
              "| method | " + " | ".join(CATEGORY_NAMES[c] for c in ORDER) + " | overall |", "|" + "---|" * 8]
@@ -383,6 +422,7 @@ def main(argv=None) -> int:
     for name, result in results.items():
         doc += run_section(name, result)
     doc += continuation_section()
+    doc += ceiling_section(results)
     doc += published_section()
     (DOCS / "performance.md").write_text("\n".join(doc).replace("\n\n\n", "\n\n"))
     readme = Path(args.readme)

@@ -93,3 +93,14 @@ def test_prefill_arithmetic():
     need = cl.needed_decode_speedup(1.7, 0.258)
     assert cl.with_prefill(need, 0.258) == pytest.approx(1.7)
     assert cl.needed_decode_speedup(1.7, 0.7) is None  # the prefill alone takes more than 1/1.7
+
+
+def test_markdown_table_names_categories_and_the_needed_speedup():
+    result = {"categories": ["summarization", "rag"], "prompts": 16,
+              "rows": [{"rule": "oracle copy", "overall": 1.66,
+                        "categories": {"summarization": {"whole_run": 1.6}, "rag": {"whole_run": 1.72}}}],
+              "needed_after_prefill_for_1_7x": {"summarization": 2.25, "rag": None}}
+    text = cl.markdown(result, {"rag": "RAG"})
+    assert "| rule | all 16 | summarization | RAG |" in text
+    assert "| oracle copy | **1.66x** | 1.60x | 1.72x |" in text
+    assert "summarization 2.25x, RAG: unreachable" in text

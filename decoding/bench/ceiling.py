@@ -238,3 +238,20 @@ def needed_decode_speedup(goal: float, prefill_share: float) -> float | None:
     """The speedup after the prefill that makes the whole run `goal` times faster (None: unreachable)."""
     rest = 1.0 / goal - prefill_share
     return (1.0 - prefill_share) / rest if rest > 0 else None
+
+
+def markdown(result: dict, labels: dict | None = None) -> str:
+    """The table of a `scripts/copy_ceiling.py` result: whole-run speedup per rule, over all prompts
+    and per category (`labels` names the categories)."""
+    labels = labels or {}
+    cats = result["categories"]
+    lines = ["| rule | all " + str(result["prompts"]) + " | " + " | ".join(labels.get(c, c) for c in cats) + " |",
+             "|" + "---|" * (len(cats) + 2)]
+    for row in result["rows"]:
+        cells = [f"{row['categories'][c]['whole_run']:.2f}x" for c in cats]
+        lines.append(f"| {row['rule']} | **{row['overall']:.2f}x** | " + " | ".join(cells) + " |")
+    needed = ", ".join(f"{labels.get(c, c)} {v:.2f}x" if v else f"{labels.get(c, c)}: unreachable"
+                       for c, v in result["needed_after_prefill_for_1_7x"].items())
+    lines += ["", "Whole-run speedups over autoregressive decoding, the prefill included at each category's "
+              f"measured share. A whole run at 1.7x needs, after the prefill: {needed}."]
+    return "\n".join(lines)
