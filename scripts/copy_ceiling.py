@@ -67,8 +67,12 @@ def main(argv=None) -> int:
         return 2
     try:
         extra = [float(a) for a in args.alphas.split(",") if a.strip()]
-        if any(not 0.0 <= a < 1.0 for a in extra):
-            raise ValueError("each alpha must be in [0, 1)")
+    except ValueError:
+        extra = [-1.0]
+    if any(not 0.0 <= a < 1.0 for a in extra):
+        print(f"error: --alphas must be comma-separated numbers in [0, 1) (got {args.alphas!r})", file=sys.stderr)
+        return 2
+    try:
         bench = json.loads(Path(args.bench).read_text())
         evaluation = json.loads(Path(args.draft_eval).read_text())["results"][-1]
         from decoding.bench.ceiling import VerifyCost

@@ -104,3 +104,18 @@ def test_markdown_table_names_categories_and_the_needed_speedup():
     assert "| rule | all 16 | summarization | RAG |" in text
     assert "| oracle copy | **1.66x** | 1.60x | 1.72x |" in text
     assert "summarization 2.25x, RAG: unreachable" in text
+
+
+def test_script_rejects_bad_arguments_before_loading_anything(capsys):
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "scripts" / "copy_ceiling.py"
+    spec = importlib.util.spec_from_file_location("copy_ceiling", path)
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    assert script.main(["--alphas", "0.5,1.2"]) == 2
+    assert "--alphas must be comma-separated numbers in [0, 1)" in capsys.readouterr().err
+    assert script.main(["--bench", "no-such-bench.json"]) == 2
+    assert "no-such-bench.json" in capsys.readouterr().err
+    assert script.main(["--max-new-tokens", "1"]) == 2
