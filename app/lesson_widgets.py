@@ -43,8 +43,8 @@ def _proposal(records, upto: int, summary) -> str:
     origin = record.draft[0].source if record.draft else None
     if origin is None and summary is not None and (summary.models or {}).get("draft") == PROMPT_LOOKUP:
         origin = "lookup"
-    source = {"lookup": "copied from the context", "model": "proposed by the draft model"}.get(origin,
-                                                                                              "proposed by the drafter")
+    source = {"lookup": "copied from the context", "corpus": "copied from the target's earlier answers",
+              "model": "proposed by the draft model"}.get(origin, "proposed by the drafter")
     if origin == "model" and any(d.source == "lookup" for d in record.draft):
         source += " and continued by a copy from the context"
     return (f'{before}<p class="lesson-caption">Iteration {record.iteration}: {len(record.draft)} draft tokens '

@@ -18,7 +18,7 @@ from pathlib import Path
 import gradio as gr
 
 from decoding.methods import METHODS
-from decoding.pair import HYBRID, PROMPT_LOOKUP
+from decoding.pair import HYBRID, HYBRID_CORPUS, PROMPT_LOOKUP
 
 from .controls import with_run_inputs
 from .gallery import DRAFTERS, gallery_item, lane_a_choice, tag_text
@@ -43,7 +43,7 @@ def drafter_spec(choice: str, pair_draft: str) -> str:
     if choice == PROMPT_LOOKUP:
         return PROMPT_LOOKUP
     if choice == "hybrid":
-        if pair_draft == HYBRID or pair_draft.startswith(HYBRID + ":"):
+        if pair_draft.partition(":")[0] in (HYBRID, HYBRID_CORPUS):
             return pair_draft
         if pair_draft == PROMPT_LOOKUP:
             raise ValueError("the hybrid drafter needs a draft model, and this model pair drafts by prompt lookup: "

@@ -10,6 +10,7 @@ from __future__ import annotations
 import html
 from collections import defaultdict
 
+from decoding.drafters import COPY_KINDS
 from decoding.metrics import RunCounts
 from decoding.strategies.ppd import PPDStep
 from decoding.strategies.speculative import ChainStep
@@ -50,13 +51,16 @@ def legend_html() -> str:
 
 
 def _chip(text: str, kind: str, tip: str, current: bool = False, source: str | None = None) -> str:
-    cls = f"chip chip-{kind}" + (" cur" if current else "") + (" from-lookup" if source == "lookup" else "")
+    cls = f"chip chip-{kind}" + (" cur" if current else "") + (f" from-{source}" if source in COPY_KINDS else "")
     # tabindex makes the tooltip open on tap (focus) on a phone as well as on hover
     return f'<span class="{cls}" tabindex="0" data-tip="{_attr(tip)}" aria-label="{_attr(tip)}">{token_html(text)}</span>'
 
 
 SOURCES = {"lookup": "copied from the context (n-gram lookup: q is 1 on the copied token)",
+           "corpus": "copied from the target's earlier answers to other prompts (q is 1 on the copied token)",
            "model": "proposed by the draft model"}
+MATCHED = {"lookup": "; the last {} tokens matched an earlier span",
+           "corpus": "; the last {} tokens appear in those answers"}
 
 
 def source_text(record: IterationRecord, d) -> str | None:
@@ -64,8 +68,8 @@ def source_text(record: IterationRecord, d) -> str | None:
     if d.source not in SOURCES:
         return None
     chain = ChainStep.of(record)
-    match = chain.match_length if chain is not None and d.source == "lookup" else None
-    return SOURCES[d.source] + (f"; the last {match} tokens matched an earlier span" if match else "")
+    match = chain.match_length if chain is not None and d.source in MATCHED and d.source == chain.source else None
+    return SOURCES[d.source] + (MATCHED[d.source].format(match) if match else "")
 
 
 def _draft_tip(d, kind_label: str, record: IterationRecord) -> str:
@@ -182,9 +186,12 @@ def draft_row_html(record: IterationRecord | None) -> str:
     greedy = greedy_rule(record) and mjsd_prefix(record, 0) is None and record.method != "ppd"
     chain = ChainStep.of(record)
     if chain is not None and chain.source in SOURCES:
-        origin = ("<b>Copied from the context</b>: the last " + str(chain.match_length) + " tokens repeat an earlier "
-                  "span, so the drafter proposed what followed it (q = 1 on each copied token)"
-                  if chain.source == "lookup" else "<b>Proposed by the draft model</b>")
+        origin = {"lookup": "<b>Copied from the context</b>: the last " + str(chain.match_length) + " tokens repeat an "
+                            "earlier span, so the drafter proposed what followed it (q = 1 on each copied token)",
+                  "corpus": "<b>Copied from the target's earlier answers</b>: the last " + str(chain.match_length)
+                            + " tokens appear in its answers to other prompts, so the drafter proposed what most "
+                            "often followed them there (q = 1 on each copied token)"}.get(
+                      chain.source, "<b>Proposed by the draft model</b>")
         if chain.source == "model" and chain.copied:
             origin += (f", then <b>continued by a copy</b>: with its tokens the last {chain.match_length} tokens "
                        f"repeat an earlier span, so the {chain.copied} tokens that followed it were added "

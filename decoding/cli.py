@@ -32,7 +32,8 @@ def _add_generate(sub, methods=None) -> None:
     g.add_argument("--max-new-tokens", type=int, default=64)
     g.add_argument("--target", default="default", help="hub id, local directory, .gguf file or 'default'")
     g.add_argument("--draft", default=None, help="hub id, local directory, .gguf file, 'distilled', 'feature' (a "
-                   "draft over the target's own hidden states), 'prompt-lookup' or 'hybrid[:<draft>]'")
+                   "draft over the target's own hidden states), 'prompt-lookup', 'hybrid[:<draft>]' or "
+                   "'hybrid+corpus[=<corpus dir>][:<draft>]' (also copies from the target's own earlier answers)")
     g.add_argument("--device", default=None, help="cpu, cuda, cuda:N (default: cuda when available)")
     g.add_argument("--dtype", default=None, help="float32, bfloat16, float16 (default: bfloat16 on CPUs with native "
                    "bf16 and on CUDA, else float32; $SPECDEC_DTYPE overrides); float32 is the reference for exactness")

@@ -1,5 +1,6 @@
 """Draft proposers: a small LM with its own KV cache, parameter-free prompt lookup, and the hybrid
-of the two (lookup where the context repeats a long enough span, the model elsewhere).
+of the two (lookup where the context repeats a long enough span, the model elsewhere; optionally a
+lookup in a corpus of the target's earlier answers too, `corpus.py`).
 
 Every proposer returns the draft tokens together with q, the exact distribution each token was
 drawn from (after the same temperature/top-k/top-p as the target's p; one-hot for a copied
@@ -38,8 +39,8 @@ CATCH_UP_TOKENS = 8
 class Proposal:
     tokens: list[int]
     q_rows: torch.Tensor  # (len(tokens), V): q_rows[i] is the distribution tokens[i] was drawn from
-    source: str = "model"  # "model" | "lookup": where the tokens came from
-    match_length: int | None = None  # for a lookup: how many tokens of the context's suffix matched
+    source: str = "model"  # "model" | "lookup" | "corpus": where the tokens came from
+    match_length: int | None = None  # for a copy: how many tokens of the context's suffix matched
     catch_up_seconds: float = 0.0  # a model's first pass when it was a prefill or catch-up (see CATCH_UP_TOKENS)
     copied: int = 0  # a model draft continued by a copy (HybridDrafter): how many of its last tokens were copied
 
@@ -60,10 +61,10 @@ class DraftSource:
     """One way to draft the next iteration, found from the context alone (before anything of the
     iteration is sampled, so choosing among sources keeps the acceptance rule exact)."""
 
-    kind: str  # "model" | "lookup"
-    match_length: int = 0  # lookup: how many tokens of the context's suffix matched
-    start: int = 0  # lookup: where the copyable continuation starts in the sequence
-    available: int = 0  # lookup: how many tokens can be copied from there
+    kind: str  # "model" | "lookup" (a copy from the context) | "corpus" (a copy from the target's earlier answers)
+    match_length: int = 0  # a copy: how many tokens of the context's suffix matched
+    start: int = 0  # a copy: where the copyable continuation starts (in the sequence; for "corpus" in the corpus)
+    available: int = 0  # a copy: how many tokens can be copied from there
 
     @property
     def key(self) -> str:
@@ -75,6 +76,7 @@ class DraftSource:
 
 
 MODEL_SOURCE = DraftSource("model")
+COPY_KINDS = ("lookup", "corpus")  # sources that copy tokens: no model step, q one-hot
 
 
 def lookup_source(sequence: list[int], max_length: int, min_length: int = 1) -> DraftSource | None:
@@ -90,6 +92,22 @@ def copy_proposal(sequence: list[int], source: DraftSource, n: int, width: int, 
     """Up to n tokens copied from the source's continuation; q is one-hot on each."""
     tokens = list(sequence[source.start: source.start + n])
     return Proposal(tokens, one_hot_rows(tokens, width, device), "lookup", source.match_length)
+
+
+def corpus_source(corpus, sequence: list[int]) -> DraftSource | None:
+    """The corpus source of the context's longest suffix the corpus holds (`corpus.TextCorpus`)."""
+    found = corpus.find(sequence) if corpus is not None else None
+    if found is None or found.available < 1:
+        return None
+    return DraftSource("corpus", found.length, found.start, found.available)
+
+
+def corpus_proposal(corpus, source: DraftSource, n: int, width: int, device) -> Proposal:
+    """Up to n tokens of what followed the match in the corpus; q is one-hot on each."""
+    from .corpus import CorpusMatch
+
+    tokens = corpus.continuation(CorpusMatch(source.match_length, source.start, source.available), n)
+    return Proposal(tokens, one_hot_rows(tokens, width, device), "corpus", source.match_length)
 
 
 def suffix_match(sequence: list[int], max_length: int) -> tuple[int, int] | None:
@@ -224,15 +242,20 @@ class HybridDrafter:
     the [model] Prime Minister [copy]"); on Spec-Bench's 48 prompts it made 1.83 tokens per target
     call against 1.80 without it
     (scripts/hybrid_continuation.py). Each copied token's q is one-hot and depends only on the
-    tokens drafted before it, so the rule stays exact (q_i may depend on x_<i, as any draft's does)."""
+    tokens drafted before it, so the rule stays exact (q_i may depend on x_<i, as any draft's does).
+
+    With a `corpus` (`corpus.TextCorpus`: the target's own earlier answers) a third source copies
+    what followed the context's last 3-6 tokens there. The fixed rule uses it where the context has
+    no long enough repeat; the automatic gamma weighs it like the others."""
 
     kind = HYBRID
 
     def __init__(self, model: ModelDrafter, vocab_width: int, device: torch.device,
                  min_match: int = HYBRID_MIN_MATCH, lookup_tokens: int = HYBRID_LOOKUP_TOKENS,
                  max_match: int = HYBRID_MAX_MATCH, continue_with_copy: bool = True,
-                 continue_min_match: int | None = None):
+                 continue_min_match: int | None = None, corpus=None):
         self.model = model
+        self.corpus = corpus
         self.continue_with_copy = continue_with_copy
         self.continue_min_match = continue_min_match or min_match  # the repeat that continues a model draft
         self.vocab_width = vocab_width
@@ -240,7 +263,7 @@ class HybridDrafter:
         self.min_match = min_match
         self.lookup_tokens = lookup_tokens
         self.max_match = max(max_match, min_match)
-        self.name = f"{HYBRID} ({model.name} + lookup)"
+        self.name = f"{HYBRID} ({model.name} + lookup" + (" + corpus)" if corpus is not None else ")")
 
     @property
     def calls(self) -> int:
@@ -256,19 +279,26 @@ class HybridDrafter:
         target to have read the context), a copy wherever the suffix matches at all (the automatic
         gamma schedule weighs them by their measured acceptance and cost)."""
         copy = lookup_source(sequence, self.max_match)
-        return ([] if copy is None else [copy]) + self.model.sources(sequence)
+        known = corpus_source(self.corpus, sequence)
+        return [s for s in (copy, known) if s is not None] + self.model.sources(sequence)
 
     def propose(self, sequence: list[int], gamma: int, sampling: SamplingConfig, generator: torch.Generator,
                 keep_going=None, source: DraftSource | None = None, exact: bool = False) -> Proposal:
         """From `source`, one of `sources(sequence)` (default: the first). `exact` (the automatic
         gamma chose it): exactly gamma tokens from that source. Otherwise the fixed rule: a copy of
         up to max(gamma, lookup_tokens) tokens where the suffix matches for at least min_match
-        tokens, the model's gamma tokens elsewhere."""
+        tokens, else gamma tokens of the corpus's continuation where it holds the context's suffix, the
+        model's gamma tokens elsewhere."""
         source = source or self.sources(sequence)[0]
         if source.kind == "lookup" and exact:
             return copy_proposal(sequence, source, gamma, self.vocab_width, self.device)
+        if source.kind == "corpus":
+            return corpus_proposal(self.corpus, source, gamma, self.vocab_width, self.device)
         if source.kind == "lookup" and source.match_length >= self.min_match:
             return copy_proposal(sequence, source, max(gamma, self.lookup_tokens), self.vocab_width, self.device)
+        known = None if exact else corpus_source(self.corpus, sequence)
+        if known is not None:
+            return corpus_proposal(self.corpus, known, gamma, self.vocab_width, self.device)
         if not self.continue_with_copy:
             return self.model.propose(sequence, gamma, sampling, generator, keep_going)
         return self._model_then_copy(sequence, gamma, sampling, generator, keep_going)

@@ -383,7 +383,7 @@ def run_cli(args) -> int:
         specs = ([str(SHIPPED_DRAFT)] if (SHIPPED_DRAFT / "config.json").is_file() else []) + [PROMPT_LOOKUP]
     try:
         target, _ = load_pair(args.target, device=args.device, dtype=args.dtype, need_draft=False)
-        drafts = [load_draft_value(s, target, args.dtype, args.draft_dtype) for s in specs]
+        drafts = [load_draft_value(s, target, args.dtype, args.draft_dtype, target_spec=args.target) for s in specs]
     except ModelLoadError as exc:
         raise ValueError(str(exc)) from None
 

@@ -30,7 +30,8 @@ Selected by the chain methods' `gamma_schedule` setting (CLI: `--gamma-schedule`
   continuation of the context's suffix match) offers its sources for each iteration, found from the
   context alone, and auto scores each with that source's own estimates and picks the best source and
   length together. Each source (keyed "model", "lookup" for a match of >= 2 tokens, "lookup-short"
-  for a 1-token match) keeps its own acceptance and draft-time estimates; the verify costs are
+  for a 1-token match, "corpus" for a copy from the target's earlier answers) keeps its own
+  acceptance and draft-time estimates; the verify costs are
   shared. Acceptance is kept as two rates, of the first draft position and of a position whose
   predecessor was accepted, since a copy that starts to match tends to go on matching (measured on
   the Spec-Bench summarization and RAG prompts, copies after a 2-token match: first position 47%
@@ -50,7 +51,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from . import theory
-from .drafters import MODEL_SOURCE, DraftSource
+from .drafters import COPY_KINDS, MODEL_SOURCE, DraftSource
 from .metrics import c_step
 
 SCHEDULES = ("fixed", "auto", "heuristic")
@@ -228,8 +229,8 @@ class GammaPolicy:
         est = self.estimate(source.key)
         cap = self.max_gamma if source.kind == "model" else max(0, min(self.max_gamma, source.available))
         t_d, t_1 = est.t_draft(), self.t_verify(1)
-        if t_d is None and source.kind == "lookup":
-            t_d = 0.0  # a copy costs a suffix search, no model step
+        if t_d is None and source.kind in COPY_KINDS:
+            t_d = 0.0  # a copy costs a search, no model step
         if t_1 is None or t_d is None:
             # nothing measured yet, or this model never drafted yet: the configured gamma, to try it
             return 1.0, max(1, min(self.gamma, cap))

@@ -9,7 +9,9 @@ share a vocabulary" path of the CLI, the benchmark and the app.
 Draft specs: a hub id, a directory or a .gguf file (a model); "prompt-lookup"; "distilled" (the
 shipped draft); "feature" (the shipped feature draft, which drafts from the target's own hidden
 states: feature_draft.py) or the directory of another; "hybrid" (lookup + the target's default
-draft model) or "hybrid:<model spec>", e.g. "hybrid:feature".
+draft model) or "hybrid:<model spec>", e.g. "hybrid:feature"; "hybrid+corpus[:<model spec>]" adds a
+lookup in the default target's shipped corpus of its own answers (corpus.py), "hybrid+corpus=<dir>:..."
+in a corpus built for another target (scripts/build_corpus.py).
 """
 
 from __future__ import annotations
@@ -18,18 +20,21 @@ from dataclasses import dataclass
 
 from pathlib import Path
 
+from .corpus import TextCorpus, load_corpus
 from .drafters import HYBRID, PROMPT_LOOKUP, HybridDrafter, ModelDrafter, PromptLookupDrafter
 from .errors import ModelLoadError
 from .feature_draft import FeatureDraftModel, FeatureDrafter, is_feature_draft, load_feature_draft
 from .models import DEFAULT_TARGET, LoadedModel, check_same_vocabulary, load_draft, load_model, load_model_cached
 from .output_head import OutputHead, load_head
-from .paths import SHIPPED_DRAFT, SHIPPED_FEATURE_DRAFT, display_path
+from .paths import SHIPPED_CORPUS, SHIPPED_DRAFT, SHIPPED_FEATURE_DRAFT, display_path
 
-__all__ = ["Draft", "as_draft", "default_draft_spec", "load_pair", "PROMPT_LOOKUP", "HYBRID", "DISTILLED", "FEATURE"]
+__all__ = ["Draft", "as_draft", "default_draft_spec", "load_pair", "PROMPT_LOOKUP", "HYBRID", "HYBRID_CORPUS",
+           "DISTILLED", "FEATURE"]
 
 DRAFT_KINDS = ("model", PROMPT_LOOKUP, HYBRID)
 DISTILLED = "distilled"  # the shipped draft of the default target, by name
 FEATURE = "feature"  # the shipped feature draft of the default target, by name
+HYBRID_CORPUS = HYBRID + "+corpus"  # the hybrid with a lookup in the target's own earlier answers
 
 
 @dataclass(frozen=True, eq=False)
@@ -42,6 +47,7 @@ class Draft:
     model: LoadedModel | None = None
     head: OutputHead | None = None  # a restricted output head of the model (output_head.py)
     feature: FeatureDraftModel | None = None  # a feature draft instead of `model` (feature_draft.py)
+    corpus: TextCorpus | None = None  # a hybrid's corpus of the target's own answers (corpus.py)
 
     def __post_init__(self) -> None:
         if self.kind not in DRAFT_KINDS:
@@ -63,12 +69,17 @@ class Draft:
     def of_model(model: LoadedModel, head: OutputHead | None = None) -> "Draft":
         return Draft("model", model.name, model.spec, model, head)
 
-    def hybrid(self) -> "Draft":
-        """Lookup where the context repeats, this draft's model elsewhere."""
+    def hybrid(self, corpus: TextCorpus | None = None) -> "Draft":
+        """Lookup where the context repeats, this draft's model elsewhere (and, with a `corpus`, a
+        lookup in the target's own earlier answers)."""
         if self.model is None and self.feature is None:
             raise ValueError("the hybrid drafter needs a draft model beside lookup")
-        return Draft(HYBRID, f"{HYBRID} ({self.name} + lookup)", f"{HYBRID}:{self.spec}", self.model, self.head,
-                     self.feature)
+        if corpus is None:
+            return Draft(HYBRID, f"{HYBRID} ({self.name} + lookup)", f"{HYBRID}:{self.spec}", self.model, self.head,
+                         self.feature)
+        kind = HYBRID_CORPUS if corpus.path in (None, str(SHIPPED_CORPUS)) else f"{HYBRID_CORPUS}={corpus.path}"
+        return Draft(HYBRID, f"{HYBRID} ({self.name} + lookup + corpus)", f"{kind}:{self.spec}", self.model,
+                     self.head, self.feature, corpus)
 
     @property
     def weight_bytes(self) -> int:
@@ -103,14 +114,14 @@ class Draft:
         if self.feature is not None:
             model = FeatureDrafter(self.feature, self.head, target.model.get_input_embeddings(), target.device,
                                    target.vocab_size, self.name)
-            return HybridDrafter(model, target.vocab_size, target.device) if self.kind == HYBRID else model
+            return HybridDrafter(model, target.vocab_size, target.device, corpus=self.corpus) if self.kind == HYBRID else model
         if self.model is None:
             return PromptLookupDrafter(target.vocab_size, target.device)
         check_same_vocabulary(target, self.model)
         width = min(target.vocab_size, self.model.vocab_size)
         model = ModelDrafter(self.model.model, self.model.device, width, self.model.name, self.head)
         if self.kind == HYBRID:
-            return HybridDrafter(model, width, target.device)
+            return HybridDrafter(model, width, target.device, corpus=self.corpus)
         return model
 
 
@@ -132,16 +143,37 @@ def default_draft_spec(target_spec: str) -> str:
     return PROMPT_LOOKUP
 
 
+def load_target_corpus(directory: str, target: LoadedModel, target_spec: str) -> TextCorpus:
+    """The corpus of the target's own answers in `directory` (scripts/build_corpus.py), or the
+    shipped one of the default target when `directory` is empty."""
+    if not directory and target_spec != DEFAULT_TARGET:
+        raise ModelLoadError(f"{HYBRID_CORPUS} needs a corpus of the target's own answers; the playground ships one "
+                             f"for its default target only: build one with scripts/build_corpus.py --target "
+                             f"<target> --out <dir> and pass {HYBRID_CORPUS}=<dir>:<draft model>")
+    path = Path(directory).expanduser() if directory else SHIPPED_CORPUS
+    try:
+        corpus = load_corpus(str(path))
+    except (OSError, ValueError) as exc:
+        raise ModelLoadError(f"cannot load the corpus '{display_path(path)}': {exc}") from None
+    if corpus.tokens and max(corpus.tokens) >= target.vocab_size:
+        raise ModelLoadError(f"the corpus '{display_path(path)}' holds token ids beyond this target's vocabulary "
+                             f"({target.vocab_size}): it was made with another tokenizer")
+    return corpus
+
+
 def load_draft_value(spec: str, target: LoadedModel, dtype=None, draft_dtype=None, cached: bool = False,
                      progress=None, target_spec: str = DEFAULT_TARGET) -> Draft:
     """Load the draft `spec` for `target` (on its device) and check that they share a vocabulary."""
     if spec == PROMPT_LOOKUP:
         return Draft.prompt_lookup()
-    if spec == HYBRID or spec.startswith(HYBRID + ":"):
-        inner = spec.partition(":")[2] or default_draft_spec(target_spec)
-        if inner in (PROMPT_LOOKUP, HYBRID):
-            raise ModelLoadError(f"the hybrid drafter needs a draft model: pass {HYBRID}:<draft model> for this target")
-        return load_draft_value(inner, target, dtype, draft_dtype, cached, progress).hybrid()
+    kind, _, inner = spec.partition(":")
+    with_corpus = kind == HYBRID_CORPUS or kind.startswith(HYBRID_CORPUS + "=")
+    if with_corpus or kind == HYBRID:
+        inner = inner or default_draft_spec(target_spec)
+        if inner.partition(":")[0].partition("=")[0] in (PROMPT_LOOKUP, HYBRID, HYBRID_CORPUS):
+            raise ModelLoadError(f"the hybrid drafter needs a draft model: pass {kind}:<draft model> for this target")
+        corpus = load_target_corpus(kind.partition("=")[2], target, target_spec) if with_corpus else None
+        return load_draft_value(inner, target, dtype, draft_dtype, cached, progress).hybrid(corpus)
     if spec == DISTILLED:
         spec = str(SHIPPED_DRAFT)
     if spec == FEATURE:

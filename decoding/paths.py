@@ -8,6 +8,7 @@ REPO = Path(__file__).resolve().parent.parent
 ASSETS = REPO / "assets"
 SHIPPED_DRAFT = ASSETS / "draft-smollm2-135m"  # the distilled draft of the default target
 SHIPPED_FEATURE_DRAFT = ASSETS / "feature-draft-smollm2-135m"  # the feature (EAGLE) draft of the default target
+SHIPPED_CORPUS = ASSETS / "corpus-smollm2-135m"  # the default target's own answers (corpus.py)
 PPD_ASSETS = ASSETS / "ppd"  # trained PPD prompt tokens, one folder per target
 EXAMPLES = ASSETS / "examples"  # example traces the app opens before any model loads
 APP_CSS = ASSETS / "app.css"

@@ -30,8 +30,9 @@ def add_parser(sub) -> None:
     b.add_argument("--target", default="default")
     b.add_argument("--draft", default=None,
                    help="comma-separated drafters, each a hub id, directory, .gguf, 'distilled' (the shipped draft), "
-                        "'feature' (the shipped feature draft), 'prompt-lookup', or 'hybrid[:<one of those>]' "
-                        "(default: the target's default draft); several make one table")
+                        "'feature' (the shipped feature draft), 'prompt-lookup', 'hybrid[:<one of those>]' or "
+                        "'hybrid+corpus[=<corpus dir>][:<one of those>]' (default: the target's default draft); "
+                        "several make one table")
     b.add_argument("--device", default=None)
     b.add_argument("--dtype", default=None)
     b.add_argument("--draft-dtype", default=None, help="draft dtype (default: as --dtype, or float16 on AVX-512 CPUs without native bfloat16; see docs)")
@@ -52,7 +53,11 @@ def add_parser(sub) -> None:
 
 def draft_label(spec: str) -> str:
     """A short name for a drafter in the tables: 'distilled' for the shipped draft, 'hybrid' or
-    'hybrid-<name>' for a hybrid, else the draft's directory or file name."""
+    'hybrid-<name>' for a hybrid ('hybrid-corpus-<name>' with the corpus), else the draft's
+    directory or file name."""
+    if spec.startswith("hybrid+corpus"):
+        inner = spec.partition(":")[2]
+        return "hybrid-corpus" + ("-" + draft_label(inner) if inner else "")
     if spec.startswith("hybrid:"):
         return "hybrid-" + draft_label(spec.partition(":")[2])
     if spec in ("distilled",) or Path(spec).expanduser().resolve() == SHIPPED_DRAFT.resolve():
@@ -113,7 +118,7 @@ def run_cli(args) -> int:
     needs = any(METHODS[m].uses_drafter for m in args.methods if m in METHODS) or args.hf
     try:
         target, _ = load_pair(args.target, device=args.device, dtype=args.dtype, need_draft=False)
-        drafts = {label: load_draft_value(spec, target, args.dtype, args.draft_dtype)
+        drafts = {label: load_draft_value(spec, target, args.dtype, args.draft_dtype, target_spec=args.target)
                   for label, spec in zip(labels, specs)} if needs else {}
     except ModelLoadError as exc:
         raise UsageError(str(exc)) from None
