@@ -401,7 +401,8 @@ def readme_block(results: dict) -> str:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--runs", default="spec-bench-bfloat16,spec-bench-float32,spec-bench-feature-float32,"
+    ap.add_argument("--runs", default="spec-bench-bfloat16,spec-bench-corpus-bfloat16,spec-bench-float32,"
+                                      "spec-bench-feature-float32,spec-bench-corpus-float32,"
                                       "spec-bench-long-bfloat16,spec-bench-long-feature-bfloat16")
     ap.add_argument("--readme", default=str(ROOT / "README.md"))
     args = ap.parse_args(argv)
