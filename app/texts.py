@@ -14,6 +14,8 @@ CHIPS = """
 probability — **q(x)** — the draft's probability — the **coin u** ~ U(0, 1) and the **threshold**
 min(1, p(x) / (l·q(x))) it was compared with: a draft token is accepted when u ≤ threshold.
 Spaces show as `·`, newlines as `↵`. The chips of the selected iteration are outlined.
+A small `↺` marks a draft token copied from the context (prompt lookup, the hybrid), a small `❞` one
+copied from the target's own earlier answers (the hybrid with a corpus, `hybrid+corpus`).
 """
 
 DRAFT_ROW = """
