@@ -29,9 +29,13 @@ CATEGORIES = ("mt_bench", "translation", "summarization", "qa", "math_reasoning"
 def rules(alpha: float, c: float, extra_alphas: list[float]):
     """(name, rule, model) rows, in the order the table shows them."""
     from decoding.bench import ceiling as cl
+    from decoding.corpus import load_corpus
+    from decoding.paths import SHIPPED_CORPUS
 
+    corpus = load_corpus(str(SHIPPED_CORPUS))
     rows = [
         ("prompt lookup, 4 tokens (the engine's rule)", cl.lookup_rule(4), None),
+        ("lookup after a 2-token match, else the corpus, else lookup", cl.hybrid_copy_rule(4, corpus), None),
         ("copy tree: 2 occurrences x 4 tokens", cl.copy_tree(2, 4), None),
         ("copy tree: 3 occurrences x 4 tokens", cl.copy_tree(3, 4), None),
         ("oracle: lookup only where its first token is right", cl.oracle_gate(4), None),
@@ -39,6 +43,10 @@ def rules(alpha: float, c: float, extra_alphas: list[float]):
         ("oracle: the best occurrence, 4 tokens", cl.oracle_choice(4), None),
         ("oracle copy: the best occurrence, exactly its accepted length", cl.oracle_copy, None),
         (f"model alone (alpha {alpha:.2f}, c {c:.3f})", None, cl.ModelDraft(alpha, c)),
+        (f"lookup after a 2-token match + model (alpha {alpha:.2f})", cl.hybrid_copy_rule(4, short_copies=False),
+         cl.ModelDraft(alpha, c)),
+        (f"lookup after a 2-token match, else the corpus + model (alpha {alpha:.2f})",
+         cl.hybrid_copy_rule(4, corpus, short_copies=False), cl.ModelDraft(alpha, c)),
         (f"oracle copy + model (alpha {alpha:.2f})", cl.oracle_copy, cl.ModelDraft(alpha, c)),
     ]
     for a in extra_alphas:

@@ -377,6 +377,21 @@ def ceiling_section(results: dict) -> list[str]:
                   f"knows where to copy from and exactly how much, at no cost, reaches {oracle['overall']:.2f}x over all "
                   f"and {oracle['categories']['summarization']['whole_run']:.2f}x on summarization, "
                   f"{oracle['categories']['rag']['whole_run']:.2f}x on RAG.", ""]
+    corpus_alone = rows.get("lookup after a 2-token match, else the corpus, else lookup")
+    with_model = [row for row in data["rows"] if row["rule"].startswith("lookup after a 2-token match")
+                  and "+ model" in row["rule"]]
+    run = results.get("spec-bench-corpus-bfloat16", {}).get("methods", {})
+    measured_with = run.get("speculative-hybrid-corpus-feature-auto", {}).get("speedup")
+    measured_without = run.get("speculative-hybrid-feature-auto", {}).get("speedup")
+    if lookup and corpus_alone and len(with_model) == 2:
+        lines += [f"The corpus of the target's own answers (`assets/corpus-smollm2-135m`) adds "
+                  f"{corpus_alone['overall'] - lookup['overall']:+.2f}x to copying alone in this replay "
+                  f"({lookup['overall']:.2f}x -> {corpus_alone['overall']:.2f}x), but only "
+                  f"{with_model[1]['overall'] - with_model[0]['overall']:+.2f}x once a model drafts the rest "
+                  f"({with_model[0]['overall']:.2f}x -> {with_model[1]['overall']:.2f}x), and in the benchmark beside "
+                  f"the feature draft the hybrid ran {_x(measured_with)} with it against {_x(measured_without)} without "
+                  "(`docs/bench/spec-bench-corpus-bfloat16`): where the corpus is right the feature draft mostly is too.",
+                  ""]
     return lines
 
 

@@ -119,3 +119,17 @@ def test_script_rejects_bad_arguments_before_loading_anything(capsys):
     assert script.main(["--bench", "no-such-bench.json"]) == 2
     assert "no-such-bench.json" in capsys.readouterr().err
     assert script.main(["--max-new-tokens", "1"]) == 2
+
+
+def test_hybrid_copy_rule_prefers_a_long_repeat_then_the_corpus():
+    from decoding.corpus import TextCorpus
+
+    corpus = TextCorpus([[7, 8, 9, 4, 4]])
+    seq = [1, 2, 3, 0, 1, 2, 3, 7, 8, 9, 4, 4]  # t=6: 1 2 3 repeats; t=9: 7 8 9 is in the corpus
+    rule = cl.hybrid_copy_rule(4, corpus)
+    assert rule(seq, 6) == (0, 4)  # copies 0 1 2 3 after the 3-token match: wrong at once
+    assert rule(seq, 9) == (2, 2)  # the corpus's 4 4, both right
+    assert cl.hybrid_copy_rule(4)(seq, 9) == (0, 0)  # no corpus, no earlier 9: nothing to copy
+    seq2 = [5, 6, 0, 6, 1]  # t=3: only a 1-token match of 6
+    assert cl.hybrid_copy_rule(4)(seq2, 3) == (0, 2)
+    assert cl.hybrid_copy_rule(4, short_copies=False)(seq2, 3) == (0, 0)

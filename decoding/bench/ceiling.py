@@ -13,6 +13,8 @@ it. Rules that know the answer (oracles) bound what any copying drafter can reac
 - `oracle_choice`: the occurrence (of the last token) whose copy runs longest, a fixed length.
 - `oracle_copy`: the best occurrence and exactly its accepted length: no copying drafter does better.
 - `copy_tree`: the continuations of several occurrences verified together in one pass.
+- `hybrid_copy_rule`: the context's copy after a long match, else a copy from a corpus of the
+  target's earlier answers (`corpus.py`), else the short copy or nothing.
 
 Positions where a rule copies nothing can be given to a draft model in expectation (`ModelDraft`:
 acceptance alpha per token, independent, at its best gamma; Leviathan et al. eq. 1 with the measured
@@ -93,6 +95,27 @@ def lookup_rule(tokens: int, max_match: int = 32):
     def rule(sequence: list[int], t: int) -> tuple[int, int]:
         found = suffix_match(sequence[: t + 1], max_match)
         if found is None:
+            return 0, 0
+        proposed = min(tokens, t + 1 - found[0])
+        return run_length(sequence, found[0], t + 1, proposed), proposed
+    return rule
+
+
+def hybrid_copy_rule(tokens: int, corpus=None, short_copies: bool = True, min_match: int = 2, max_match: int = 32):
+    """The hybrid's copies: the context's copy after a match of at least `min_match` tokens, else
+    (with a `corpus`, `corpus.TextCorpus`) the corpus's continuation, else the copy after a shorter
+    match (`short_copies`) or nothing (positions left to a model)."""
+    def rule(sequence: list[int], t: int) -> tuple[int, int]:
+        context = sequence[: t + 1]
+        found = suffix_match(context, max_match)
+        if found is not None and found[1] >= min_match:
+            proposed = min(tokens, t + 1 - found[0])
+            return run_length(sequence, found[0], t + 1, proposed), proposed
+        match = corpus.find(context) if corpus is not None else None
+        if match is not None:
+            copy = corpus.continuation(match, tokens)
+            return leading_equal(copy, sequence[t + 1:]), len(copy)
+        if found is None or not short_copies:
             return 0, 0
         proposed = min(tokens, t + 1 - found[0])
         return run_length(sequence, found[0], t + 1, proposed), proposed
