@@ -43,7 +43,7 @@ def drafter_spec(choice: str, pair_draft: str) -> str:
     if choice == PROMPT_LOOKUP:
         return PROMPT_LOOKUP
     if choice == "hybrid":
-        if pair_draft.partition(":")[0] in (HYBRID, HYBRID_CORPUS):
+        if pair_draft.partition(":")[0].partition("=")[0] in (HYBRID, HYBRID_CORPUS):
             return pair_draft
         if pair_draft == PROMPT_LOOKUP:
             raise ValueError("the hybrid drafter needs a draft model, and this model pair drafts by prompt lookup: "

@@ -114,7 +114,9 @@ class Draft:
         if self.feature is not None:
             model = FeatureDrafter(self.feature, self.head, target.model.get_input_embeddings(), target.device,
                                    target.vocab_size, self.name)
-            return HybridDrafter(model, target.vocab_size, target.device, corpus=self.corpus) if self.kind == HYBRID else model
+            if self.kind != HYBRID:
+                return model
+            return HybridDrafter(model, target.vocab_size, target.device, corpus=self.corpus)
         if self.model is None:
             return PromptLookupDrafter(target.vocab_size, target.device)
         check_same_vocabulary(target, self.model)

@@ -64,7 +64,8 @@ def main(argv=None) -> int:
         idx = order[b: b + args.batch]
         width = max(len(encoded[i]) for i in idx)
         ids = torch.tensor([[pad] * (width - len(encoded[i])) + encoded[i] for i in idx], device=target.device)
-        mask = torch.tensor([[0] * (width - len(encoded[i])) + [1] * len(encoded[i]) for i in idx], device=target.device)
+        mask = torch.tensor([[0] * (width - len(encoded[i])) + [1] * len(encoded[i]) for i in idx],
+                            device=target.device)
         with torch.inference_mode():
             out = target.model.generate(ids, attention_mask=mask, max_new_tokens=args.max_new_tokens,
                                         do_sample=False, eos_token_id=eos, pad_token_id=pad)

@@ -137,8 +137,10 @@ def main(argv=None) -> int:
     needed = {c: needed_decode_speedup(1.7, bench["categories"][c]["autoregressive"]["first_pass_share"])
               for c in ("summarization", "rag")}
     result = {
-        "date": time.strftime("%Y-%m-%d %H:%M"), "command": "python scripts/copy_ceiling.py " + " ".join(argv or sys.argv[1:]),
-        "prompts": len(outputs), "categories": list(CATEGORIES), "max_new_tokens": args.max_new_tokens, "dtype": args.dtype, "threads": args.threads,
+        "date": time.strftime("%Y-%m-%d %H:%M"),
+        "command": "python scripts/copy_ceiling.py " + " ".join(argv or sys.argv[1:]),
+        "prompts": len(outputs), "categories": list(CATEGORIES), "max_new_tokens": args.max_new_tokens,
+        "dtype": args.dtype, "threads": args.threads,
         "decode_seconds": decode_seconds, "bench": args.bench, "verify_cost": args.verify_cost,
         "draft_eval": {"file": args.draft_eval, "draft": evaluation.get("draft"), "alpha": evaluation["alpha"],
                        "c": evaluation["c"]},

@@ -172,6 +172,8 @@ def test_lane_a_drafter_choices():
     assert drafter_spec("prompt-lookup", "some/draft") == "prompt-lookup"
     assert drafter_spec("hybrid", "some/draft") == "hybrid:some/draft"
     assert drafter_spec("hybrid", "hybrid") == "hybrid"
+    assert drafter_spec("hybrid", "hybrid+corpus:feature") == "hybrid+corpus:feature"  # already a hybrid
+    assert drafter_spec("hybrid", "hybrid+corpus=some/dir:feature") == "hybrid+corpus=some/dir:feature"
     with pytest.raises(ValueError, match="needs a draft model"):
         drafter_spec("hybrid", "prompt-lookup")
     with pytest.raises(ValueError, match="unknown drafter"):

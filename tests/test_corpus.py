@@ -125,15 +125,16 @@ def test_the_shipped_corpus_is_the_default_targets_and_another_is_loaded_from_it
     with pytest.raises(ModelLoadError, match="needs a draft model"):
         load_draft_value("hybrid+corpus:prompt-lookup", target)
     TextCorpus(DOCS).save(tmp_path / "mine")
-    draft = load_draft_value(f"hybrid+corpus={tmp_path / 'mine'}:{tiny_draft_dir}", target,
-                             target_spec=str(tiny_target_dir))
-    assert draft.corpus.tokens == TextCorpus(DOCS).tokens and draft.spec.startswith(f"hybrid+corpus={tmp_path / 'mine'}:")
+    tiny = {"target_spec": str(tiny_target_dir)}
+    draft = load_draft_value(f"hybrid+corpus={tmp_path / 'mine'}:{tiny_draft_dir}", target, **tiny)
+    assert draft.corpus.tokens == TextCorpus(DOCS).tokens
+    assert draft.spec.startswith(f"hybrid+corpus={tmp_path / 'mine'}:")
     assert draft.drafter(target).corpus is draft.corpus
     TextCorpus([[1, 2, 3, target.vocab_size + 5]]).save(tmp_path / "other")
     with pytest.raises(ModelLoadError, match="beyond this target's vocabulary"):
-        load_draft_value(f"hybrid+corpus={tmp_path / 'other'}:{tiny_draft_dir}", target, target_spec=str(tiny_target_dir))
+        load_draft_value(f"hybrid+corpus={tmp_path / 'other'}:{tiny_draft_dir}", target, **tiny)
     with pytest.raises(ModelLoadError, match="cannot load the corpus"):
-        load_draft_value(f"hybrid+corpus={tmp_path / 'none'}:{tiny_draft_dir}", target, target_spec=str(tiny_target_dir))
+        load_draft_value(f"hybrid+corpus={tmp_path / 'none'}:{tiny_draft_dir}", target, **tiny)
 
 
 def test_bench_names_the_corpus_hybrid():
