@@ -18,7 +18,8 @@ The player's value (plain JSON data):
 
 `time` is when the token appears, in seconds from the start (a record's measured `elapsed`, or any
 pace a caller chooses); `kind` is a chip kind of the explainer (accepted, correction, bonus,
-target); `lookup` marks a draft token copied from the context; `calls` is the cumulative number of
+target); `lookup` marks a draft token copied from the context, `corpus` one copied from the target's
+earlier answers (optional); `calls` is the cumulative number of
 target calls once the token is out (optional). `summary` holds the run's own figures (RunSummary),
 shown when the lane finishes. With two or more lanes the first to finish gets the finish flag.
 """
@@ -43,12 +44,12 @@ def record_tokens(record: IterationRecord, time_s: float | None = None) -> list[
     accepted = [d for d in record.draft if d.accepted]
     out, n_acc = [], 0
     for token in record.emitted:
-        lookup = False
+        source = None
         if token.kind == ACCEPTED and n_acc < len(accepted):
-            lookup = accepted[n_acc].source == "lookup"
+            source = accepted[n_acc].source
             n_acc += 1
-        out.append({"text": token.text, "kind": token.kind, "time": at, "lookup": lookup,
-                    "calls": record.target_calls})
+        out.append({"text": token.text, "kind": token.kind, "time": at, "lookup": source == "lookup",
+                    "corpus": source == "corpus", "calls": record.target_calls})
     return out
 
 

@@ -110,10 +110,13 @@ function show(data_) {
     head.appendChild(d);
   }
   const kinds = new Set();
-  let lookup = false;
-  for (const lane of lanes) for (const t of lane.tokens || []) { kinds.add(t.kind); lookup = lookup || !!t.lookup; }
+  let lookup = false, corpus = false;
+  for (const lane of lanes) for (const t of lane.tokens || []) {
+    kinds.add(t.kind); lookup = lookup || !!t.lookup; corpus = corpus || !!t.corpus;
+  }
   for (const k of Object.keys(KINDS)) if (kinds.has(k)) legend.appendChild(el('span', 'chip chip-' + k, KINDS[k]));
   if (lookup) legend.appendChild(el('span', 'chip chip-accepted from-lookup', 'copied from the context'));
+  if (corpus) legend.appendChild(el('span', 'chip chip-accepted from-corpus', 'copied from earlier answers'));
   run = {lanes: lanes.map(buildLane), raf: 0, t0: 0, base: 0, end: 0};
   run.end = Math.max(0, ...run.lanes.map(l => l.end));
   // finish order, from the measured times (ties share a place)
@@ -169,7 +172,7 @@ function clockAt(now) { return run.base + (now - run.t0) / 1000 * speed; }
 
 function chip(tok) {
   const kind = KINDS[tok.kind] ? tok.kind : 'target';
-  const s = el('span', 'chip chip-' + kind + (tok.lookup ? ' from-lookup' : ''));
+  const s = el('span', 'chip chip-' + kind + (tok.lookup ? ' from-lookup' : '') + (tok.corpus ? ' from-corpus' : ''));
   const text = String(tok.text === undefined ? '' : tok.text);
   s.textContent = text === '' ? '∅' : text.replace(/\n/g, '↵').replace(/\t/g, '⇥');
   return s;

@@ -39,7 +39,8 @@ def _records():
         _record(0, 0.25, [EmittedToken(1, "The", TARGET)], calls=1),
         _record(1, 0.40, [EmittedToken(2, " cat", ACCEPTED), EmittedToken(3, " sat", ACCEPTED),
                           EmittedToken(4, "\n", CORRECTION)],
-                [_draft(0, " cat", True, "lookup"), _draft(1, " sat", True), _draft(2, " on", False)], calls=2),
+                [_draft(0, " cat", True, "lookup"), _draft(1, " sat", True, "corpus"), _draft(2, " on", False)],
+                calls=2),
         _record(2, 0.90, [EmittedToken(5, " on", ACCEPTED), EmittedToken(6, " a", BONUS)],
                 [_draft(0, " on", True)], calls=3),
     ]
@@ -51,8 +52,9 @@ def test_player_data_schedules_each_iteration_at_its_elapsed():
     assert [t["time"] for t in lane["tokens"]] == [r.elapsed for r in records for _ in r.emitted]
     assert [t["kind"] for t in lane["tokens"]] == [t.kind for r in records for t in r.emitted]
     assert [t["text"] for t in lane["tokens"]] == ["The", " cat", " sat", "\n", " on", " a"]
-    # the first accepted draft of iteration 1 was copied from the context; the rest were not
+    # the first accepted draft of iteration 1 was copied from the context, the second from the corpus
     assert [t["lookup"] for t in lane["tokens"]] == [False, True, False, False, False, False]
+    assert [t["corpus"] for t in lane["tokens"]] == [False, False, True, False, False, False]  # the second: corpus
     assert [t["calls"] for t in lane["tokens"]] == [1, 2, 2, 2, 3, 3]
     assert lane["summary"] == {"tokens": 6, "seconds": 0.9, "tokens_per_second": pytest.approx(6 / 0.9),
                                "target_calls": 3, "tokens_per_call": 2.0}
