@@ -59,9 +59,9 @@ class TextCorpus:
     def _document_end(self, position: int) -> int:
         return self.ends[bisect_right(self.ends, position)]
 
-    def _build_index(self) -> dict[tuple[int, ...], tuple[int, int]]:
-        """n-gram -> (its most frequent next token's continuation start, how often any token followed
-        it); among equally frequent next tokens the one seen first wins, and its latest place is kept."""
+    def _build_index(self) -> dict[tuple[int, ...], int]:
+        """n-gram -> where the continuation after its most frequent next token starts; among equally
+        frequent next tokens the one seen first wins, and its latest place is kept."""
         counts: Counter = Counter()
         latest: dict[tuple, int] = {}
         begin = 0
@@ -73,32 +73,24 @@ class TextCorpus:
                     counts[key] += 1
                     latest[key] = i + n
             begin = end
-        best: dict[tuple, tuple[int, int, int]] = {}  # gram -> (count of the winner, start, total)
-        for (gram, _nxt), count in counts.items():
-            won = best.get(gram)
-            start = latest[(gram, _nxt)]
-            if won is None:
-                best[gram] = (count, start, count)
-            elif count > won[0]:
-                best[gram] = (count, start, won[2] + count)
-            else:
-                best[gram] = (won[0], won[1], won[2] + count)
-        return {gram: (start, total) for gram, (_c, start, total) in best.items()}
+        best: dict[tuple, tuple[int, int]] = {}  # gram -> (count of its winning next token, continuation start)
+        for (gram, nxt), count in counts.items():
+            if gram not in best or count > best[gram][0]:
+                best[gram] = (count, latest[(gram, nxt)])
+        return {gram: start for gram, (_count, start) in best.items()}
 
-    def find(self, sequence: list[int], min_length: int = GRAM_LENGTHS[-1]) -> CorpusMatch | None:
-        """The longest suffix of `sequence` (of `GRAM_LENGTHS`, at least `min_length`) that the
-        corpus holds, with the continuation most often seen after it; None when none is held."""
+    def find(self, sequence: list[int]) -> CorpusMatch | None:
+        """The longest suffix of `sequence` (of `GRAM_LENGTHS`) that the corpus holds, with the
+        continuation most often seen after it; None when none is held."""
         for n in GRAM_LENGTHS:
-            if n < min_length or len(sequence) < n:
-                continue
-            hit = self.index.get(tuple(sequence[-n:]))
-            if hit is not None:
-                start = hit[0]
+            start = self.index.get(tuple(sequence[-n:])) if len(sequence) >= n else None
+            if start is not None:
                 return CorpusMatch(n, start, self._document_end(start) - start)
         return None
 
-    def continuation(self, match: CorpusMatch, n: int) -> list[int]:
-        """Up to n tokens that followed the match in the corpus (never past its document's end)."""
+    def continuation(self, match, n: int) -> list[int]:
+        """Up to n tokens that followed `match` in the corpus, never past its document's end (a
+        CorpusMatch, or a drafter's corpus DraftSource: anything with `start` and `available`)."""
         return self.tokens[match.start: match.start + min(n, match.available)]
 
     # --- files --------------------------------------------------------------------------------

@@ -104,9 +104,7 @@ def corpus_source(corpus, sequence: list[int]) -> DraftSource | None:
 
 def corpus_proposal(corpus, source: DraftSource, n: int, width: int, device) -> Proposal:
     """Up to n tokens of what followed the match in the corpus; q is one-hot on each."""
-    from .corpus import CorpusMatch
-
-    tokens = corpus.continuation(CorpusMatch(source.match_length, source.start, source.available), n)
+    tokens = corpus.continuation(source, n)
     return Proposal(tokens, one_hot_rows(tokens, width, device), "corpus", source.match_length)
 
 

@@ -27,31 +27,35 @@ CATEGORIES = ("mt_bench", "translation", "summarization", "qa", "math_reasoning"
 
 
 def rules(alpha: float, c: float, extra_alphas: list[float]):
-    """(name, rule, model) rows, in the order the table shows them."""
+    """(key, name, rule, model) rows, in the order the table shows them; the key names a row for
+    readers of the JSON (scripts/performance_report.py), the name is what the table shows."""
     from decoding.bench import ceiling as cl
     from decoding.corpus import load_corpus
     from decoding.paths import SHIPPED_CORPUS
 
     corpus = load_corpus(str(SHIPPED_CORPUS))
+    model = cl.ModelDraft(alpha, c)
     rows = [
-        ("prompt lookup, 4 tokens (the engine's rule)", cl.lookup_rule(4), None),
-        ("lookup after a 2-token match, else the corpus, else lookup", cl.hybrid_copy_rule(4, corpus), None),
-        ("copy tree: 2 occurrences x 4 tokens", cl.copy_tree(2, 4), None),
-        ("copy tree: 3 occurrences x 4 tokens", cl.copy_tree(3, 4), None),
-        ("oracle: lookup only where its first token is right", cl.oracle_gate(4), None),
-        ("oracle: lookup's occurrence, exactly its accepted length", cl.oracle_length, None),
-        ("oracle: the best occurrence, 4 tokens", cl.oracle_choice(4), None),
-        ("oracle copy: the best occurrence, exactly its accepted length", cl.oracle_copy, None),
-        (f"model alone (alpha {alpha:.2f}, c {c:.3f})", None, cl.ModelDraft(alpha, c)),
-        (f"lookup after a 2-token match + model (alpha {alpha:.2f})", cl.hybrid_copy_rule(4, short_copies=False),
-         cl.ModelDraft(alpha, c)),
-        (f"lookup after a 2-token match, else the corpus + model (alpha {alpha:.2f})",
-         cl.hybrid_copy_rule(4, corpus, short_copies=False), cl.ModelDraft(alpha, c)),
-        (f"oracle copy + model (alpha {alpha:.2f})", cl.oracle_copy, cl.ModelDraft(alpha, c)),
+        ("lookup", "prompt lookup, 4 tokens (the engine's rule)", cl.lookup_rule(4), None),
+        ("lookup-corpus", "lookup after a 2-token match, else the corpus, else lookup",
+         cl.hybrid_copy_rule(4, corpus), None),
+        ("tree-2", "copy tree: 2 occurrences x 4 tokens", cl.copy_tree(2, 4), None),
+        ("tree-3", "copy tree: 3 occurrences x 4 tokens", cl.copy_tree(3, 4), None),
+        ("oracle-gate", "oracle: lookup only where its first token is right", cl.oracle_gate(4), None),
+        ("oracle-length", "oracle: lookup's occurrence, exactly its accepted length", cl.oracle_length, None),
+        ("oracle-choice", "oracle: the best occurrence, 4 tokens", cl.oracle_choice(4), None),
+        ("oracle-copy", "oracle copy: the best occurrence, exactly its accepted length", cl.oracle_copy, None),
+        ("model", f"model alone (alpha {alpha:.2f}, c {c:.3f})", None, model),
+        ("long-lookup+model", f"lookup after a 2-token match + model (alpha {alpha:.2f})",
+         cl.hybrid_copy_rule(4, short_copies=False), model),
+        ("long-lookup-corpus+model", f"lookup after a 2-token match, else the corpus + model (alpha {alpha:.2f})",
+         cl.hybrid_copy_rule(4, corpus, short_copies=False), model),
+        ("oracle-copy+model", f"oracle copy + model (alpha {alpha:.2f})", cl.oracle_copy, model),
     ]
     for a in extra_alphas:
-        rows.append((f"model alone (alpha {a:.2f})", None, cl.ModelDraft(a, c)))
-        rows.append((f"oracle copy + model (alpha {a:.2f})", cl.oracle_copy, cl.ModelDraft(a, c)))
+        rows.append((f"model-{a:.2f}", f"model alone (alpha {a:.2f})", None, cl.ModelDraft(a, c)))
+        rows.append((f"oracle-copy+model-{a:.2f}", f"oracle copy + model (alpha {a:.2f})", cl.oracle_copy,
+                     cl.ModelDraft(a, c)))
     return rows
 
 
@@ -118,7 +122,7 @@ def main(argv=None) -> int:
     decode_seconds = time.time() - started
 
     table = []
-    for name, rule, model in rules(evaluation["alpha"], evaluation["c"], extra):
+    for key, name, rule, model in rules(evaluation["alpha"], evaluation["c"], extra):
         ar_total = rule_total = 0.0
         per_category = {}
         for category in CATEGORIES:
@@ -133,7 +137,7 @@ def main(argv=None) -> int:
             rule_total += seconds / whole
             per_category[category] = {"after_prefill": part.speedup, "whole_run": whole,
                                       "tokens_per_iteration": part.tokens_per_iteration}
-        table.append({"rule": name, "overall": ar_total / rule_total, "categories": per_category})
+        table.append({"key": key, "rule": name, "overall": ar_total / rule_total, "categories": per_category})
     needed = {c: needed_decode_speedup(1.7, bench["categories"][c]["autoregressive"]["first_pass_share"])
               for c in ("summarization", "rag")}
     result = {

@@ -349,10 +349,8 @@ def ceiling_section(results: dict) -> list[str]:
         return []
     from decoding.bench.ceiling import markdown
 
-    rows = {}  # the first row of each kind: today's draft before the stronger ones
-    for row in data["rows"]:
-        rows.setdefault(row["rule"].split(" (")[0].split(":")[0], row)
-    lookup, oracle, model = rows.get("prompt lookup, 4 tokens"), rows.get("oracle copy"), rows.get("model alone")
+    rows = {row["key"]: row for row in data["rows"]}
+    lookup, oracle, model = rows.get("lookup"), rows.get("oracle-copy"), rows.get("model")
     measured = results.get(Path(data["bench"]).parent.name, {}).get("methods", {})
     measured_lookup = measured.get("speculative-prompt-lookup-auto", {}).get("speedup")
     measured_feature = measured.get("speculative-feature-auto", {}).get("speedup")
@@ -377,9 +375,8 @@ def ceiling_section(results: dict) -> list[str]:
                   f"knows where to copy from and exactly how much, at no cost, reaches {oracle['overall']:.2f}x over all "
                   f"and {oracle['categories']['summarization']['whole_run']:.2f}x on summarization, "
                   f"{oracle['categories']['rag']['whole_run']:.2f}x on RAG.", ""]
-    corpus_alone = rows.get("lookup after a 2-token match, else the corpus, else lookup")
-    with_model = [row for row in data["rows"] if row["rule"].startswith("lookup after a 2-token match")
-                  and "+ model" in row["rule"]]
+    corpus_alone = rows.get("lookup-corpus")
+    with_model = [rows[k] for k in ("long-lookup+model", "long-lookup-corpus+model") if k in rows]
     run = results.get("spec-bench-corpus-bfloat16", {}).get("methods", {})
     measured_with = run.get("speculative-hybrid-corpus-feature-auto", {}).get("speedup")
     measured_without = run.get("speculative-hybrid-feature-auto", {}).get("speedup")

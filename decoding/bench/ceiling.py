@@ -91,13 +91,16 @@ def occurrences(sequence: list[int], t: int) -> list[int]:
 # A rule sees the output and the index t of the last committed token; it returns
 # (tokens the target accepts, tokens proposed). Rules marked oracle read the future.
 
+def context_copy(sequence: list[int], t: int, start: int, tokens: int) -> tuple[int, int]:
+    """(accepted, proposed) of a copy of up to `tokens` known tokens from `start` on."""
+    proposed = min(tokens, t + 1 - start)
+    return run_length(sequence, start, t + 1, proposed), proposed
+
+
 def lookup_rule(tokens: int, max_match: int = 32):
     def rule(sequence: list[int], t: int) -> tuple[int, int]:
         found = suffix_match(sequence[: t + 1], max_match)
-        if found is None:
-            return 0, 0
-        proposed = min(tokens, t + 1 - found[0])
-        return run_length(sequence, found[0], t + 1, proposed), proposed
+        return (0, 0) if found is None else context_copy(sequence, t, found[0], tokens)
     return rule
 
 
@@ -109,16 +112,14 @@ def hybrid_copy_rule(tokens: int, corpus=None, short_copies: bool = True, min_ma
         context = sequence[: t + 1]
         found = suffix_match(context, max_match)
         if found is not None and found[1] >= min_match:
-            proposed = min(tokens, t + 1 - found[0])
-            return run_length(sequence, found[0], t + 1, proposed), proposed
+            return context_copy(sequence, t, found[0], tokens)
         match = corpus.find(context) if corpus is not None else None
         if match is not None:
             copy = corpus.continuation(match, tokens)
             return leading_equal(copy, sequence[t + 1:]), len(copy)
         if found is None or not short_copies:
             return 0, 0
-        proposed = min(tokens, t + 1 - found[0])
-        return run_length(sequence, found[0], t + 1, proposed), proposed
+        return context_copy(sequence, t, found[0], tokens)
     return rule
 
 
