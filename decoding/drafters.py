@@ -120,14 +120,20 @@ def suffix_match(sequence: list[int], max_length: int) -> tuple[int, int] | None
     for i in range(n - 2, -1, -1):  # most recent first
         if sequence[i] != last:
             continue
-        length = 1
-        while length < max_length and i - length >= 0 and sequence[i - length] == sequence[n - 1 - length]:
-            length += 1
+        length = match_length(sequence, i, n - 1, max(max_length, 1))  # the last token itself always matches
         if length > best_length:
             best_length, best_start = length, i + 1
             if length >= max_length:
                 break
     return (best_start, best_length) if best_length else None
+
+
+def match_length(sequence: list[int], i: int, j: int, max_length: int) -> int:
+    """How many tokens ending at i equal those ending at j (i < j), at most `max_length`."""
+    length = 0
+    while length < max_length and i - length >= 0 and sequence[i - length] == sequence[j - length]:
+        length += 1
+    return length
 
 
 def one_hot_rows(tokens: list[int], width: int, device) -> torch.Tensor:

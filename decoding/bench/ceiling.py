@@ -28,7 +28,7 @@ from bisect import bisect_left
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..drafters import suffix_match
+from ..drafters import match_length, suffix_match
 from ..theory import expected_tokens_per_call
 
 MAX_RUN = 64  # the longest copy any rule proposes
@@ -158,10 +158,7 @@ def copy_tree(branches: int, tokens: int, max_match: int = 32):
     def rule(sequence: list[int], t: int) -> tuple[int, int]:
         ranked = []
         for s in occurrences(sequence, t):
-            n = 1
-            while n < max_match and s - 1 - n >= 0 and sequence[s - 1 - n] == sequence[t - n]:
-                n += 1
-            ranked.append((-n, len(ranked), s))
+            ranked.append((-match_length(sequence, s - 1, t, max_match), len(ranked), s))
         ranked.sort()
         paths, nodes = [], set()
         for _, _, s in ranked:
