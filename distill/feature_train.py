@@ -115,7 +115,7 @@ def losses(model, embedding, head_w, batch, noise: float = NOISE, generator=None
         valid = mask.bool()
         valid[:, :k - 1] = False
         labelled = cols >= k - 1
-        reg = F.smooth_l1_loss(pred[valid].float(), goal[valid])
+        reg = F.smooth_l1_loss(pred[valid].float(), goal[valid][..., :pred.shape[-1]])  # a fused input's first block
         logq = torch.log_softmax((pred[rows[labelled], cols[labelled]] @ head_w.T).float(), dim=-1)
         ids, probs = sub[labelled], sp[labelled]
         inside = ids >= 0
@@ -127,8 +127,12 @@ def losses(model, embedding, head_w, batch, noise: float = NOISE, generator=None
 def unroll(model, feats, embeds, mask, steps: int) -> list[torch.Tensor]:
     """The predicted features of unrolled draft steps 1..steps, each (batch, length, d): step 1 from
     the input features, step k from step k-1's predictions one position back, its attention given
-    by `unrolled_mask` over the keys of all steps so far (kept in one cache)."""
+    by `unrolled_mask` over the keys of all steps so far (kept in one cache). A model with a
+    `fuse_in` (scripts/multilayer_features.py) maps wider input features to d before step 1 and
+    runs its `draft` on them."""
     batch_size, length = mask.shape
+    if hasattr(model, "fuse_in"):  # a draft reading several of the target's layers folds them to one state first
+        feats, model = model.fuse_in(feats), model.draft
     positions = torch.arange(length, device=mask.device).expand(batch_size, -1)
     preds, cache = [], None
     for k in range(1, steps + 1):

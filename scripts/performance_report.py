@@ -14,6 +14,7 @@ The README's table sits between the lines `<!-- performance:begin -->` and `<!--
 from __future__ import annotations
 
 import argparse
+import math
 import json
 import sys
 from pathlib import Path
@@ -411,6 +412,39 @@ def readme_block(results: dict) -> str:
     return "\n".join(lines)
 
 
+def multilayer_section() -> list[str]:
+    """The A/B of EAGLE-3's fused features (docs/bench/multilayer-features.json: scripts/multilayer_features.py)."""
+    run = read_json(BENCH / "multilayer-features.json")
+    if not run:
+        return []
+    arms = run["arms"]
+    some = next(iter(arms.values()))
+    lines = ["## Would the feature draft gain from reading several layers (EAGLE-3)?", "",
+             f"Command: `{run['command']}` ({run['date']}, bfloat16 target states, 1 thread per arm, "
+             f"{run['seconds']} s). Both arms start from the shipped feature draft and train alike on the target's "
+             f"greedy answers to the training prompts ({some['train_sequences']} sequences, "
+             f"{some['train_positions']} positions, {run['epochs']:g} passes, {some['steps']} steps, "
+             f"{run['unroll_steps']} unrolled steps); *fused* also reads the states after layers "
+             f"{', '.join(map(str, run['layers']))} of 30 through a learned fuse that starts as the final state "
+             f"alone. Agreement: the draft's top token equals the target's, on the {some['holdout_sequences']} "
+             "held-out prompts' answers, at draft steps 1-3 (steps 2-3 read the draft's own predicted states); "
+             "alpha: a lower bound at T=1 from the target's top-32.", "",
+             "| arm | step | agreement, step 1 | step 2 | step 3 | alpha (lower bound) |", "|---|---|---|---|---|---|"]
+    for arm, r in arms.items():
+        for h in (r["history"][0], r["history"][-1]):
+            lines.append(f"| {arm} | {h['step']} | {h['top1_agreement']:.3f} | {h['top1_agreement_step2']:.3f} | "
+                         f"{h['top1_agreement_step3']:.3f} | {h['alpha_topk_lb']:.3f} |")
+    if {"control", "fused"} <= arms.keys():
+        c, f = arms["control"]["history"][-1], arms["fused"]["history"][-1]
+        p = c["top1_agreement"]
+        lines += ["", "Fused minus control at the end: agreement "
+                  + ", ".join(f"step {k} {f[key] - c[key]:+.3f}" for k, key in
+                              ((1, "top1_agreement"), (2, "top1_agreement_step2"), (3, "top1_agreement_step3")))
+                  + f", alpha {f['alpha_topk_lb'] - c['alpha_topk_lb']:+.3f}; one standard error of a step-1 "
+                  f"agreement over these {c['positions']} positions is {math.sqrt(p * (1 - p) / c['positions']):.3f}."]
+    return lines + [""]
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", default="spec-bench-bfloat16,spec-bench-corpus-bfloat16,spec-bench-float32,"
@@ -431,6 +465,7 @@ def main(argv=None) -> int:
     doc += draft_head_section()
     doc += feature_draft_section()
     doc += feature_draft_gpu_section()
+    doc += multilayer_section()
     doc += baseline_section(results)
     for name, result in results.items():
         doc += run_section(name, result)

@@ -9,6 +9,8 @@ import dataclasses
 import json
 
 import pytest
+from pathlib import Path
+
 import torch
 
 from decoding.cached_lm import CachedLM
@@ -399,3 +401,46 @@ def test_eval_draft_without_engine_runs_has_no_tokens_per_call_for_a_feature_dra
     assert json.loads(capsys.readouterr().out)["tokens_per_call_gamma4"] is None
     assert main(argv) == 0
     assert "| n/a |" in capsys.readouterr().out
+
+
+def test_unroll_folds_several_layers_through_a_fuse_and_regresses_on_the_final_state():
+    """scripts/multilayer_features.py's fused arm: a draft with `fuse_in` reads wider input features;
+    a fuse that starts as "take the final state" gives exactly the plain draft's predictions, and the
+    regression target is the final state (the first block), not the whole fused width."""
+    import importlib.util
+
+    from transformers import LlamaConfig
+
+    from decoding.feature_draft import FeatureDraftModel
+    from distill.feature_train import collate, losses, unroll
+
+    spec = importlib.util.spec_from_file_location(
+        "multilayer_features", Path(__file__).resolve().parents[1] / "scripts" / "multilayer_features.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    torch.manual_seed(0)
+    cfg = LlamaConfig(hidden_size=32, intermediate_size=64, num_attention_heads=4, num_key_value_heads=2,
+                      num_hidden_layers=1, vocab_size=1, bos_token_id=None, eos_token_id=None, pad_token_id=None)
+    draft = FeatureDraftModel(cfg).eval()
+    fused = script.make_fused(draft, 3, 32).eval()
+    wide, embeds = torch.randn(2, 7, 96), torch.randn(2, 7, 32)
+    mask = torch.ones(2, 7, dtype=torch.long)
+    with torch.no_grad():
+        plain = unroll(draft, wide[..., :32], embeds, mask, 3)
+        folded = unroll(fused, wide, embeds, mask, 3)
+        for a, b in zip(plain, folded):
+            assert torch.allclose(a, b, atol=1e-6)
+        fused.fuse.weight[:, 32:].normal_()  # now the other layers count
+        assert not torch.allclose(unroll(fused, wide, embeds, mask, 1)[0], plain[0])
+    # one sequence of 6 tokens, prompt of 2, states 96 wide; labels over the 4 answer tokens
+    tokens = torch.tensor([1, 2, 3, 4, 5, 6])
+    seq = (tokens, torch.randn(6, 96), 2, torch.tensor([[0, 1]] * 4), torch.tensor([[0.6, 0.4]] * 4))
+    table = torch.arange(8)
+    batch = collate([seq], [0], table)
+    head_w = torch.randn(8, 32)
+    embedding = torch.nn.Embedding(8, 32)
+    with torch.no_grad():
+        (reg, cls, *_), = losses(fused, embedding, head_w, batch, noise=0.0, steps=1)
+        pred = unroll(fused, batch[0], embedding(batch[1]), batch[3], 1)[0]
+    expected = torch.nn.functional.smooth_l1_loss(pred[0, :5], seq[1][1:, :32])
+    assert torch.allclose(reg, expected) and torch.isfinite(cls)
