@@ -14,8 +14,8 @@ The README's table sits between the lines `<!-- performance:begin -->` and `<!--
 from __future__ import annotations
 
 import argparse
-import math
 import json
+import math
 import sys
 from pathlib import Path
 

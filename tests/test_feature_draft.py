@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from pathlib import Path
 
 import pytest
-from pathlib import Path
 
 import torch
 
