@@ -96,6 +96,24 @@ def unrolled_mask(length: int, step: int, batch: int) -> torch.Tensor:
     return torch.cat(blocks, dim=1).expand(batch, 1, length, step * length)
 
 
+def head_table(ids, vocab_size: int) -> torch.Tensor:
+    """Vocabulary id -> its row in the draft's head (-1 outside it): how collate maps the target's labels."""
+    table = torch.full((vocab_size,), -1, dtype=torch.long)
+    table[torch.as_tensor(ids)] = torch.arange(len(ids))
+    return table
+
+
+def lr_factor(step: int, total: int, warmup: int) -> float:
+    """The learning rate's share of its peak: linear warmup over `warmup` steps, cosine down to 5%."""
+    return min(1.0, (step + 1) / warmup) * (0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * step / total)))
+
+
+def unrolled_loss(per_step, cls_weight: float) -> torch.Tensor:
+    """The training loss over `losses`' unrolled steps: step k's (regression + cls_weight x next-token) weighs
+    STEP_DECAY ** (k - 1)."""
+    return sum(STEP_DECAY ** k * (reg + cls_weight * cls) for k, (reg, cls, *_) in enumerate(per_step))
+
+
 def to_device(batch: tuple, device: torch.device) -> tuple:
     """A collated batch on `device` (collate builds it on the CPU)."""
     return tuple(t.to(device, non_blocking=True) for t in batch)
@@ -222,8 +240,7 @@ def train(cfg: DistillConfig, out_dir: Path, epochs: float, batch_tokens: int, l
         ids = state["head_tokens"]
     out_w = target.model.get_output_embeddings().weight.detach()
     head_w = out_w[torch.tensor(ids, device=out_w.device)].float().to(device)
-    table = torch.full((target.vocab_size,), -1, dtype=torch.long)
-    table[torch.tensor(ids)] = torch.arange(len(ids))
+    table = head_table(ids, target.vocab_size)
     model.float().to(device).train()
     opt = torch.optim.AdamW(model.parameters(), lr=lr, betas=(0.9, 0.95), weight_decay=0.0)
     per_epoch = len(make_batches(train_seqs, batch_tokens, 0))
@@ -258,11 +275,11 @@ def train(cfg: DistillConfig, out_dir: Path, epochs: float, batch_tokens: int, l
             epoch = step // per_epoch
             epoch_batches = make_batches(train_seqs, batch_tokens, epoch)
         for g in opt.param_groups:
-            g["lr"] = lr * (min(1.0, (step + 1) / warmup) * (0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * step / total))))
+            g["lr"] = lr * lr_factor(step, total, warmup)
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=cfg.bf16_autocast):
             batch = to_device(collate(train_seqs, epoch_batches[step % per_epoch], table), device)
             per_step = losses(model, embedding, head_w, batch, noise, gen, steps)
-            loss = sum(STEP_DECAY ** k * (r + cls_weight * c) for k, (r, c, *_) in enumerate(per_step))
+            loss = unrolled_loss(per_step, cls_weight)
             reg, cls = per_step[0][:2]
         opt.zero_grad(set_to_none=True)
         loss.backward()

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import subprocess
 import sys
 import time
@@ -34,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 DRAFT = "assets/feature-draft-smollm2-135m"
 CORPUS = "assets/corpus-smollm2-135m"
 CONFIG = "distill/configs/tasks.json"
-UNROLL, STEP_DECAY, NOISE, CLS_WEIGHT, BATCH_TOKENS, WARMUP = 3, 0.8, 0.2, 1.0, 4096, 20
+UNROLL, CLS_WEIGHT, BATCH_TOKENS, WARMUP = 3, 1.0, 4096, 20  # as the shipped draft's stage 2 (its model card)
 
 
 def extract(data_dir: Path, layers: list[int], threads: int) -> Path:
@@ -127,8 +126,7 @@ def train_arm(arm: str, states: Path, epochs: float, lr: float, out: Path) -> No
     model = make_fused(draft, blocks, width).float().train()
     embedding = target.model.get_input_embeddings()
     head_w = target.model.get_output_embeddings().weight.detach()[head.token_ids].float()
-    table = torch.full((target.vocab_size,), -1, dtype=torch.long)
-    table[head.token_ids] = torch.arange(len(head.token_ids))
+    table = ft.head_table(head.token_ids, target.vocab_size)
     fuse_params = [p for n, p in model.named_parameters() if n.startswith(("fuse", "norms"))]
     groups = [{"params": list(draft.parameters()), "peak": lr}]
     if fuse_params:
@@ -141,13 +139,12 @@ def train_arm(arm: str, states: Path, epochs: float, lr: float, out: Path) -> No
     for step in range(total):
         if step % per_epoch == 0:
             batches = make_batches(train, BATCH_TOKENS, step // per_epoch)
-        for g in opt.param_groups:  # linear warmup, cosine to 5%, as train-features
-            cosine = 0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * step / total))
-            g["lr"] = g["peak"] * min(1.0, (step + 1) / WARMUP) * cosine
+        for g in opt.param_groups:
+            g["lr"] = g["peak"] * ft.lr_factor(step, total, WARMUP)
         with torch.autocast("cpu", dtype=torch.bfloat16):
             per_step = ft.losses(model, embedding, head_w, ft.collate(train, batches[step % per_epoch], table),
-                                 NOISE, gen, UNROLL)
-            loss = sum(STEP_DECAY ** k * (reg + CLS_WEIGHT * cls) for k, (reg, cls, *_) in enumerate(per_step))
+                                 ft.NOISE, gen, UNROLL)
+            loss = ft.unrolled_loss(per_step, CLS_WEIGHT)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 0.5)
