@@ -24,6 +24,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 CATEGORIES = ("mt_bench", "translation", "summarization", "qa", "math_reasoning", "rag")
+# Copy lengths by match length for the row that asks whether a longer match should copy more: the
+# accepted run of a copy grows with the match it follows (the JSON's runs_by_match measures it).
+COPY_BY_MATCH = {2: 4, 4: 8, 8: 12, 16: 24}
 
 
 def rules(alpha: float, c: float, extra_alphas: list[float]):
@@ -50,6 +53,13 @@ def rules(alpha: float, c: float, extra_alphas: list[float]):
          cl.hybrid_copy_rule(4, short_copies=False), model),
         ("long-lookup-corpus+model", f"lookup after a 2-token match, else the corpus + model (alpha {alpha:.2f})",
          cl.hybrid_copy_rule(4, corpus, short_copies=False), model),
+        ("long-lookup-8+model", f"lookup after a 2-token match, 8 tokens (the hybrid's) + model (alpha {alpha:.2f})",
+         cl.hybrid_copy_rule(8, short_copies=False), model),
+        ("long-lookup-by-match+model", "lookup after a 2-token match, 4/8/12/24 tokens after a 2/4/8/16-token match "
+         f"+ model (alpha {alpha:.2f})", cl.hybrid_copy_rule(cl.by_match_length(COPY_BY_MATCH), short_copies=False),
+         model),
+        ("oracle-length-long+model", "oracle: lookup after a 2-token match, exactly its accepted length + model "
+         f"(alpha {alpha:.2f})", lambda sequence, t: cl.oracle_length(sequence, t, min_match=2), model),
         ("oracle-copy+model", f"oracle copy + model (alpha {alpha:.2f})", cl.oracle_copy, model),
     ]
     for a in extra_alphas:
@@ -99,7 +109,7 @@ def main(argv=None) -> int:
         return 2
     import torch
 
-    from decoding.bench.ceiling import Replay, markdown, needed_decode_speedup, replay, with_prefill
+    from decoding.bench.ceiling import Replay, markdown, needed_decode_speedup, replay, runs_by_match, with_prefill
     from decoding.pair import load_pair
     from decoding.prompt_files import read_prompt_rows
     from decoding.runner import decode
@@ -150,6 +160,8 @@ def main(argv=None) -> int:
                        "c": evaluation["c"]},
         "prefill_share": {c: bench["categories"][c]["autoregressive"]["first_pass_share"] for c in CATEGORIES},
         "needed_after_prefill_for_1_7x": needed,
+        "copy_by_match": COPY_BY_MATCH,
+        "runs_by_match": runs_by_match([(sequence, n) for _, sequence, n in outputs], [1, *COPY_BY_MATCH]),
         "rows": table,
     }
     text = markdown(result)

@@ -376,6 +376,18 @@ def ceiling_section(results: dict) -> list[str]:
                   f"knows where to copy from and exactly how much, at no cost, reaches {oracle['overall']:.2f}x over all "
                   f"and {oracle['categories']['summarization']['whole_run']:.2f}x on summarization, "
                   f"{oracle['categories']['rag']['whole_run']:.2f}x on RAG.", ""]
+    lengths = [rows.get(k) for k in ("long-lookup+model", "long-lookup-8+model", "long-lookup-by-match+model",
+                                     "oracle-length-long+model")]
+    if all(lengths):
+        four, eight, by_match, exact = lengths
+        lines += ["How much to copy: after a match of at least 2 tokens, with the model elsewhere, copying 4 tokens "
+                  f"replays at {four['overall']:.2f}x over all, 8 tokens (the hybrid's length) at {eight['overall']:.2f}x, "
+                  f"a length that grows with the match ({', '.join(f'{n} after {m}' for m, n in data.get('copy_by_match', {}).items())} "
+                  f"tokens) at {by_match['overall']:.2f}x, and exactly the run that will be accepted (an oracle) at "
+                  f"{exact['overall']:.2f}x (summarization {by_match['categories']['summarization']['whole_run']:.2f}x "
+                  f"against {exact['categories']['summarization']['whole_run']:.2f}x). A longer match is followed by a "
+                  "longer run on average (the table above), but a length chosen from the match recovers little of what "
+                  "knowing each copy's own run is worth.", ""]
     corpus_alone = rows.get("lookup-corpus")
     with_model = [rows[k] for k in ("long-lookup+model", "long-lookup-corpus+model") if k in rows]
     run = results.get("spec-bench-corpus-bfloat16", {}).get("methods", {})

@@ -133,3 +133,29 @@ def test_hybrid_copy_rule_prefers_a_long_repeat_then_the_corpus():
     seq2 = [5, 6, 0, 6, 1]  # t=3: only a 1-token match of 6
     assert cl.hybrid_copy_rule(4)(seq2, 3) == (0, 2)
     assert cl.hybrid_copy_rule(4, short_copies=False)(seq2, 3) == (0, 0)
+
+
+def test_copy_length_grows_with_the_match():
+    tokens = cl.by_match_length({2: 4, 8: 12})
+    assert [tokens(m) for m in (1, 2, 7, 8, 30)] == [4, 4, 4, 12, 12]  # below the first step: its length
+    # 1 2 3 4 5 6 | 9 | 1 2 3 4 5 6: at t=12 the suffix 1..6 matches 6 tokens, the copy reads 9 1 2 ...
+    seq = [1, 2, 3, 4, 5, 6, 9, 1, 2, 3, 4, 5, 6, 9, 1, 2, 3]
+    assert cl.hybrid_copy_rule(cl.by_match_length({2: 2, 6: 5}), short_copies=False)(seq, 12) == (4, 5)
+    assert cl.hybrid_copy_rule(cl.by_match_length({2: 2, 7: 5}), short_copies=False)(seq, 12) == (2, 2)
+    assert cl.hybrid_copy_rule(3, short_copies=False)(seq, 12) == (3, 3)  # a plain length still works
+    # the oracle length after a long match only: the 1-token match at t=7 runs 7 tokens, but not with min_match=2
+    assert cl.oracle_length(seq, 7) == (7, 7) and cl.oracle_length(seq, 7, min_match=2) == (0, 0)
+    assert cl.oracle_length(seq, 12, min_match=2) == (4, 4)
+    assert cl.oracle_length(seq, 12, min_match=7) == (0, 0)
+
+
+def test_runs_by_match_groups_positions_by_the_match_length():
+    seq = [1, 2, 3, 4, 1, 2, 3, 5]  # prompt 1 2 3 4; output 1 2 3 5
+    rows = cl.runs_by_match([(seq, 4)], [1, 2])
+    # t=4 (1: 1-token match, copy 2 3 4 -> 2 right), t=5 (1 2: 2-token match, copy 3 4 -> 1 right),
+    # t=6 (1 2 3: 3-token match, copy 4 -> wrong)
+    assert rows == [{"shortest_match": 1, "positions": 1, "mean_run": 2.0, "share_first_right": 1.0},
+                    {"shortest_match": 2, "positions": 2, "mean_run": 0.5, "share_first_right": 0.5}]
+    text = cl.markdown({"categories": [], "prompts": 1, "rows": [], "needed_after_prefill_for_1_7x": {},
+                        "runs_by_match": rows})
+    assert "| 1 | 1 | 1.00 | 2.00 |" in text and "| 2+ | 2 | 0.50 | 0.50 |" in text

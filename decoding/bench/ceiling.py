@@ -14,7 +14,8 @@ it. Rules that know the answer (oracles) bound what any copying drafter can reac
 - `oracle_copy`: the best occurrence and exactly its accepted length: no copying drafter does better.
 - `copy_tree`: the continuations of several occurrences verified together in one pass.
 - `hybrid_copy_rule`: the context's copy after a long match, else a copy from a corpus of the
-  target's earlier answers (`corpus.py`), else the short copy or nothing.
+  target's earlier answers (`corpus.py`), else the short copy or nothing; its copy length may grow
+  with the match length (`by_match_length`), since a longer match is followed by a longer run.
 
 Positions where a rule copies nothing can be given to a draft model in expectation (`ModelDraft`:
 acceptance alpha per token, independent, at its best gamma; Leviathan et al. eq. 1 with the measured
@@ -104,22 +105,35 @@ def lookup_rule(tokens: int, max_match: int = 32):
     return rule
 
 
-def hybrid_copy_rule(tokens: int, corpus=None, short_copies: bool = True, min_match: int = 2, max_match: int = 32):
+def by_match_length(lengths: dict[int, int]):
+    """A copy length that grows with the match: `lengths` maps the shortest match of each step to its
+    copy length ({2: 4, 8: 12}: 4 tokens after a 2-7-token match, 12 after 8 or more)."""
+    steps = sorted(lengths.items())
+
+    def tokens(match: int) -> int:
+        return max((n for shortest, n in steps if match >= shortest), default=steps[0][1])
+    return tokens
+
+
+def hybrid_copy_rule(tokens, corpus=None, short_copies: bool = True, min_match: int = 2, max_match: int = 32):
     """The hybrid's copies: the context's copy after a match of at least `min_match` tokens, else
     (with a `corpus`, `corpus.TextCorpus`) the corpus's continuation, else the copy after a shorter
-    match (`short_copies`) or nothing (positions left to a model)."""
+    match (`short_copies`) or nothing (positions left to a model). `tokens`: the copy length, or a
+    function of the match length (`by_match_length`)."""
+    length = tokens if callable(tokens) else (lambda match: tokens)
+
     def rule(sequence: list[int], t: int) -> tuple[int, int]:
         context = sequence[: t + 1]
         found = suffix_match(context, max_match)
         if found is not None and found[1] >= min_match:
-            return context_copy(sequence, t, found[0], tokens)
+            return context_copy(sequence, t, found[0], length(found[1]))
         match = corpus.find(context) if corpus is not None else None
         if match is not None:
-            copy = corpus.continuation(match, tokens)
+            copy = corpus.continuation(match, length(match.length))
             return leading_equal(copy, sequence[t + 1:]), len(copy)
         if found is None or not short_copies:
             return 0, 0
-        return context_copy(sequence, t, found[0], tokens)
+        return context_copy(sequence, t, found[0], length(found[1]))
     return rule
 
 
@@ -132,9 +146,9 @@ def oracle_gate(tokens: int, max_match: int = 32):
     return rule
 
 
-def oracle_length(sequence: list[int], t: int, max_match: int = 32) -> tuple[int, int]:
+def oracle_length(sequence: list[int], t: int, max_match: int = 32, min_match: int = 1) -> tuple[int, int]:
     found = suffix_match(sequence[: t + 1], max_match)
-    accepted = run_length(sequence, found[0], t + 1) if found else 0
+    accepted = run_length(sequence, found[0], t + 1) if found and found[1] >= min_match else 0
     return accepted, accepted
 
 
@@ -173,6 +187,26 @@ def copy_tree(branches: int, tokens: int, max_match: int = 32):
         accepted = max(leading_equal(path, sequence[t + 1:]) for path in paths)
         return accepted, len(nodes)
     return rule
+
+
+def runs_by_match(outputs: list[tuple[list[int], int]], shortest: list[int], max_match: int = 32,
+                  cap: int = 32) -> list[dict]:
+    """How long a copy after each match length runs: at every position of every output (sequence,
+    prompt length) whose suffix matches earlier, the match length and the run of tokens the copy of
+    its continuation would get accepted (at most `cap`), grouped by the match-length steps in
+    `shortest` (each step holds matches from its value up to the next one's)."""
+    steps = sorted(shortest)
+    groups = {s: [] for s in steps}
+    for sequence, prompt_length in outputs:
+        for t in range(prompt_length, len(sequence) - 1):
+            found = suffix_match(sequence[: t + 1], max_match)
+            if found is None or found[1] < steps[0]:
+                continue
+            step = max(s for s in steps if found[1] >= s)
+            groups[step].append(run_length(sequence, found[0], t + 1, cap))
+    return [{"shortest_match": s, "positions": len(runs), "mean_run": sum(runs) / len(runs) if runs else 0.0,
+             "share_first_right": sum(r >= 1 for r in runs) / len(runs) if runs else 0.0}
+            for s, runs in groups.items()]
 
 
 def leading_equal(a, b) -> int:
@@ -275,4 +309,14 @@ def markdown(result: dict, labels: dict | None = None) -> str:
                        for c, v in result["needed_after_prefill_for_1_7x"].items())
     lines += ["", "Whole-run speedups over autoregressive decoding, the prefill included at each category's "
               f"measured share. A whole run at 1.7x needs, after the prefill: {needed}."]
+    runs = result.get("runs_by_match")
+    if runs:
+        lines += ["", "How long the engine's copy runs after each match length (every output position whose suffix "
+                  "repeats earlier; the run is capped at 32):", "",
+                  "| suffix match (tokens) | positions | first copied token right | mean accepted run |", "|---|---|---|---|"]
+        for i, row in enumerate(runs):
+            upper = runs[i + 1]["shortest_match"] - 1 if i + 1 < len(runs) else None
+            low = row["shortest_match"]
+            span = f"{low}+" if upper is None else (str(low) if upper == low else f"{low}-{upper}")
+            lines.append(f"| {span} | {row['positions']} | {row['share_first_right']:.2f} | {row['mean_run']:.2f} |")
     return "\n".join(lines)
