@@ -86,8 +86,10 @@ decoding, with the drafter that suits the prompt) against **lane B** (plain auto
 Each is warmed up, then timed on its own, one after the other, so they never share the processor.
 Then both replay together on **one clock**: every token appears at the moment it was produced.
 Green chips were drafted and accepted, so a burst of green is one target call paying for several
-tokens. Whether that wins depends on the machine: on a CPU with a small model speculative decoding
-often loses, and the result says so. Slow motion and Replay run in your browser, without the server.
+tokens. Whether that wins depends on the prompt, the drafter and the machine: copying from the prompt
+wins where the answer repeats it, a small draft model alone barely pays on a CPU, and in float32 on a
+CPU speculative decoding often loses. The result says which. Slow motion and Replay run in your
+browser, without the server.
 """
 
 MENTORED = """
