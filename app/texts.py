@@ -67,8 +67,8 @@ Edit the vocabulary, the target **p** and the draft **q** (each column must sum 
 draws x ~ q, accepts it when u ≤ min(1, p(x)/(l·q(x))), and otherwise draws from the residual.
 The histogram of N outputs converges to the **expected** distribution, which is exactly **p** when
 lenience l = 1. With l < 1 more drafts are accepted and no token can exceed its cap p/l (black ticks).
-Starting values: the worked example of the tutorial *Accelerating LLM Inference - Speculative Decoding*
-(docs/papers.md): the draft proposes "is" more often than the target would write it.
+Starting values: the worked example of the tutorial *Accelerating LLM Inference - Speculative Decoding*:
+the draft proposes "is" more often than the target would write it.
 """
 
 SIDE = """
