@@ -33,7 +33,8 @@ def _add_generate(sub, methods=None) -> None:
     g.add_argument("--target", default="default", help="hub id, local directory, .gguf file or 'default'")
     g.add_argument("--draft", default=None, help="hub id, local directory, .gguf file, 'distilled', 'feature' (a "
                    "draft over the target's own hidden states), 'prompt-lookup', 'hybrid[:<draft>]' or "
-                   "'hybrid+corpus[=<corpus dir>][:<draft>]' (also copies from the target's own earlier answers)")
+                   "'hybrid+corpus[=<corpus dir>][:<draft>]' (also copies from the target's own earlier answers); "
+                   "default: 'hybrid:feature' for the embedded target ('distilled' for mjsd), prompt lookup for any other")
     g.add_argument("--device", default=None, help="cpu, cuda, cuda:N (default: cuda when available)")
     g.add_argument("--dtype", default=None, help="float32, bfloat16, float16 (default: bfloat16 on CPUs with native "
                    "bf16 and on CUDA, else float32; $SPECDEC_DTYPE overrides); float32 is the reference for exactness")
@@ -178,7 +179,8 @@ def cmd_generate(args) -> int:
     spec.settings.from_config(config)  # the method's own checks, before any model loads
     try:
         target, draft = load_pair(args.target, args.draft, device=args.device, dtype=args.dtype,
-                                  draft_dtype=args.draft_dtype, need_draft=spec.uses_drafter)
+                                  draft_dtype=args.draft_dtype, need_draft=spec.uses_drafter,
+                                  needs_draft_model=spec.needs_draft_model)
         prompt_ids = target.encode_prompt(args.prompt, args.chat)
         meter = make_meter(target.device)
         records = []
@@ -197,8 +199,10 @@ def cmd_generate(args) -> int:
     else:
         mean_acc = "n/a" if summary.mean_accepted is None else f"{summary.mean_accepted:.2f}"
         energy = f"{summary.energy_joules:.2f} J" if summary.energy_joules is not None else summary.energy_note
+        drafted_by = summary.models.get("draft")
         print(
-            f"\n\n[{summary.method}] {len(summary.token_ids)} tokens in {summary.iterations} iterations, "
+            f"\n\n[{summary.method}{f', draft: {drafted_by}' if drafted_by else ''}, {summary.models.get('dtype')}] "
+            f"{len(summary.token_ids)} tokens in {summary.iterations} iterations, "
             f"{summary.target_calls} target calls ({summary.tokens_per_call:.2f} tokens/call), "
             f"mean accepted draft tokens {mean_acc}, {summary.tokens_per_second:.1f} tokens/s, "
             f"stop: {summary.stop_reason}; energy: {energy}; target perplexity "

@@ -28,7 +28,7 @@ from .models import DEFAULT_TARGET, LoadedModel, check_same_vocabulary, load_dra
 from .output_head import OutputHead, load_head
 from .paths import SHIPPED_CORPUS, SHIPPED_DRAFT, SHIPPED_FEATURE_DRAFT, display_path
 
-__all__ = ["Draft", "as_draft", "default_draft_spec", "load_pair", "PROMPT_LOOKUP", "HYBRID", "HYBRID_CORPUS",
+__all__ = ["Draft", "as_draft", "default_draft_spec", "default_drafter_spec", "load_pair", "PROMPT_LOOKUP", "HYBRID", "HYBRID_CORPUS",
            "DISTILLED", "FEATURE"]
 
 DRAFT_KINDS = ("model", PROMPT_LOOKUP, HYBRID)
@@ -145,6 +145,18 @@ def default_draft_spec(target_spec: str) -> str:
     return PROMPT_LOOKUP
 
 
+def default_drafter_spec(target_spec: str, needs_draft_model: bool = False) -> str:
+    """What `generate` drafts with when no draft is named. For the embedded default target: the hybrid
+    with the feature draft, the fastest configuration measured on Spec-Bench (docs/performance.md) and
+    the app's default preset; a method that beam-searches a draft model (MJSD) gets the distilled
+    draft. Any other target: `default_draft_spec` (prompt lookup). The benchmark keeps
+    `default_draft_spec`, a draft model, so that HF's assisted generation has the same assistant."""
+    if (not needs_draft_model and target_spec == DEFAULT_TARGET and default_draft_spec(target_spec) != PROMPT_LOOKUP
+            and (SHIPPED_FEATURE_DRAFT / "config.json").is_file()):
+        return f"{HYBRID}:{FEATURE}"
+    return default_draft_spec(target_spec)
+
+
 def load_target_corpus(directory: str, target: LoadedModel, target_spec: str) -> TextCorpus:
     """The corpus of the target's own answers in `directory` (scripts/build_corpus.py), or the
     shipped one of the default target when `directory` is empty."""
@@ -201,13 +213,15 @@ def load_draft_value(spec: str, target: LoadedModel, dtype=None, draft_dtype=Non
 
 
 def load_pair(target_spec: str = DEFAULT_TARGET, draft_spec: str | None = None, *, device=None, dtype=None,
-              draft_dtype=None, need_draft: bool = True, cached: bool = False,
+              draft_dtype=None, need_draft: bool = True, cached: bool = False, needs_draft_model: bool = False,
               target_progress=None, draft_progress=None) -> tuple[LoadedModel, Draft | None]:
-    """(target, draft) ready to decode. `draft_spec` None: the target's default draft; `need_draft`
-    False (a method without a drafter) loads no draft. Raises ModelLoadError with one clear line."""
+    """(target, draft) ready to decode. `draft_spec` None: the target's default drafter
+    (`default_drafter_spec`; `needs_draft_model` for a method that beam-searches a draft model);
+    `need_draft` False (a method without a drafter) loads no draft. Raises ModelLoadError with one
+    clear line."""
     loader = load_model_cached if cached else load_model
     target = loader(target_spec, device=device, dtype=dtype, progress=target_progress)
     if not need_draft:
         return target, None
-    spec = draft_spec or default_draft_spec(target_spec)
+    spec = draft_spec or default_drafter_spec(target_spec, needs_draft_model)
     return target, load_draft_value(spec, target, dtype, draft_dtype, cached, draft_progress, target_spec)

@@ -321,3 +321,19 @@ def test_hybrid_auto_schedule_uses_both_sources_and_keeps_greedy_output(tiny_pai
     for r in records:  # every drafted token's q is the one it was drawn from: one-hot for a copy
         for d in r.draft:
             assert d.source == ChainStep.of(r).source
+
+
+def test_default_drafter_is_the_fastest_measured_one_for_the_embedded_target(tiny_target_dir):
+    """With no --draft, the embedded target drafts with the hybrid over the feature draft (the app's default
+    preset, the fastest configuration on Spec-Bench); MJSD, which beam-searches a draft model, gets the
+    distilled draft; any other target gets prompt lookup, as before."""
+    from decoding.models import DEFAULT_TARGET
+    from decoding.pair import default_draft_spec, default_drafter_spec
+    from decoding.paths import SHIPPED_DRAFT, SHIPPED_FEATURE_DRAFT
+
+    if not (SHIPPED_FEATURE_DRAFT / "config.json").is_file() or not (SHIPPED_DRAFT / "config.json").is_file():
+        pytest.skip("the shipped drafts are not in this checkout")
+    assert default_drafter_spec(DEFAULT_TARGET) == "hybrid:feature"
+    assert default_drafter_spec(DEFAULT_TARGET, needs_draft_model=True) == default_draft_spec(DEFAULT_TARGET) \
+        == str(SHIPPED_DRAFT)
+    assert default_drafter_spec(str(tiny_target_dir)) == "prompt-lookup"
