@@ -34,7 +34,8 @@ def _add_generate(sub, methods=None) -> None:
     g.add_argument("--draft", default=None, help="hub id, local directory, .gguf file, 'distilled', 'feature' (a "
                    "draft over the target's own hidden states), 'prompt-lookup', 'hybrid[:<draft>]' or "
                    "'hybrid+corpus[=<corpus dir>][:<draft>]' (also copies from the target's own earlier answers); "
-                   "default: 'hybrid:feature' for the embedded target ('distilled' for mjsd), prompt lookup for any other")
+                   "default: 'hybrid:feature' for the embedded target ('distilled' for mjsd), prompt lookup for "
+                   "any other")
     g.add_argument("--device", default=None, help="cpu, cuda, cuda:N (default: cuda when available)")
     g.add_argument("--dtype", default=None, help="float32, bfloat16, float16 (default: bfloat16 on CPUs with native "
                    "bf16 and on CUDA, else float32; $SPECDEC_DTYPE overrides); float32 is the reference for exactness")

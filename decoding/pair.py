@@ -28,8 +28,8 @@ from .models import DEFAULT_TARGET, LoadedModel, check_same_vocabulary, load_dra
 from .output_head import OutputHead, load_head
 from .paths import SHIPPED_CORPUS, SHIPPED_DRAFT, SHIPPED_FEATURE_DRAFT, display_path
 
-__all__ = ["Draft", "as_draft", "default_draft_spec", "default_drafter_spec", "load_pair", "PROMPT_LOOKUP", "HYBRID", "HYBRID_CORPUS",
-           "DISTILLED", "FEATURE"]
+__all__ = ["Draft", "as_draft", "default_draft_spec", "default_drafter_spec", "load_pair", "PROMPT_LOOKUP", "HYBRID",
+           "HYBRID_CORPUS", "DISTILLED", "FEATURE"]
 
 DRAFT_KINDS = ("model", PROMPT_LOOKUP, HYBRID)
 DISTILLED = "distilled"  # the shipped draft of the default target, by name

@@ -331,7 +331,8 @@ def test_default_drafter_is_the_fastest_measured_one_for_the_embedded_target(tin
     from decoding.pair import default_draft_spec, default_drafter_spec
     from decoding.paths import SHIPPED_DRAFT, SHIPPED_FEATURE_DRAFT
 
-    if not (SHIPPED_FEATURE_DRAFT / "config.json").is_file() or not (SHIPPED_DRAFT / "config.json").is_file():
+    shipped = (SHIPPED_FEATURE_DRAFT / "config.json", SHIPPED_DRAFT / "config.json")
+    if not all(path.is_file() for path in shipped):
         pytest.skip("the shipped drafts are not in this checkout")
     assert default_drafter_spec(DEFAULT_TARGET) == "hybrid:feature"
     assert default_drafter_spec(DEFAULT_TARGET, needs_draft_model=True) == default_draft_spec(DEFAULT_TARGET) \

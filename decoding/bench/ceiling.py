@@ -313,7 +313,8 @@ def markdown(result: dict, labels: dict | None = None) -> str:
     if runs:
         lines += ["", "How long the engine's copy runs after each match length (every output position whose suffix "
                   "repeats earlier; the run is capped at 32):", "",
-                  "| suffix match (tokens) | positions | first copied token right | mean accepted run |", "|---|---|---|---|"]
+                  "| suffix match (tokens) | positions | first copied token right | mean accepted run |",
+                  "|---|---|---|---|"]
         for i, row in enumerate(runs):
             upper = runs[i + 1]["shortest_match"] - 1 if i + 1 < len(runs) else None
             low = row["shortest_match"]
