@@ -183,8 +183,7 @@ def build_demo() -> gr.Blocks:
                         races = list(shipped_races())
                         shipped_pick = gr.Dropdown(races, value=None, elem_id="shipped-races",
                                                    label="Shipped races (replay at once, no model needed)",
-                                                   info=None if races else "None shipped yet "
-                                                   "(scripts/record_races.py records them).")
+                                                   info=None if races else "No race ships with this copy of the app.")
                         gallery_pick = gr.Dropdown(gallery_choices(), value=None, label="Task gallery",
                                                    elem_id="gallery-pick")
                         gallery_note = gr.Markdown("", elem_classes="note")

@@ -10,13 +10,13 @@ from __future__ import annotations
 import html
 from collections import defaultdict
 
-from decoding.drafters import COPY_KINDS
+from decoding.drafters import COPY_KINDS, HYBRID_LOOKUP_TOKENS
 from decoding.metrics import RunCounts
 from decoding.strategies.ppd import PPDStep
 from decoding.strategies.speculative import ChainStep
 from decoding.trace import ACCEPTED, BONUS, CORRECTION, TARGET, Candidate, IterationRecord, RunSummary
 
-from .html_text import attr as _attr, fmt, token_html, visible
+from .html_text import attr as _attr, fmt, special_name, token_html, visible
 from .rules_text import greedy_rule, mjsd_prefix, ppd_argmax, ppd_caption, ppd_lossy, ppd_rule_text, threshold_label
 
 REJECTED = "rejected"
@@ -31,6 +31,24 @@ CHIP_KINDS = {
 }
 
 MAX_TREE_NODES = 300
+
+# Why a run stopped (the engine's stop_reason), in words.
+STOP_REASONS = {"max_new_tokens": "the token limit", "eos": "the model's end-of-text token",
+                "context": "the model's longest context", "stopped": "Stop pressed"}
+
+
+def stop_words(reason: str | None) -> str:
+    return STOP_REASONS.get(reason or "", "—" if not reason else str(reason).replace("_", " "))
+
+
+def special_line(text: str) -> list[str]:
+    """A tooltip line for a special token (empty for ordinary text)."""
+    name = special_name(text)
+    if name is None:
+        return []
+    if name.startswith("special:"):
+        return [f"a special token of the tokenizer ({text}), not text a reader sees"]
+    return [f"a special token ({text}): it marks the {name}, it is not text a reader sees"]
 
 
 def _lookup(cands: list[Candidate] | None, token_id: int) -> Candidate | None:
@@ -63,6 +81,27 @@ MATCHED = {"lookup": "; the last {} tokens matched an earlier span",
            "corpus": "; the last {} tokens appear in those answers"}
 
 
+def _last_tokens(n: int | None) -> str:
+    """ "the last 3 tokens", or "the last tokens" where the trace does not say how many."""
+    return f"the last {n} tokens" if n else "the last tokens"
+
+
+def drafted_note(record: IterationRecord) -> str:
+    """Why an iteration drafted more tokens than γ (the hybrid's and prompt lookup's copies), in words;
+    "" when it drafted at most γ."""
+    k, gamma = len(record.draft), record.gamma
+    if not gamma or k <= gamma:
+        return ""
+    chain = ChainStep.of(record)
+    if chain is not None and chain.source == "model" and chain.copied:
+        return (f"Drafted {k} with γ = {gamma}: the draft model's {k - chain.copied} tokens, then {chain.copied} "
+                "copied from an earlier span (a copy is not limited to γ).")
+    if chain is not None and chain.source in ("lookup", "corpus"):
+        return (f"Drafted {k} with γ = {gamma}: a copy may run past γ (up to {HYBRID_LOOKUP_TOKENS} tokens), "
+                "because where the text repeats, long copies are usually accepted whole.")
+    return f"Drafted {k} with γ = {gamma}: this drafter may propose more than γ tokens."
+
+
 def source_text(record: IterationRecord, d) -> str | None:
     """Where a draft token came from, in words (None where the trace does not say)."""
     if d.source not in SOURCES:
@@ -74,6 +113,7 @@ def source_text(record: IterationRecord, d) -> str | None:
 
 def _draft_tip(d, kind_label: str, record: IterationRecord) -> str:
     lines = [f"{kind_label} {visible(d.text)!r} (iteration {record.iteration}, draft position {d.position + 1})"]
+    lines += special_line(d.text)
     source = source_text(record, d)
     if source:
         lines.append(source)
@@ -101,6 +141,7 @@ def _draft_tip(d, kind_label: str, record: IterationRecord) -> str:
 def _final_tip(token, record: IterationRecord) -> str:
     label = CHIP_KINDS[token.kind][0]
     lines = [f"{label} token {visible(token.text)!r} (iteration {record.iteration})"]
+    lines += special_line(token.text)
     if token.kind == CORRECTION and record.residual is None:
         c = _lookup(record.next_top, token.token_id)
         lines.append("drawn from the target p after the kept prefix (this method has no residual)")
@@ -186,17 +227,19 @@ def draft_row_html(record: IterationRecord | None) -> str:
     greedy = greedy_rule(record) and mjsd_prefix(record, 0) is None and record.method != "ppd"
     chain = ChainStep.of(record)
     if chain is not None and chain.source in SOURCES:
-        origin = {"lookup": "<b>Copied from the context</b>: the last " + str(chain.match_length) + " tokens repeat an "
+        last = _last_tokens(chain.match_length)
+        origin = {"lookup": f"<b>Copied from the context</b>: {last} repeat an "
                             "earlier span, so the drafter proposed what followed it (q = 1 on each copied token)",
-                  "corpus": "<b>Copied from the target's earlier answers</b>: the last " + str(chain.match_length)
-                            + " tokens appear in its answers to other prompts, so the drafter proposed what most "
-                            "often followed them there (q = 1 on each copied token)"}.get(
-                      chain.source, "<b>Proposed by the draft model</b>")
+                  "corpus": f"<b>Copied from the target's earlier answers</b>: {last} appear in its answers to "
+                            "other prompts, so the drafter proposed what most often followed them there "
+                            "(q = 1 on each copied token)"}.get(chain.source, "<b>Proposed by the draft model</b>")
         if chain.source == "model" and chain.copied:
-            origin += (f", then <b>continued by a copy</b>: with its tokens the last {chain.match_length} tokens "
+            origin += (f", then <b>continued by a copy</b>: with its tokens {last} "
                        f"repeat an earlier span, so the {chain.copied} tokens that followed it were added "
                        "(q = 1 on each)")
-        head += f'<p class="origin from-{chain.source}">{origin}.</p>'
+        more = drafted_note(record)
+        origin += "." + (f" {html.escape(more)}" if more else "")
+        head += f'<p class="origin from-{chain.source}">{origin}</p>'
     rows = []
     for d in record.draft:
         ratio = (d.p / d.q) if d.q else None
@@ -372,7 +415,7 @@ def stats_html(records: list[IterationRecord], upto: int | None = None, summary:
         ("tokens/s", fmt(tps, 1)),
     ]
     if r.finished or (summary is not None and upto == len(records) - 1):
-        items.append(("stopped by", (summary.stop_reason if summary else r.stop_reason) or "—"))
+        items.append(("stopped by", stop_words(summary.stop_reason if summary else r.stop_reason)))
     cells = "".join(f'<div class="stat"><span class="k">{html.escape(k)}</span><span class="v">{html.escape(v)}</span></div>' for k, v in items)
     extra = f'<div class="note">{html.escape(note)}</div>' if note else ""
     mdl = f'<div class="models">{html.escape(models)}</div>' if models else ""
@@ -409,4 +452,7 @@ def caption(record: IterationRecord | None) -> str:
     if final is not None:
         s += (f" Correction {visible(final.text)!r} drawn from the residual." if final.kind == CORRECTION
               else f" All accepted: bonus token {visible(final.text)!r} drawn from p.")
+    more = drafted_note(record)
+    if more:
+        s += f" ({more})"
     return s

@@ -15,7 +15,8 @@ probability — **q(x)** — the draft's probability — the **coin u** ~ U(0, 1
 min(1, p(x) / (l·q(x))) it was compared with: a draft token is accepted when u ≤ threshold.
 Spaces show as `·`, newlines as `↵`. The chips of the selected iteration are outlined.
 A small `↺` marks a draft token copied from the context (prompt lookup, the hybrid), a small `❞` one
-copied from the target's own earlier answers (the hybrid with a corpus, `hybrid+corpus`).
+copied from the target's own earlier answers (the hybrid with a corpus). Special tokens of the chat
+template, which mark where a turn starts or ends, show as a labelled marker such as ⟨end of turn⟩.
 """
 
 DRAFT_ROW = """
@@ -155,7 +156,7 @@ path it agrees with, plus one token of its own at the end (so every step yields 
 
 **Hardware-aware tree size.** A bigger tree gives more tokens per step, T(n), but each pass gets slower, L(n):
 the chart shows both, measured on this device, and n* = argmax T(n)/L(n) is the tree size PPD uses by default
-once tuned (`python -m decoding.ppd tune`).
+once it has been tuned on this computer.
 """
 
 

@@ -145,7 +145,7 @@ def test_the_gallery_fits_the_app_and_reads_its_tags(tmp_path, monkeypatch):
     # no tags file: no tags, lane A = the pair's draft at gamma 4
     assert gallery_tags(tmp_path / "absent.json") == {}
     assert lane_a_choice(items[0].id, {}) == ("pair", DEFAULT_GAMMA, None)
-    assert "No measured tag" in tag_text(None)
+    assert "Not measured on this prompt" in tag_text(None)
     # the benchmark's file, as a list and as a mapping by id
     entry = {"id": items[0].id, "drafter": "prompt-lookup", "gamma": 6, "precision": "float32", "speedup": 1.4,
              "tokens_per_call": 2.1, "machine": {"cpu": "Some CPU"}, "date": "2026-11-22"}
