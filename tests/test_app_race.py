@@ -196,7 +196,8 @@ def test_record_races_writes_a_race_that_opens(tmp_path, tiny_target_dir, tiny_d
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     code = module.main(["gallery-math-1", "--target", str(tiny_target_dir), "--draft", str(tiny_draft_dir),
-                        "--out", str(tmp_path), "--max-new-tokens", "8", "--dtype", "float32", "--threads", "1"])
+                        "--out", str(tmp_path), "--max-new-tokens", "8", "--dtype", "float32", "--threads", "1",
+                        "--tags", str(tmp_path / "gallery.json"), "--keep-anyway"])  # random weights: any text
     assert code == 0
     race = read_race(tmp_path / "gallery-math-1.json")
     assert race.gallery_id == "gallery-math-1" and race.title.startswith("math: ")
@@ -204,6 +205,9 @@ def test_record_races_writes_a_race_that_opens(tmp_path, tiny_target_dir, tiny_d
     assert race.lanes[0].summary.token_ids == race.lanes[1].summary.token_ids  # greedy, float32
     assert race.recorded["warmup_tokens"] == 4 and "machine" in race.recorded
     assert "tokens/s" in capsys.readouterr().out
+    # the race's measurement is the prompt's gallery tag
+    tag = gallery_tags(tmp_path / "gallery.json")["gallery-math-1"]
+    assert tag.gamma == 4 and tag.speedup == pytest.approx(race_figures(race)["speedup"])
     assert module.main(["no-such-id", "--out", str(tmp_path)]) == 2
 
 

@@ -160,7 +160,7 @@ def test_running_and_theory_figures(rejected_record, bonus_record):
     names = [t["name"] for t in fig.data]
     assert "tokens/s" in names and "accepted length" in names and "MB/token (proxy)" in names
     assert "autoregressive baseline" in names
-    assert "Energy not measured" in _bar_text(fig)
+    assert "Energy is not measured" in _bar_text(fig)
     alpha, c, how = measured_alpha_c([rejected_record, bonus_record])
     assert alpha == pytest.approx((0.7 + 0.4 + 0.9 + 0.8) / 4)
     assert c is not None and c > 0
