@@ -244,9 +244,10 @@ def build_demo() -> gr.Blocks:
         race_inputs = {**components, "prompt": race_prompt, "lane_a": lane_a, "lane_b": lane_b,
                        "lane_a_draft": lane_a_draft, "lane_a_gamma": lane_a_gamma}
         race_shown = [race_player, race_json, race_download]
+        race_controls = [race_prompt, lane_a, lane_b, lane_a_draft, lane_a_gamma, gallery_note]  # a shipped race's
         race_ev = race_btn.click(race, [state] + [race_inputs[name] for name in race.input_names], [state, *race_shown],
                                  api_name="race", **model_events)
-        shipped_pick.input(open_shipped_race, shipped_pick, race_shown, api_name=False)
+        shipped_pick.input(open_shipped_race, shipped_pick, race_shown + race_controls, api_name=False)
         race_upload.upload(open_race_upload, race_upload, race_shown, api_name=False)
         # a live or opened race replaces the shipped one shown: its name leaves the dropdown
         for event in (race_btn.click, race_upload.upload):
@@ -254,7 +255,7 @@ def build_demo() -> gr.Blocks:
         gallery_pick.input(on_gallery_pick, gallery_pick, [race_prompt, lane_a, lane_a_draft, lane_a_gamma, gallery_note],
                            api_name=False)
         lane_a.change(on_lane_a, lane_a, [lane_a_draft, lane_a_gamma], api_name=False)
-        demo.load(race_on_load, None, [shipped_pick, *race_shown], api_name=False)
+        demo.load(race_on_load, None, [shipped_pick, *race_shown, *race_controls], api_name=False)
         stop_btn.click(stop, [state, position], [state, *view_outputs], cancels=[run_ev, step_ev, cmp_ev, race_ev],
                        api_name=False, queue=False)
         reset_btn.click(reset, [state, position], [state, *view_outputs], api_name=False)
