@@ -16,7 +16,7 @@ import gradio as gr
 from decoding.lab import EXAMPLE_P, EXAMPLE_Q, EXAMPLE_VOCAB
 from decoding.methods import METHODS
 from decoding.pair import PROMPT_LOOKUP
-from decoding.paths import APP_CSS
+from decoding.paths import APP_CSS, ASSETS
 
 from . import render, texts
 from .compare import compare
@@ -33,6 +33,7 @@ from .presets import presets
 from .race import NO_RACE, on_gallery_pick, on_lane_a, open_race_upload, open_shipped_race, race, race_on_load
 from .race_file import shipped_races
 from .session import SESSION_TTL_SECONDS, delete_session, example_traces
+from .theme import app_theme
 from .settings import MAX_GAMMA, MAX_NEW_TOKENS, MAX_PROMPT_CHARS, PRECISIONS
 
 
@@ -56,7 +57,9 @@ def build_demo() -> gr.Blocks:
     PRESETS = presets()
     with gr.Blocks(title="Speculative decoding playground") as demo:
         state = gr.State(None, time_to_live=SESSION_TTL_SECONDS, delete_callback=delete_session)
-        with gr.Tabs(elem_id="main-tabs", selected="lesson") as tabs:
+        gr.Markdown("# Speculative decoding playground", elem_id="app-title")  # the page's one h1
+        # "wrap": on a phone every tab stays on the bar (a second row), none behind a "..." menu
+        with gr.Tabs(elem_id="main-tabs", selected="lesson", overflow_behavior="wrap") as tabs:
             # ---------------------------------------------------------------- lesson (lesson_tab.py)
             with gr.Tab("Lesson", id="lesson"):
                 lesson = lesson_tab.build()
@@ -100,7 +103,8 @@ def build_demo() -> gr.Blocks:
                                                 "at this pace (the player above the panels)")
                         with gr.Row():
                             run_btn = gr.Button("▶ Run", variant="primary", elem_id="run-btn")
-                            step_btn = gr.Button("⏭ Step", elem_id="step-btn")
+                            # an SVG icon: the "next track" glyph U+23ED is missing from common fonts (Debian's)
+                            step_btn = gr.Button("Step", icon=str(ASSETS / "icons" / "step.svg"), elem_id="step-btn")
                             stop_btn = gr.Button("■ Stop", variant="stop", elem_id="stop-btn")
                             reset_btn = gr.Button("↺ Reset", elem_id="reset-btn")
                         with gr.Accordion("Save, open, reproduce", open=False):
@@ -292,4 +296,5 @@ def build_demo() -> gr.Blocks:
 def launch_kwargs() -> dict:
     css = APP_CSS.read_text(encoding="utf-8") if APP_CSS.exists() else ""
     css += lesson_tab.lesson_css()
-    return dict(css=css, share=False, max_file_size="5mb", show_error=True, footer_links=["api", "gradio"])
+    return dict(css=css, theme=app_theme(), share=False, max_file_size="5mb", show_error=True,
+                footer_links=["api", "gradio"])

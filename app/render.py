@@ -59,19 +59,24 @@ def _lookup(cands: list[Candidate] | None, token_id: int) -> Candidate | None:
 
 
 def legend_html() -> str:
+    """The chip kinds, each drawn as its chip and named in words (colour is never the only cue)."""
     items = "".join(
-        f'<span class="chip chip-{kind}" aria-label="{_attr(desc)}">{html.escape(label)}</span>'
+        f'<span class="chip chip-{kind}" role="listitem" aria-label="{_attr(label + ": " + desc)}" '
+        f'title="{_attr(desc)}">{html.escape(label)}</span>'
         for kind, (label, _colour, desc) in CHIP_KINDS.items()
     )
-    copied = ('<span class="chip chip-accepted from-lookup" aria-label="a draft token copied from the context">'
+    copied = ('<span class="chip chip-accepted from-lookup" role="listitem" title="a draft token copied from the '
+              'context" aria-label="copied from the context: a draft token copied from the context">'
               "copied from the context</span>")
-    return f'<div class="legend" role="note" aria-label="Legend of token colours">{items}{copied}</div>'
+    return f'<div class="legend" role="list" aria-label="Legend of the token chips">{items}{copied}</div>'
 
 
 def _chip(text: str, kind: str, tip: str, current: bool = False, source: str | None = None) -> str:
     cls = f"chip chip-{kind}" + (" cur" if current else "") + (f" from-{source}" if source in COPY_KINDS else "")
-    # tabindex makes the tooltip open on tap (focus) on a phone as well as on hover
-    return f'<span class="{cls}" tabindex="0" data-tip="{_attr(tip)}" aria-label="{_attr(tip)}">{token_html(text)}</span>'
+    # tabindex -1: a tap focuses the chip and opens its tooltip on a phone, but Tab does not stop at every
+    # chip (the list as a whole is one tab stop, `chips_html`); a screen reader reads each item's label
+    return (f'<span class="{cls}" role="listitem" tabindex="-1" data-tip="{_attr(tip)}" aria-label="{_attr(tip)}">'
+            f"{token_html(text)}</span>")
 
 
 SOURCES = {"lookup": "copied from the context (n-gram lookup: q is 1 on the copied token)",
@@ -195,10 +200,11 @@ def chips_html(records: list[IterationRecord], upto: int | None = None, prompt: 
     upto = len(records) - 1 if upto is None else max(0, min(upto, len(records) - 1))
     parts = []
     if prompt:
-        parts.append(f'<span class="prompt" aria-label="prompt">{token_html(prompt)}</span>')
+        parts.append(f'<span class="prompt" role="listitem" aria-label="prompt">{token_html(prompt)}</span>')
     for i, record in enumerate(records[: upto + 1]):
         parts.extend(record_chips(record, current=(i == upto)))
-    return f'<div class="chips" role="group" aria-label="Generated tokens as chips">{"".join(parts)}</div>'
+    return (f'<div class="chips" role="list" tabindex="0" aria-label="Generated tokens as chips: hover or tap a chip '
+            f'for its figures">{"".join(parts)}</div>')
 
 
 def _coin_bar(coin: float | None, threshold: float | None, accepted: bool | None) -> str:
@@ -223,7 +229,8 @@ def draft_row_html(record: IterationRecord | None) -> str:
         else:
             why = "The drafter proposed nothing this time (e.g. prompt lookup found no matching n-gram), so the target produced one token itself."
         final = "".join(record_chips(record))
-        return f'<div class="draftrow">{head}<p>{why}</p><div class="chips">{final}</div></div>'
+        return (f'<div class="draftrow">{head}<p>{why}</p><div class="chips" role="list" aria-label="The token of '
+                f'this iteration">{final}</div></div>')
     greedy = greedy_rule(record) and mjsd_prefix(record, 0) is None and record.method != "ppd"
     chain = ChainStep.of(record)
     if chain is not None and chain.source in SOURCES:
@@ -394,7 +401,7 @@ def tree_html(record: IterationRecord | None, chosen: set[int] | None = None) ->
     more = f"<p>({len(record.tree) - MAX_TREE_NODES} more nodes not shown)</p>" if len(record.tree) > MAX_TREE_NODES else ""
     legend = tree_legend_html() if ppd else ""
     cls = "tree ppdtree" if ppd else "tree"
-    return f'<div class="{cls}" role="tree" aria-label="Draft tree">{legend}<ul>{body}</ul>{more}</div>'
+    return f'<div class="{cls}" role="group" aria-label="Draft tree">{legend}<ul>{body}</ul>{more}</div>'
 
 
 def stats_html(records: list[IterationRecord], upto: int | None = None, summary: RunSummary | None = None,

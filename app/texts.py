@@ -1,7 +1,8 @@
-"""Short classroom explanations shown beside each panel (Markdown)."""
+"""Short classroom explanations shown beside each panel (Markdown). The page's one h1 is the app's title
+(layout.py); each tab's title here is an h2."""
 
 INTRO = """
-# Speculative decoding, one iteration at a time
+## Speculative decoding, one iteration at a time
 A small, fast **draft** proposes a few tokens; the big **target** checks all of them in **one** forward pass,
 keeps the longest prefix it agrees with, and adds one token of its own. The output has exactly the
 target's distribution (**lossless means same distribution, not same text**). Press **Run** to watch,
@@ -63,7 +64,7 @@ CPU it costs more, so measured speedups are lower.
 """
 
 LAB = """
-# Exactness lab: lossless means same distribution, not same text
+## Exactness lab: lossless means same distribution, not same text
 Edit the vocabulary, the target **p** and the draft **q** (each column must sum to 1). Each step
 draws x ~ q, accepts it when u ≤ min(1, p(x)/(l·q(x))), and otherwise draws from the residual.
 The histogram of N outputs converges to the **expected** distribution, which is exactly **p** when
@@ -81,7 +82,7 @@ decoding can be **slower** than plain decoding — the table says so when it is.
 """
 
 RACE = """
-# The race: does speculative decoding buy time here?
+## The race: does speculative decoding buy time here?
 Two methods decode the same prompt with the same seed, models and precision: **lane A** (speculative
 decoding, with the drafter that suits the prompt) against **lane B** (plain autoregressive decoding).
 Each is warmed up, then timed on its own, one after the other, so they never share the processor.
