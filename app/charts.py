@@ -33,6 +33,8 @@ MAX_BARS = 12
 HEIGHT = 280
 GRID = "#e8e8e8"
 EXPORT_WIDTH = 1600  # px of a downloaded PNG: laid out 800 px wide, drawn at scale 2
+TITLE_CHARS = 52  # a title line's length at most (12 px type in a phone's ~330 px wide plot)
+TITLE_LINE = 16  # px each further title line adds to the figure
 
 
 class Fig(dict):
@@ -55,6 +57,11 @@ class Fig(dict):
 
 
 def _fig(data: list[dict], title: str, height: int = HEIGHT, **layout) -> Fig:
+    # a long title wraps (a phone's plot is ~330 px wide) and the figure grows by the extra lines
+    if title and "<br>" not in title:
+        title = _wrap(title, TITLE_CHARS, 4)
+    extra = TITLE_LINE * title.count("<br>") if title else 0
+    height += extra
     base = {
         # below the gr.Plot label, which covers the figure's top-left corner
         "title": {"text": title, "font": {"size": 12}, "x": 0.01, "xanchor": "left", "xref": "container",
@@ -79,6 +86,7 @@ def _fig(data: list[dict], title: str, height: int = HEIGHT, **layout) -> Fig:
             base[key] = {**base[key], **value}
         else:
             base[key] = value
+    base["margin"]["t"] = base["margin"].get("t", 80) + extra
     # Gradio's plot hands `config` to plotly.js: the camera button exports the figure laid out 800 px
     # wide at twice the scale, i.e. EXPORT_WIDTH px wide with type as large relative to the plot as on screen
     config = {"displaylogo": False,
@@ -340,7 +348,7 @@ def theory_figure(alpha: float, c: float, gamma: int, max_gamma: int = 16) -> Fi
          "yref": "paper", "xanchor": "center", "yanchor": "bottom", "showarrow": False, "font": {"size": 11}},
     ]
     return _fig(
-        data, _wrap(f"α = {alpha:.2f}, c = {c:.3f}: current γ = {gamma} (dotted), {best_words}", 60, 3), height=340,
+        data, f"α = {alpha:.2f}, c = {c:.3f}: current γ = {gamma} (dotted), {best_words}", height=320,
         xaxis={**axis, "domain": [0, 0.44]}, xaxis2={**axis, "domain": [0.56, 1], "anchor": "y2"},
         yaxis={"gridcolor": GRID, "rangemode": "tozero"}, yaxis2={"gridcolor": GRID, "anchor": "x2", "rangemode": "tozero"},
         shapes=shapes, annotations=titles, legend={"y": -0.35, "yanchor": "top", "x": 0, "xanchor": "left"},

@@ -188,7 +188,7 @@ def mjsd_ratio_figure(record: IterationRecord | None) -> Fig:
                                   "bgcolor": "rgba(255,255,255,0.85)"})
     if any(v is None for v in log_p):
         first = next(j for j, v in zip(js, log_p) if v is None)
-        layout["annotations"][1]["text"] += f" — p = 0 from j = {first} on (outside the target's top-k/top-p)"
+        layout["annotations"][1]["text"] += f"<br>p = 0 from j = {first} on (outside the target's top-k/top-p)"
     return _fig(data, f"Iteration {record.iteration}: B = {'?' if info.beams is None else info.beams} beams, τ = {tau:g}, "
                       f"drafted {len(js)}, kept η = {eta}", height=480, margin={"t": 70, "b": 120},
                 legend={"y": -0.24, "yanchor": "top", "x": 0, "xanchor": "left"}, **layout)

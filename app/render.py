@@ -47,8 +47,8 @@ def special_line(text: str) -> list[str]:
     if name is None:
         return []
     if name.startswith("special:"):
-        return [f"a special token of the tokenizer ({text}), not text a reader sees"]
-    return [f"a special token ({text}): it marks the {name}, it is not text a reader sees"]
+        return ["a special token of the tokenizer, not text a reader sees"]
+    return [f"a special token of the chat template: it marks the {name}, it is not text a reader sees"]
 
 
 def _lookup(cands: list[Candidate] | None, token_id: int) -> Candidate | None:
