@@ -351,8 +351,8 @@ def theory_figure(alpha: float, c: float, gamma: int, max_gamma: int = 16) -> Fi
         data, f"α = {alpha:.2f}, c = {c:.3f}: current γ = {gamma} (dotted), {best_words}", height=320,
         xaxis={**axis, "domain": [0, 0.44]}, xaxis2={**axis, "domain": [0.56, 1], "anchor": "y2"},
         yaxis={"gridcolor": GRID, "rangemode": "tozero"}, yaxis2={"gridcolor": GRID, "anchor": "x2", "rangemode": "tozero"},
-        shapes=shapes, annotations=titles, legend={"y": -0.35, "yanchor": "top", "x": 0, "xanchor": "left"},
-        margin={"b": 90},
+        shapes=shapes, annotations=titles, legend={"y": -0.42, "yanchor": "top", "x": 0, "xanchor": "left"},
+        margin={"b": 110},
     )
 
 

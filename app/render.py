@@ -269,14 +269,16 @@ def draft_row_html(record: IterationRecord | None) -> str:
         rows.append(
             f'<tr class="{cls}"><td>{d.position + 1}</td>'
             f'<td><span class="chip chip-{ACCEPTED if d.accepted else (REJECTED if d.accepted is False else "none")}">{token_html(d.text)}</span></td>'
-            f"<td>{fmt(d.q)}</td><td>{fmt(d.p)}</td><td>{fmt(ratio, 2)}</td>"
-            f"<td>{coin}</td><td>{threshold}</td><td>{_coin_bar(d.coin, d.threshold, d.accepted)}</td><td>{mark}</td></tr>"
+            f'<td>{fmt(d.q)}</td><td>{fmt(d.p)}</td><td class="opt">{fmt(ratio, 2)}</td>'
+            f'<td>{coin}</td><td>{threshold}</td><td class="opt">{_coin_bar(d.coin, d.threshold, d.accepted)}</td>'
+            f"<td>{mark}</td></tr>"
         )
     thr = html.escape(threshold_label(record))
     table = (
         '<table class="drafttable"><caption>Draft tokens of this iteration, left to right</caption>'
-        f'<thead><tr><th>#</th><th>token</th><th>q(x)</th><th>{"p_raw(x)" if greedy else "p(x)"}</th><th>p/q</th>'
-        f'<th>coin u</th><th>{thr}</th><th>u vs threshold</th><th>verdict</th></tr></thead>'
+        f'<thead><tr><th>#</th><th>token</th><th>q(x)</th><th>{"p_raw(x)" if greedy else "p(x)"}</th>'
+        f'<th class="opt">p/q</th><th>coin u</th><th>{thr}</th><th class="opt">u vs threshold</th><th>verdict</th>'
+        "</tr></thead>"
         f'<tbody>{"".join(rows)}</tbody></table>'
     )
     final = [t for t in record.emitted if t.kind in (CORRECTION, BONUS)]
