@@ -47,6 +47,7 @@ def precision_label() -> str:
         auto = "the device's default"
     return f"Precision of the models (auto = {auto} here)"
 
+APP_JS = ASSETS / "app.js"
 QUEUE_SIZE = 64  # room for a whole class pressing Run at once (model runs wait their turn in it)
 
 
@@ -296,5 +297,6 @@ def build_demo() -> gr.Blocks:
 def launch_kwargs() -> dict:
     css = APP_CSS.read_text(encoding="utf-8") if APP_CSS.exists() else ""
     css += lesson_tab.lesson_css()
-    return dict(css=css, theme=app_theme(), share=False, max_file_size="5mb", show_error=True,
+    js = APP_JS.read_text(encoding="utf-8") if APP_JS.exists() else None  # page-wide keyboard fixes
+    return dict(css=css, js=js, theme=app_theme(), share=False, max_file_size="5mb", show_error=True,
                 footer_links=["api", "gradio"])
