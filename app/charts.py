@@ -115,15 +115,19 @@ def energy_reason(note: str | None) -> str:
     return "Energy is not measured on this computer."
 
 
-def optimal_gamma_words(alpha: float, c: float, limit: int = MAX_GAMMA) -> tuple[int, str]:
+def optimal_gamma_words(alpha: float, c: float, limit: int = MAX_GAMMA, factors: bool = True) -> tuple[int, str]:
     """(the best γ the γ slider can set, a phrase saying so): Theorem 3.8's optimum within 1..limit,
-    and, where the unlimited optimum lies beyond the slider, that one too."""
+    and, where the unlimited optimum lies beyond the slider, that one too; `factors`: with their
+    improvement factors."""
     best = theory.optimal_gamma(alpha, c, max_gamma=limit)
     free = theory.optimal_gamma(alpha, c, max_gamma=64)
-    words = f"optimal γ = {best} (×{theory.improvement_factor(alpha, best, c):.2f})"
+
+    def factor(g: int) -> str:
+        return f" (×{theory.improvement_factor(alpha, g, c):.2f})" if factors else ""
+
+    words = f"optimal γ = {best}{factor(best)}"
     if free > best:
-        words += (f", the slider's largest; without that limit γ = {free} "
-                  f"(×{theory.improvement_factor(alpha, free, c):.2f})")
+        words += f", the slider's largest; without that limit γ = {free}{factor(free)}"
     return best, words
 
 
@@ -320,7 +324,7 @@ def theory_figure(alpha: float, c: float, gamma: int, max_gamma: int = 16) -> Fi
     """Expected tokens per target call and improvement factor vs gamma (Leviathan eq. 1, Thm 3.8)."""
     top = max(max_gamma, gamma + 2)
     rows = theory.improvement_curve(alpha, c, range(1, top + 1))
-    best, best_words = optimal_gamma_words(alpha, c, min(MAX_GAMMA, top))
+    best, best_words = optimal_gamma_words(alpha, c, min(MAX_GAMMA, top), factors=False)
     gs = [r["gamma"] for r in rows]
     data = [
         {"type": "scatter", "mode": "lines+markers", "x": gs, "y": [r["expected_tokens"] for r in rows],

@@ -436,3 +436,38 @@ def test_cli_command_of_a_replayed_mjsd_run_writes_switches_as_flags():
     assert "--beams 4 --tau 0.1" in cmd and "beam-sample" not in cmd and "False" not in cmd
     s.extra["beam_sample"] = True
     assert "--beam-sample " in cli_command(s) and "True" not in cli_command(s)
+
+
+def test_the_optimal_gamma_stays_within_the_sliders_range_and_says_so():
+    alpha, c = 0.95, 0.001  # Theorem 3.8's optimum lies far beyond the γ slider
+    best, words = charts.optimal_gamma_words(alpha, c)
+    assert best == MAX_GAMMA and f"optimal γ = {MAX_GAMMA}" in words and "slider's largest" in words
+    fig = charts.theory_figure(alpha, c, 4)
+    star = next(t for t in fig.data if t["name"].startswith("optimal"))
+    assert star["x"] == [MAX_GAMMA] and "without that limit" in fig.layout["title"]["text"]
+    assert charts.optimal_gamma_words(0.8, 0.1) == (6, "optimal γ = 6 (×2.47)")  # within range: one figure
+
+
+def test_every_chart_exports_at_least_1600_px_wide(rejected_record, bonus_record):
+    from decoding.lab import EXAMPLE_P, EXAMPLE_Q, EXAMPLE_VOCAB, run_sampling_lab
+
+    lab = run_sampling_lab(EXAMPLE_P, EXAMPLE_Q, lenience=0.8, n=100, seed=0)
+    figures = [charts.pq_figure(rejected_record), charts.residual_figure(rejected_record),
+               charts.running_figure([rejected_record, bonus_record]), charts.theory_figure(0.8, 0.1, 4),
+               charts.lab_figure(EXAMPLE_VOCAB, lab), charts.lab_residual_figure(EXAMPLE_VOCAB, lab),
+               charts.tv_figure([(10, 0.1)]), charts.empty_figure("nothing"),
+               charts_methods.mentored_acceptance_figure(rejected_record), charts_methods.ppd_tuning_figure(None)]
+    for fig in figures:
+        options = fig["config"]["toImageButtonOptions"]
+        assert options["width"] * options["scale"] >= 1600 and options["format"] == "png"
+        assert options["height"] == fig.layout["height"]  # the shape on screen, twice the pixels
+
+
+def test_the_labs_expected_and_empirical_bars_differ_by_more_than_colour():
+    from decoding.lab import EXAMPLE_P, EXAMPLE_Q, EXAMPLE_VOCAB, run_sampling_lab
+
+    fig = charts.lab_figure(EXAMPLE_VOCAB, run_sampling_lab(EXAMPLE_P, EXAMPLE_Q, n=100, seed=0))
+    expected = next(t for t in fig.data if t["name"].startswith("expected"))
+    empirical = next(t for t in fig.data if t["name"].startswith("empirical"))
+    assert "pattern" not in expected["marker"] and empirical["marker"]["pattern"]["shape"]
+    assert empirical["marker"]["line"]["width"] >= 2 and "(dotted, outlined)" in empirical["name"]
