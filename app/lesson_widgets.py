@@ -71,7 +71,9 @@ def _trace_view(w: dict) -> WidgetView:
         return WidgetView(stats + head, charts_methods.mjsd_ratio_figure(record))
     if panel == "ppd":
         return WidgetView(stats + caption + render.tree_html(record))
-    return WidgetView(stats + caption + render.chips_html(records, upto) + render.draft_row_html(record))
+    # the chips' legend: the colours a chapter names are on screen even where this iteration lacks a kind
+    return WidgetView(stats + caption + render.legend_html() + render.chips_html(records, upto)
+                      + render.draft_row_html(record))
 
 
 def _coin_view(w: dict) -> WidgetView:

@@ -271,6 +271,9 @@ def test_the_colours_a_chapter_names_are_on_screen():
     for settings in (ch.widget, {**ch.widget, **ch.try_set}):
         html = render_widget(settings).html
         assert all(re.search(drawn[colour], html) for colour in named), (settings, named)
+    real = next(c for c in CHAPTERS if c.title == "A real iteration")  # names the chip colours: the legend shows all
+    shown = render_widget({**real.widget, **real.try_set}).html
+    assert all(f"chip-{kind}" in shown for kind in ("accepted", "rejected", "correction", "bonus"))
     lenient = next(c for c in CHAPTERS if c.title == "Lenience")
     assert "black caps" in lenient.text
     caps = next(t for t in render_widget({**lenient.widget, **lenient.try_set}).plot.data if t["name"].startswith("cap"))
