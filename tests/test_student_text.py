@@ -94,13 +94,28 @@ def test_special_tokens_show_as_labelled_markers():
     assert 'class="special"' in token_html("<|im_end|>") and "&lt;div&gt;" in token_html("<div>")
 
 
+def _drafted(n: int, gamma: int, chain: dict) -> IterationRecord:
+    draft = [DraftToken(i, 100 + i, f" t{i}", q=1.0, p=0.9, coin=0.5, threshold=0.9, accepted=True, overlap=0.9,
+                        top=[], source="model" if i < n - (chain.get("copied") or 0) else "lookup") for i in range(n)]
+    return IterationRecord(method="speculative", iteration=3, context_length=40, gamma=gamma, draft=draft,
+                           accepted_length=n, emitted=[EmittedToken(100 + i, f" t{i}", ACCEPTED) for i in range(n)]
+                           + [EmittedToken(7, " b", BONUS)], residual=None, next_top=[], tree=[],
+                           timings=Timings(0.001, 0.01, 0.0), target_calls=4, draft_calls=4, generated=n + 1,
+                           elapsed=0.1, energy_joules=None, energy_note="", finished=False, extra={"chain": chain})
+
+
 def test_an_iteration_that_drafted_more_than_gamma_says_why():
+    """The hybrid continues a model draft by a copy, and copies up to 8 tokens whatever γ is: "drafted
+    10" next to "γ = 4" is explained where it shows (the caption and the draft row)."""
+    continued = _drafted(10, 4, {"source": "model", "match_length": 3, "copied": 6})
+    for shown in (render.caption(continued), visible_text(render.draft_row_html(continued))):
+        assert "Drafted 10 with γ = 4: the draft model's 4 tokens, then 6 copied from an earlier span" in shown
+    copied = _drafted(8, 4, {"source": "lookup", "match_length": 5})
+    assert "a copy may run past γ" in render.caption(copied) and "a copy may run past γ" in render.draft_row_html(copied)
+    within = _drafted(4, 4, {"source": "model"})
+    assert "with γ =" not in render.caption(within) and "with γ =" not in render.draft_row_html(within)
     records, _ = trace("01_list_copy_speculative")
-    longer = [r for r in records if len(r.draft) > r.gamma]
-    for record in longer:
-        assert "with γ =" in render.caption(record) and "with γ =" in render.draft_row_html(record)
-    short = next(r for r in records if r.draft and len(r.draft) <= r.gamma)
-    assert "with γ =" not in render.caption(short)
+    assert all("with γ =" not in render.caption(r) for r in records if len(r.draft) <= r.gamma)
 
 
 def test_a_draft_row_without_a_recorded_match_length_names_no_number():
