@@ -155,9 +155,9 @@ path it agrees with, plus one token of its own at the end (so every step yields 
   target finds it plausible enough (H is the entropy of p). Faster, but **lossy**: unlike speculative
   sampling, the text no longer follows the target's distribution exactly.
 
-**Hardware-aware tree size.** A bigger tree gives more tokens per step, T(n), but each pass gets slower, L(n):
-the chart shows both, measured on this device, and n* = argmax T(n)/L(n) is the tree size PPD uses by default
-once it has been tuned on this computer.
+**Hardware-aware tree size.** A bigger tree gives more tokens per step, T(n), but each pass gets slower, L(n).
+Tuning measures both on this device, and n* = argmax T(n)/L(n) becomes the tree size PPD uses by default; the
+panel's chart shows the measurements once PPD has been tuned here.
 """
 
 
