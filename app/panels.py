@@ -34,8 +34,8 @@ def mjsd_panel(record: IterationRecord, position, records) -> tuple:
     head = (f"### MJSD panel (B = {d.beams}, τ = {d.tau:g})" if d and isinstance(d.tau, (int, float))
             else "### MJSD panel")
     return (gr.update(visible=True), f"{head}\n{texts.MJSD}", render_methods.mjsd_table_html(record),
-            gr.update(value=charts_methods.mjsd_ratio_figure(record), label="Joint ratio per prefix length j, against τ",
-                      visible=True),
+            gr.update(value=charts_methods.mjsd_ratio_figure(record), visible=True,
+                      label="Joint ratio per prefix length j, against τ"),
             gr.update(visible=False), None)
 
 

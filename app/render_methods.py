@@ -183,7 +183,8 @@ def ppd_status_html(record: IterationRecord | None, tuning_found: bool = False, 
         extra = ""
         if tuning.get("embeddings") and tuning.get("embeddings") != info.embeddings:
             extra = " (tuned with other prompt-token embeddings)"
-        lines.append(f'<div class="ppdline">Hardware-aware choice on {html.escape(device_words(tuning.get("device")))}: '
+        device = html.escape(device_words(tuning.get("device")))
+        lines.append(f'<div class="ppdline">Hardware-aware choice on {device}: '
                      f"<b>n* = {html.escape(str(chosen))}</b>{extra} (chart below).</div>")
     else:
         why = NOT_TUNED if tuning_found else NO_TUNING_DATA

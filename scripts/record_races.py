@@ -33,7 +33,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from app.gallery import DEFAULT_DRAFTER, DEFAULT_GAMMA, DRAFTERS, GALLERY_TAGS, gallery_item, lane_a_choice  # noqa: E402
+from app.gallery import (DEFAULT_DRAFTER, DEFAULT_GAMMA, DRAFTERS, GALLERY_TAGS, gallery_item,  # noqa: E402
+                         lane_a_choice)
 from app.race_file import SHIPPED_RACES, Race, write_race  # noqa: E402
 from app.race_text import text_problems  # noqa: E402
 
@@ -83,7 +84,8 @@ def race_tag(race: Race) -> dict:
     machine = race.recorded.get("machine") or {}
     return {"id": race.gallery_id, "variant": f"speculative-{drafter}-g{settings.get('gamma')}", "drafter": drafter,
             "gamma": settings.get("gamma"), "precision": (a.summary.models or {}).get("dtype") or "",
-            "speedup": speedup(a.summary, b.summary), "tokens_per_call": RunCounts.from_records(a.records).tokens_per_call,
+            "speedup": speedup(a.summary, b.summary),
+            "tokens_per_call": RunCounts.from_records(a.records).tokens_per_call,
             "machine": machine.get("cpu", "") if isinstance(machine, dict) else str(machine),
             "date": str(race.recorded.get("date") or "").replace("T", " ")[:16], "source": "recorded race"}
 

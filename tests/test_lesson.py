@@ -276,5 +276,6 @@ def test_the_colours_a_chapter_names_are_on_screen():
     assert all(f"chip-{kind}" in shown for kind in ("accepted", "rejected", "correction", "bonus"))
     lenient = next(c for c in CHAPTERS if c.title == "Lenience")
     assert "black caps" in lenient.text
-    caps = next(t for t in render_widget({**lenient.widget, **lenient.try_set}).plot.data if t["name"].startswith("cap"))
+    lab = render_widget({**lenient.widget, **lenient.try_set}).plot
+    caps = next(t for t in lab.data if t["name"].startswith("cap"))
     assert caps["marker"]["color"] == "#000000" and caps["marker"]["line"]["color"] == "#000000"

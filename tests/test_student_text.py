@@ -111,7 +111,7 @@ def test_an_iteration_that_drafted_more_than_gamma_says_why():
     for shown in (render.caption(continued), visible_text(render.draft_row_html(continued))):
         assert "Drafted 10 with γ = 4: the draft model's 4 tokens, then 6 copied from an earlier span" in shown
     copied = _drafted(8, 4, {"source": "lookup", "match_length": 5})
-    assert "a copy may run past γ" in render.caption(copied) and "a copy may run past γ" in render.draft_row_html(copied)
+    assert all("a copy may run past γ" in shown for shown in (render.caption(copied), render.draft_row_html(copied)))
     within = _drafted(4, 4, {"source": "model"})
     assert "with γ =" not in render.caption(within) and "with γ =" not in render.draft_row_html(within)
     records, _ = trace("01_list_copy_speculative")

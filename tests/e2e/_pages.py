@@ -16,7 +16,8 @@ WIDER_THAN_VIEWPORT_JS = """(vw) => {
   const scrolls = (e) => {
     for (let a = e.parentElement; a; a = a.parentElement) {
       const s = getComputedStyle(a);
-      if ((s.overflowX === 'auto' || s.overflowX === 'scroll') && a.getBoundingClientRect().right <= vw + 1) return true;
+      const fits = a.getBoundingClientRect().right <= vw + 1;
+      if ((s.overflowX === 'auto' || s.overflowX === 'scroll') && fits) return true;
     }
     return false;
   };
@@ -29,7 +30,8 @@ WIDER_THAN_VIEWPORT_JS = """(vw) => {
     out.push(e);
   }
   return out.map((e) => e.tagName.toLowerCase() + (e.id ? '#' + e.id : '')
-    + (typeof e.className === 'string' && e.className ? '.' + e.className.trim().split(/\\s+/).slice(0, 2).join('.') : '')
+    + (typeof e.className === 'string' && e.className
+       ? '.' + e.className.trim().split(/\\s+/).slice(0, 2).join('.') : '')
     + ' reaches ' + Math.round(e.getBoundingClientRect().right) + ' px: '
     + (e.innerText || e.textContent || '').trim().slice(0, 50));
 }"""

@@ -47,7 +47,8 @@ def test_no_critical_or_serious_violation_on_any_tab(page, axe, capsys):
 
 @pytest.mark.parametrize("view", ["?trace=05_question_mentored_kl0.3", "?trace=06_code_mjsd_beams4_tau0.1",
                                   "?trace=07_list_ppd_tree16", "?lesson=4", "?lesson=10"])
-def test_no_critical_or_serious_violation_in_the_method_panels_and_lesson_widgets(browser, app_url, axe, view):  # noqa: F811
+def test_no_critical_or_serious_violation_in_method_panels_and_lesson_widgets(browser, app_url, axe,  # noqa: F811
+                                                                              view):
     page = browser.new_page(viewport={"width": 1366, "height": 900})
     try:
         goto(page, app_url + view, "#lesson-title h2" if view.startswith("?lesson") else "#stats .stats")
@@ -80,7 +81,7 @@ def test_a_radio_button_shows_a_focus_ring_when_reached_by_keyboard(page):
     radio = page.locator("#lesson-quiz input[type=radio]").first
     page.keyboard.press("Shift")  # keyboard modality: focus now draws :focus-visible
     radio.focus()
-    ring = radio.evaluate("(e) => { const s = getComputedStyle(e); return [s.outlineStyle, parseFloat(s.outlineWidth)]; }")
+    ring = radio.evaluate("(e) => [getComputedStyle(e).outlineStyle, parseFloat(getComputedStyle(e).outlineWidth)]")
     assert ring[0] != "none" and ring[1] >= 2
 
 

@@ -55,7 +55,8 @@ def test_every_lesson_chapter_fits_a_phone_and_reads_as_plain_words(browser, app
             page.screenshot(path=str(SHOTS / f"lesson-{n}-tried-390.png"), full_page=True)
             if n < chapters:
                 page.click("#lesson-next")
-                page.wait_for_function(f"() => document.querySelector('#lesson-title h2')?.textContent.startsWith('{n + 1}.')")
+                page.wait_for_function("(n) => document.querySelector('#lesson-title h2')?.textContent"
+                                       ".startsWith(n + '.')", arg=n + 1)
                 page.wait_for_timeout(800)
     finally:
         page.close()
