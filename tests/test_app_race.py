@@ -274,3 +274,25 @@ def test_the_task_gallery_is_shared_with_the_explainer():
     tag = gallery_tags().get(first.id)
     if tag is not None:  # the label says what the benchmark measured, read from docs/bench/gallery.json
         assert f"{tag.speedup:.2f}x" in choices[f"gallery:{first.id}"]
+
+
+def test_a_shipped_race_sets_the_race_tabs_controls_to_itself():
+    """On load (and when picked) the race tab's prompt, lanes, drafter and γ are the shown race's, so
+    that what plays and what Race would run agree."""
+    from app.race import lane_a_drafter, open_shipped_race, race_on_load
+    from app.race_file import shipped_races
+
+    races = shipped_races()
+    title, value, figures, download, prompt, lane_a, lane_b, drafter, gamma, note = race_on_load()
+    race = read_race(races[title])
+    a, b = race.lanes
+    assert value["title"] == race.title and prompt == a.summary.prompt == b.summary.prompt
+    assert (lane_a, lane_b) == (a.summary.method, b.summary.method)
+    assert drafter["value"] == "pair" and gamma["value"] == a.summary.settings["gamma"]
+    assert "greedy (temperature 0)" in note and "Explainer's settings" in note
+    for other in races:
+        shown = open_shipped_race(other)
+        assert shown[3] == read_race(races[other]).lanes[0].summary.prompt
+    assert lane_a_drafter("prompt-lookup", "hybrid:feature") == "prompt-lookup"
+    assert lane_a_drafter("hybrid:feature", "hybrid:feature") == "pair"
+    assert lane_a_drafter("hybrid:some/draft", "some/draft") == "hybrid"
