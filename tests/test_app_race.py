@@ -276,11 +276,14 @@ def test_the_task_gallery_is_shared_with_the_explainer():
         assert f"{tag.speedup:.2f}x" in choices[f"gallery:{first.id}"]
 
 
-def test_a_shipped_race_sets_the_race_tabs_controls_to_itself():
+def test_a_shipped_race_sets_the_race_tabs_controls_to_itself(monkeypatch):
     """On load (and when picked) the race tab's prompt, lanes, drafter and γ are the shown race's, so
     that what plays and what Race would run agree."""
     from app.race import lane_a_drafter, open_shipped_race, race_on_load
     from app.race_file import shipped_races
+
+    for var in ("SPECDEC_APP_TARGET", "SPECDEC_APP_DRAFT"):  # the app's own presets: the race's pair is the first
+        monkeypatch.delenv(var, raising=False)
 
     races = shipped_races()
     title, value, figures, download, prompt, lane_a, lane_b, drafter, gamma, note = race_on_load()
