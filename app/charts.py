@@ -4,7 +4,10 @@ Figures are re-sent whole on every update, so they stay small (at most ~12 bars,
 and are built as plain plotly JSON (`Fig`, a dict) rather than `plotly.graph_objects`: building a
 validated go.Figure costs ~40 ms here, a dict well under 1 ms, which keeps rendering far below
 the decoding time. gr.Plot sends `Fig.to_json()` to plotly.js like any plotly figure.
-Colours are Okabe-Ito, shared with the chips in `render.py`.
+Colours are Okabe-Ito, shared with the chips in `render.py`. Every figure carries a plotly config
+whose camera button ("Download plot as a PNG") exports it `EXPORT_WIDTH` pixels wide, large enough
+for a slide (`_fig`); a bar series that must be told apart from another also differs in pattern or
+outline, not only in colour. Lines of titles and labels stay short enough for a phone (`_wrap`).
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ from decoding.metrics import tokens_per_second
 from decoding.trace import BONUS, CORRECTION, Candidate, IterationRecord
 
 from .html_text import visible
+from .settings import MAX_GAMMA
 
 P_COLOUR = "#0072B2"  # target p: blue
 Q_COLOUR = "#E69F00"  # draft q: orange
@@ -28,6 +32,9 @@ HI_LINE = "#000000"
 MAX_BARS = 12
 HEIGHT = 280
 GRID = "#e8e8e8"
+EXPORT_WIDTH = 1600  # px of a downloaded PNG: laid out 800 px wide, drawn at scale 2
+TITLE_CHARS = 52  # a title line's length at most (12 px type in a phone's ~330 px wide plot)
+TITLE_LINE = 16  # px each further title line adds to the figure
 
 
 class Fig(dict):
@@ -50,6 +57,11 @@ class Fig(dict):
 
 
 def _fig(data: list[dict], title: str, height: int = HEIGHT, **layout) -> Fig:
+    # a long title wraps (a phone's plot is ~330 px wide) and the figure grows by the extra lines
+    if title and "<br>" not in title:
+        title = _wrap(title, TITLE_CHARS, 4)
+    extra = TITLE_LINE * title.count("<br>") if title else 0
+    height += extra
     base = {
         # below the gr.Plot label, which covers the figure's top-left corner
         "title": {"text": title, "font": {"size": 12}, "x": 0.01, "xanchor": "left", "xref": "container",
@@ -74,11 +86,49 @@ def _fig(data: list[dict], title: str, height: int = HEIGHT, **layout) -> Fig:
             base[key] = {**base[key], **value}
         else:
             base[key] = value
-    return Fig(data=data, layout=base)
+    base["margin"]["t"] = base["margin"].get("t", 80) + extra
+    # Gradio's plot hands `config` to plotly.js: the camera button exports the figure laid out 800 px
+    # wide at twice the scale, i.e. EXPORT_WIDTH px wide with type as large relative to the plot as on screen
+    config = {"displaylogo": False,
+              "toImageButtonOptions": {"format": "png", "filename": "speculative-decoding-chart",
+                                       "width": EXPORT_WIDTH // 2, "height": height, "scale": 2}}
+    return Fig(data=data, layout=base, config=config)
 
 
 def _wrap(text: str, width: int = 45, lines: int = 4) -> str:
     return "<br>".join(textwrap.wrap(text, width)[:lines])
+
+
+def energy_reason(note: str | None) -> str:
+    """Why a run has no energy figure, as a plain sentence: the engine's note names counters and
+    machine paths ("RAPL not readable (/sys/class/powercap absent)"), which a student need not read."""
+    text = (note or "").lower()
+    if "turned off" in text:
+        return "Energy metering was turned off for this run."
+    if "rapl" in text:
+        gpu = "no GPU is in use, and " if "no nvidia gpu" in text else ""
+        return f"Energy is not measured: {gpu}this computer does not let the app read its processor's energy counter."
+    if "nvml" in text or "gpu" in text:
+        return "Energy is not measured: the app cannot read this GPU's energy counter."
+    if "device type" in text:
+        return "Energy is not measured: there is no energy meter for this kind of device."
+    return "Energy is not measured on this computer."
+
+
+def optimal_gamma_words(alpha: float, c: float, limit: int = MAX_GAMMA, factors: bool = True) -> tuple[int, str]:
+    """(the best γ the γ slider can set, a phrase saying so): Theorem 3.8's optimum within 1..limit,
+    and, where the unlimited optimum lies beyond the slider, that one too; `factors`: with their
+    improvement factors."""
+    best = theory.optimal_gamma(alpha, c, max_gamma=limit)
+    free = theory.optimal_gamma(alpha, c, max_gamma=64)
+
+    def factor(g: int) -> str:
+        return f" (×{theory.improvement_factor(alpha, g, c):.2f})" if factors else ""
+
+    words = f"optimal γ = {best}{factor(best)}"
+    if free > best:
+        words += f", the slider's largest; without that limit γ = {free}{factor(free)}"
+    return best, words
 
 
 def empty_figure(message: str, title: str = "") -> Fig:
@@ -258,7 +308,7 @@ def running_figure(records: list[IterationRecord], upto: int | None = None, base
         if not target_bytes:  # keep the third row's axes drawn, so its note lands in that row
             data.append({"type": "scatter", "mode": "markers", "x": its, "y": [0] * len(its), "showlegend": False,
                          "hoverinfo": "skip", "marker": {"opacity": 0}, "xaxis": "x3", "yaxis": "y3"})
-        why = _wrap(f"Energy not measured: {records[-1].energy_note or 'no energy meter'}", 52, 4)
+        why = _wrap(energy_reason(records[-1].energy_note), 52, 4)
         if not target_bytes:
             why += "<br>(weight-bytes proxy: model sizes unknown for this trace)"
         layout["annotations"].append({"text": why, "showarrow": False, "x": 0.5, "y": 0.5, "xref": "x3 domain",
@@ -274,7 +324,7 @@ def theory_figure(alpha: float, c: float, gamma: int, max_gamma: int = 16) -> Fi
     """Expected tokens per target call and improvement factor vs gamma (Leviathan eq. 1, Thm 3.8)."""
     top = max(max_gamma, gamma + 2)
     rows = theory.improvement_curve(alpha, c, range(1, top + 1))
-    best = theory.optimal_gamma(alpha, c, max_gamma=64)
+    best, best_words = optimal_gamma_words(alpha, c, min(MAX_GAMMA, top), factors=False)
     gs = [r["gamma"] for r in rows]
     data = [
         {"type": "scatter", "mode": "lines+markers", "x": gs, "y": [r["expected_tokens"] for r in rows],
@@ -296,17 +346,17 @@ def theory_figure(alpha: float, c: float, gamma: int, max_gamma: int = 16) -> Fi
     ]
     axis = {"gridcolor": GRID, "title": {"text": "γ (draft length)"}}
     titles = [
-        {"text": "expected tokens per target call", "x": 0.22, "y": 1.0, "xref": "paper", "yref": "paper",
+        {"text": "expected tokens<br>per target call", "x": 0.22, "y": 1.0, "xref": "paper", "yref": "paper",
          "xanchor": "center", "yanchor": "bottom", "showarrow": False, "font": {"size": 11}},
-        {"text": "walltime improvement factor (dashed: 1 = no gain)", "x": 0.78, "y": 1.0, "xref": "paper",
+        {"text": "walltime improvement factor<br>(dashed: 1 = no gain)", "x": 0.78, "y": 1.0, "xref": "paper",
          "yref": "paper", "xanchor": "center", "yanchor": "bottom", "showarrow": False, "font": {"size": 11}},
     ]
     return _fig(
-        data, f"α = {alpha:.2f}, c = {c:.3f}: current γ = {gamma} (dotted), optimal γ = {best}", height=320,
+        data, f"α = {alpha:.2f}, c = {c:.3f}: current γ = {gamma} (dotted), {best_words}", height=320,
         xaxis={**axis, "domain": [0, 0.44]}, xaxis2={**axis, "domain": [0.56, 1], "anchor": "y2"},
         yaxis={"gridcolor": GRID, "rangemode": "tozero"}, yaxis2={"gridcolor": GRID, "anchor": "x2", "rangemode": "tozero"},
-        shapes=shapes, annotations=titles, legend={"y": -0.35, "yanchor": "top", "x": 0, "xanchor": "left"},
-        margin={"b": 90},
+        shapes=shapes, annotations=titles, legend={"y": -0.42, "yanchor": "top", "x": 0, "xanchor": "left"},
+        margin={"b": 110},
     )
 
 
@@ -315,13 +365,18 @@ def lab_figure(vocab: list[str], result: dict) -> Fig:
     data = [
         _bar(labels, result["target"], "p (target)", P_COLOUR),
         _bar(labels, result["draft"], "q (draft)", Q_COLOUR, pattern="/"),
-        _bar(labels, result["expected"], "expected output", EXP_COLOUR),
-        _bar(labels, result["empirical"], f"empirical (N = {result['n']:,})", EMP_COLOUR),
+        _bar(labels, result["expected"], "expected output (solid)", EXP_COLOUR),
+        # the samples: dotted and outlined, so they differ from the expected bars without colour
+        {**_bar(labels, result["empirical"], f"empirical, N = {result['n']:,} (dotted, outlined)", EMP_COLOUR,
+                pattern="."), "marker": {"color": EMP_COLOUR, "pattern": {"shape": ".", "fgcolor": "#00402e",
+                                                                         "solidity": 0.35},
+                                         "line": {"width": 2, "color": "#00402e"}}},
     ]
     if result["lenience"] < 1:
         data.append({"type": "scatter", "mode": "markers", "x": labels, "y": result["cap"],
                      "name": "cap p/l (no token exceeds it)",
-                     "marker": {"symbol": "line-ew-open", "size": 28, "line": {"width": 3, "color": "#000000"}}})
+                     "marker": {"symbol": "line-ew-open", "size": 28, "color": "#000000",
+                                "line": {"width": 3, "color": "#000000"}}})
     return _fig(data, f"N = {result['n']:,}: TV(empirical, expected) = {result['tv_to_expected']:.4f}", height=380,
                 barmode="group", yaxis={"title": {"text": "probability"}}, margin={"b": 90},
                 legend={"y": -0.12, "yanchor": "top", "x": 0, "xanchor": "left"})

@@ -188,7 +188,7 @@ def mjsd_ratio_figure(record: IterationRecord | None) -> Fig:
                                   "bgcolor": "rgba(255,255,255,0.85)"})
     if any(v is None for v in log_p):
         first = next(j for j, v in zip(js, log_p) if v is None)
-        layout["annotations"][1]["text"] += f" — p = 0 from j = {first} on (outside the target's top-k/top-p)"
+        layout["annotations"][1]["text"] += f"<br>p = 0 from j = {first} on (outside the target's top-k/top-p)"
     return _fig(data, f"Iteration {record.iteration}: B = {'?' if info.beams is None else info.beams} beams, τ = {tau:g}, "
                       f"drafted {len(js)}, kept η = {eta}", height=480, margin={"t": 70, "b": 120},
                 legend={"y": -0.24, "yanchor": "top", "x": 0, "xanchor": "left"}, **layout)
@@ -205,15 +205,10 @@ def ppd_tuning_figure(tuning: dict | None, run_size: int | None = None, found: b
     with the chosen n* (star, dotted line) and this run's tree size (dashed, when different)."""
     title = "Hardware-aware tree size: L(n), T(n), Speedup(n)"
     if not tuning or not tuning.get("n"):
-        from .render_methods import NOT_TUNED
+        from .render_methods import NO_TUNING_DATA, NOT_TUNED
 
-        why = "" if found else "<br>(this trace carries no tuning data)"
-        head, cmd = NOT_TUNED.split(": run ")
-        text = (f"<b>{head[0].upper() + head[1:]}:</b><br><b>run {cmd}</b>{why}<br>It measures the latency L(n) of a "
-                "step at<br>each tree size n and the tokens per step T(n),<br>then picks n* = argmax T(n)/L(n).")
-        return _fig([], title, height=240, xaxis={"visible": False}, yaxis={"visible": False},
-                    annotations=[{"text": text, "showarrow": False, "x": 0.5, "y": 0.45, "xref": "paper",
-                                  "yref": "paper", "font": {"size": 12}}])
+        why = NOT_TUNED if found else NO_TUNING_DATA
+        return empty_figure(f"No tuning measurements to draw: {why}.", title)
     ns = [int(n) for n in tuning["n"]]
     lat = [_finite(v) for v in tuning.get("latency_ms") or []]
     tps = [_finite(v) for v in tuning.get("tokens_per_step") or []]
@@ -253,6 +248,8 @@ def ppd_tuning_figure(tuning: dict | None, run_size: int | None = None, found: b
                                       "yref": "paper", "yanchor": "bottom", "xanchor": "right" if left else "left",
                                       "showarrow": False, "font": {"size": 11, "color": "#555555"}, "yshift": 12})
     layout["shapes"] = shapes
-    device = tuning.get("device") or "this device"
-    return _fig(data, f"Tuned on {device}: chosen n* = {chosen} (the peak of T(n)/L(n))", height=540,
+    from .render_methods import device_words
+
+    return _fig(data, f"Tuned on {device_words(tuning.get('device'))}: chosen n* = {chosen} (the peak of T(n)/L(n))",
+                height=540,
                 margin={"t": 84, "b": 120}, legend={"y": -0.2, "yanchor": "top", "x": 0, "xanchor": "left"}, **layout)

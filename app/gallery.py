@@ -130,8 +130,8 @@ def gallery_tags(path: Path | None = None) -> dict[str, GalleryTag]:
 def tag_text(tag: GalleryTag | None) -> str:
     """A tag in words (Markdown), or why there is none."""
     if tag is None:
-        return ("No measured tag for this prompt yet (the benchmark writes them to docs/bench/gallery.json): lane A is "
-                f"speculative decoding with the pair's own draft, γ {DEFAULT_GAMMA}.")
+        return ("Not measured on this prompt yet: lane A is speculative decoding with the pair's own draft, "
+                f"γ {DEFAULT_GAMMA}.")
     parts = [f"drafter **{tag.drafter}**, γ **{tag.gamma}**"]
     if tag.speedup is not None:
         parts.append(f"**{tag.speedup:.2f}x** the speed of autoregressive decoding"
@@ -139,7 +139,7 @@ def tag_text(tag: GalleryTag | None) -> str:
     if tag.tokens_per_call is not None:
         parts.append(f"{tag.tokens_per_call:.2f} tokens per target call")
     where = ", ".join(x for x in (tag.precision, tag.machine, tag.date) if x)
-    return "Measured by the benchmark: " + ", ".join(parts) + (f" ({where})." if where else ".")
+    return "Measured on this prompt: " + ", ".join(parts) + (f" ({where})." if where else ".")
 
 
 def gallery_choices(items: list[GalleryItem] | None = None,

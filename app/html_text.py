@@ -2,11 +2,42 @@
 
 Every piece of token text goes through `token_html` (visible whitespace, then HTML escaping) and
 every attribute through `attr`: token text can hold `<`, `&`, quotes, newlines and spaces.
+
+Special tokens of a chat template or a tokenizer ("<|im_start|>", "<|im_end|>", "<|endoftext|>",
+"<file_sep>") are not text a student could read: they show as a labelled marker, e.g.
+"⟨end of turn⟩" (`special_name`), in chips, tables, trees and chart labels alike.
 """
 
 from __future__ import annotations
 
 import html
+import re
+
+# Special tokens with a name a student understands; any other "<|...|>" or "<word_word>" token shows
+# as "⟨special: word⟩".
+SPECIAL_NAMES = {
+    "<|im_start|>": "start of a chat turn",
+    "<|im_end|>": "end of turn",
+    "<|endoftext|>": "end of text",
+    "<|end_of_text|>": "end of text",
+    "<|begin_of_text|>": "start of text",
+    "<|eot_id|>": "end of turn",
+    "<|start_header_id|>": "start of a role name",
+    "<|end_header_id|>": "end of a role name",
+    "<s>": "start of text",
+    "</s>": "end of text",
+    "<filename>": "special: filename",
+}
+_SPECIAL = re.compile(r"^<\|[^<>|\s]{1,40}\|>$|^<[a-z]+(?:_[a-z]+)+>$")
+
+
+def special_name(text: str) -> str | None:
+    """The name of a special token ("end of turn"), None for ordinary text."""
+    if text in SPECIAL_NAMES:
+        return SPECIAL_NAMES[text]
+    if _SPECIAL.match(text):
+        return "special: " + text.strip("<|>").replace("_", " ")
+    return None
 
 
 def attr(text: str) -> str:
@@ -15,9 +46,12 @@ def attr(text: str) -> str:
 
 def token_html(text: str) -> str:
     """Escaped token text with spaces shown as a faint middle dot, newlines as a return arrow
-    and tabs as an arrow; the empty token as an empty-set sign."""
+    and tabs as an arrow; the empty token as an empty-set sign; a special token as its marker."""
     if text == "":
         return '<span class="ws">∅</span>'
+    name = special_name(text)
+    if name is not None:
+        return f'<span class="special">⟨{html.escape(name)}⟩</span>'
     out = []
     for ch in text:
         if ch == " ":
@@ -37,6 +71,9 @@ def visible(text: str) -> str:
     """Plain-text form of a token for labels and tooltips (no HTML): spaces as ·, newlines as ↵."""
     if text == "":
         return "∅"
+    name = special_name(text)
+    if name is not None:
+        return f"⟨{name}⟩"
     return text.replace(" ", "·").replace("\n", "↵").replace("\t", "⇥").replace("\r", "␍")
 
 

@@ -16,7 +16,7 @@ import gradio as gr
 from decoding.lab import EXAMPLE_P, EXAMPLE_Q, EXAMPLE_VOCAB
 from decoding.methods import METHODS
 from decoding.pair import PROMPT_LOOKUP
-from decoding.paths import APP_CSS
+from decoding.paths import APP_CSS, ASSETS
 
 from . import render, texts
 from .compare import compare
@@ -33,6 +33,7 @@ from .presets import presets
 from .race import NO_RACE, on_gallery_pick, on_lane_a, open_race_upload, open_shipped_race, race, race_on_load
 from .race_file import shipped_races
 from .session import SESSION_TTL_SECONDS, delete_session, example_traces
+from .theme import app_theme
 from .settings import MAX_GAMMA, MAX_NEW_TOKENS, MAX_PROMPT_CHARS, PRECISIONS
 
 
@@ -46,6 +47,7 @@ def precision_label() -> str:
         auto = "the device's default"
     return f"Precision of the models (auto = {auto} here)"
 
+APP_JS = ASSETS / "app.js"
 QUEUE_SIZE = 64  # room for a whole class pressing Run at once (model runs wait their turn in it)
 
 
@@ -56,7 +58,9 @@ def build_demo() -> gr.Blocks:
     PRESETS = presets()
     with gr.Blocks(title="Speculative decoding playground") as demo:
         state = gr.State(None, time_to_live=SESSION_TTL_SECONDS, delete_callback=delete_session)
-        with gr.Tabs(elem_id="main-tabs", selected="lesson") as tabs:
+        gr.Markdown("# Speculative decoding playground", elem_id="app-title")  # the page's one h1
+        # "wrap": on a phone every tab stays on the bar (a second row), none behind a "..." menu
+        with gr.Tabs(elem_id="main-tabs", selected="lesson", overflow_behavior="wrap") as tabs:
             # ---------------------------------------------------------------- lesson (lesson_tab.py)
             with gr.Tab("Lesson", id="lesson"):
                 lesson = lesson_tab.build()
@@ -100,7 +104,8 @@ def build_demo() -> gr.Blocks:
                                                 "at this pace (the player above the panels)")
                         with gr.Row():
                             run_btn = gr.Button("▶ Run", variant="primary", elem_id="run-btn")
-                            step_btn = gr.Button("⏭ Step", elem_id="step-btn")
+                            # an SVG icon: the "next track" glyph U+23ED is missing from common fonts (Debian's)
+                            step_btn = gr.Button("Step", icon=str(ASSETS / "icons" / "step.svg"), elem_id="step-btn")
                             stop_btn = gr.Button("■ Stop", variant="stop", elem_id="stop-btn")
                             reset_btn = gr.Button("↺ Reset", elem_id="reset-btn")
                         with gr.Accordion("Save, open, reproduce", open=False):
@@ -183,8 +188,7 @@ def build_demo() -> gr.Blocks:
                         races = list(shipped_races())
                         shipped_pick = gr.Dropdown(races, value=None, elem_id="shipped-races",
                                                    label="Shipped races (replay at once, no model needed)",
-                                                   info=None if races else "None shipped yet "
-                                                   "(scripts/record_races.py records them).")
+                                                   info=None if races else "No race ships with this copy of the app.")
                         gallery_pick = gr.Dropdown(gallery_choices(), value=None, label="Task gallery",
                                                    elem_id="gallery-pick")
                         gallery_note = gr.Markdown("", elem_classes="note")
@@ -245,9 +249,10 @@ def build_demo() -> gr.Blocks:
         race_inputs = {**components, "prompt": race_prompt, "lane_a": lane_a, "lane_b": lane_b,
                        "lane_a_draft": lane_a_draft, "lane_a_gamma": lane_a_gamma}
         race_shown = [race_player, race_json, race_download]
+        race_controls = [race_prompt, lane_a, lane_b, lane_a_draft, lane_a_gamma, gallery_note]  # a shipped race's
         race_ev = race_btn.click(race, [state] + [race_inputs[name] for name in race.input_names], [state, *race_shown],
                                  api_name="race", **model_events)
-        shipped_pick.input(open_shipped_race, shipped_pick, race_shown, api_name=False)
+        shipped_pick.input(open_shipped_race, shipped_pick, race_shown + race_controls, api_name=False)
         race_upload.upload(open_race_upload, race_upload, race_shown, api_name=False)
         # a live or opened race replaces the shipped one shown: its name leaves the dropdown
         for event in (race_btn.click, race_upload.upload):
@@ -255,7 +260,7 @@ def build_demo() -> gr.Blocks:
         gallery_pick.input(on_gallery_pick, gallery_pick, [race_prompt, lane_a, lane_a_draft, lane_a_gamma, gallery_note],
                            api_name=False)
         lane_a.change(on_lane_a, lane_a, [lane_a_draft, lane_a_gamma], api_name=False)
-        demo.load(race_on_load, None, [shipped_pick, *race_shown], api_name=False)
+        demo.load(race_on_load, None, [shipped_pick, *race_shown, *race_controls], api_name=False)
         stop_btn.click(stop, [state, position], [state, *view_outputs], cancels=[run_ev, step_ev, cmp_ev, race_ev],
                        api_name=False, queue=False)
         reset_btn.click(reset, [state, position], [state, *view_outputs], api_name=False)
@@ -292,4 +297,6 @@ def build_demo() -> gr.Blocks:
 def launch_kwargs() -> dict:
     css = APP_CSS.read_text(encoding="utf-8") if APP_CSS.exists() else ""
     css += lesson_tab.lesson_css()
-    return dict(css=css, share=False, max_file_size="5mb", show_error=True, footer_links=["api", "gradio"])
+    js = APP_JS.read_text(encoding="utf-8") if APP_JS.exists() else None  # page-wide keyboard fixes
+    return dict(css=css, js=js, theme=app_theme(), share=False, max_file_size="5mb", show_error=True,
+                footer_links=["api", "gradio"])

@@ -164,7 +164,7 @@ def try_this(chapters: list[Chapter], i, tried, revealed: bool = False) -> tuple
     tried = not tried
     widget = {**ch.widget, **ch.try_set} if tried else dict(ch.widget)
     widget.update(ch.reveal if revealed else {})
-    label = "Back to the start of this chapter" if tried else f"Try this: {ch.try_label}"
+    label = "Undo: back to the chapter's own panel" if tried else f"Try this: {ch.try_label}"
     return (tried, gr.update(value=label), *widget_updates(widget))
 
 

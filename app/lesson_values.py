@@ -259,6 +259,23 @@ def race_title(name: str) -> str:
     return race(name)[0]
 
 
+@value("race.drafter")
+def race_drafter(name: str) -> str:
+    """Lane A's drafter in words ("hybrid: copying + feature draft")."""
+    from .race_result import drafter_words
+
+    return drafter_words((race(name)[1].lanes[0].summary.models or {}).get("draft") or "none")
+
+
+@value("race.gamma")
+def race_gamma(name: str) -> int:
+    """Lane A's γ."""
+    gamma = (race(name)[1].lanes[0].summary.settings or {}).get("gamma")
+    if gamma is None:
+        raise ValueError(f"race {name!r}: lane A has no γ")
+    return gamma
+
+
 @value("race.speedup")
 def race_speedup(name: str) -> float:
     """Lane A's tokens/s over lane B's, as measured when the race was recorded."""

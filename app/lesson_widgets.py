@@ -17,7 +17,7 @@ from decoding.lab import EXAMPLE_P, EXAMPLE_Q, EXAMPLE_VOCAB, run_sampling_lab
 
 from . import charts, charts_methods, render, render_methods
 from .html_text import fmt, token_html
-from .lesson_values import coin, keep_chance, race, trace
+from .lesson_values import coin, find_trace, keep_chance, race, trace
 from .race import race_view
 
 # Large enough for the lab's bars to settle, small enough to answer at once (the lab's own cap is higher).
@@ -38,7 +38,8 @@ def _proposal(records, upto: int, summary) -> str:
     """Iteration `upto` before the target has checked it: the text so far and the drafts, no verdicts."""
     record = records[upto]
     before = render.chips_html(records, upto - 1) if upto > 0 else \
-        f'<div class="chips"><span class="prompt" aria-label="prompt">{token_html(summary.prompt if summary else "")}</span></div>'
+        (f'<div class="chips" role="list" aria-label="The prompt"><span class="prompt" role="listitem">'
+         f'{token_html(summary.prompt if summary else "")}</span></div>')
     drafts = "".join(f'<span class="chip chip-none">{token_html(d.text)}</span>' for d in record.draft)
     origin = record.draft[0].source if record.draft else None
     if origin is None and summary is not None and (summary.models or {}).get("draft") == PROMPT_LOOKUP:
@@ -55,11 +56,11 @@ def _trace_view(w: dict) -> WidgetView:
     records, summary = trace(w["name"])
     upto = len(records) - 1 if w.get("upto", "last") == "last" else max(0, min(int(w["upto"]), len(records) - 1))
     record = records[upto]
+    found = find_trace(w["name"])
+    label = f"A saved run: {found[0] if found else w['name']} (no model needed)"
     if w.get("show") == "drafts":
-        return WidgetView(f'<div class="lesson-note">Shipped trace {html.escape(str(w["name"]))} (no model needed)</div>'
-                          + _proposal(records, upto, summary))
-    stats = render.stats_html(records, upto, summary if upto == len(records) - 1 else None,
-                              f"Shipped trace {w['name']} (no model needed)")
+        return WidgetView(f'<div class="lesson-note">{html.escape(label)}</div>' + _proposal(records, upto, summary))
+    stats = render.stats_html(records, upto, summary if upto == len(records) - 1 else None, label)
     caption = f'<p class="lesson-caption">{html.escape(render.caption(record))}</p>'
     panel = w.get("panel")
     if panel == "mentored":
@@ -70,7 +71,9 @@ def _trace_view(w: dict) -> WidgetView:
         return WidgetView(stats + head, charts_methods.mjsd_ratio_figure(record))
     if panel == "ppd":
         return WidgetView(stats + caption + render.tree_html(record))
-    return WidgetView(stats + caption + render.chips_html(records, upto) + render.draft_row_html(record))
+    # the chips' legend: the colours a chapter names are on screen even where this iteration lacks a kind
+    return WidgetView(stats + caption + render.legend_html() + render.chips_html(records, upto)
+                      + render.draft_row_html(record))
 
 
 def _coin_view(w: dict) -> WidgetView:

@@ -25,7 +25,7 @@ def mentored_panel(record: IterationRecord, position, records) -> tuple:
     title = f"### Mentored decoding panel (D = {bound:g})" if isinstance(bound, (int, float)) else "### Mentored decoding panel"
     return (gr.update(visible=True), f"{title}\n{texts.MENTORED}", render_methods.mentored_table_html(record),
             gr.update(value=charts_methods.mentored_acceptance_figure(record),
-                      label="Strict vs mentored, per draft position"),
+                      label="Strict vs mentored, per draft position", visible=True),
             gr.update(visible=True), charts_methods.mentored_output_figure(record, position_index(position)))
 
 
@@ -34,7 +34,8 @@ def mjsd_panel(record: IterationRecord, position, records) -> tuple:
     head = (f"### MJSD panel (B = {d.beams}, τ = {d.tau:g})" if d and isinstance(d.tau, (int, float))
             else "### MJSD panel")
     return (gr.update(visible=True), f"{head}\n{texts.MJSD}", render_methods.mjsd_table_html(record),
-            gr.update(value=charts_methods.mjsd_ratio_figure(record), label="Joint ratio per prefix length j, against τ"),
+            gr.update(value=charts_methods.mjsd_ratio_figure(record), visible=True,
+                      label="Joint ratio per prefix length j, against τ"),
             gr.update(visible=False), None)
 
 
@@ -44,8 +45,10 @@ def ppd_panel(record: IterationRecord, position, records) -> tuple:
     rule = "typical acceptance (lossy)" if info.lossy else "exact match (lossless)"
     head = f"### PPD panel: {rule}, tree size n = {info.tree_size if info.tree_size is not None else '?'}"
     status = render_methods.ppd_status_html(record, found, tuning)
+    # no tuning measurements: the status block says so in words, and the empty chart is hidden
+    chart = charts_methods.ppd_tuning_figure(tuning, info.tree_size, found) if tuning else None
     return (gr.update(visible=True), f"{head}\n\n{status}\n\n{texts.PPD}", render_methods.ppd_table_html(record),
-            gr.update(value=charts_methods.ppd_tuning_figure(tuning, info.tree_size, found),
+            gr.update(value=chart, visible=chart is not None,
                       label="Hardware-aware tree size: L(n), T(n) and Speedup(n) on this device"),
             gr.update(visible=False), None)
 

@@ -19,6 +19,9 @@ from decoding.models import DEFAULT_TARGET
 from decoding.pair import FEATURE, HYBRID, PROMPT_LOOKUP
 from decoding.paths import SHIPPED_DRAFT, SHIPPED_FEATURE_DRAFT
 
+# Preset notes are shown under the pair's dropdown: whole sentences a student can read.
+OFFLINE = "Runs without a network (the first load prepares the model, about 20 s)."
+HUB = "Downloads the models from the Hugging Face Hub on first use."
 MAX_PARAMS = float(os.environ.get("SPECDEC_APP_MAX_PARAMS", 2.0e9))  # custom models above this are refused
 
 
@@ -39,28 +42,31 @@ def _presets() -> list[Preset]:
     # (docs/performance.md; 1.35-1.41x over five runs)
     hybrid = Preset("default-hybrid", "Offline: SmolLM2-135M-Instruct, drafted by the hybrid: copies where "
                     "the text repeats, the distilled 16.8M draft elsewhere", DEFAULT_TARGET, HYBRID, True,
-                    "runs with no network (first load converts the GGUF, ~20 s); copies a span where the context "
-                    "repeats itself (summaries, answers from a passage), asks the 16.8M draft elsewhere")
+                    f"{OFFLINE} Where the text repeats itself (summaries, answers from a passage) it copies the span "
+                    "that followed; elsewhere the 16.8M draft model guesses.")
     distilled = Preset("default", "Offline: SmolLM2-135M-Instruct, drafted by the distilled 16.8M draft",
-                       DEFAULT_TARGET, str(SHIPPED_DRAFT), True, "every draft token from the 16.8M draft model")
+                       DEFAULT_TARGET, str(SHIPPED_DRAFT), True,
+                       f"{OFFLINE} Every draft token comes from the 16.8M draft model.")
     feature = Preset("default-feature", "Offline: SmolLM2-135M-Instruct, drafted by the feature draft (EAGLE): "
                      "one layer over the target's own hidden states", DEFAULT_TARGET, str(SHIPPED_FEATURE_DRAFT), True,
-                     "drafts from the target's last hidden states, scoring tokens with the target's own head")
+                     f"{OFFLINE} The feature draft guesses from the target's own last hidden states and scores "
+                     "tokens with the target's own output layer.")
     # the offline default where the feature draft is shipped: on a class's chat prompts it ran 1.15x plain
     # decoding at gamma 4 (1.25x at auto) where the hybrid ran 0.97x (1.07x) and the distilled draft alone
     # 0.97x (1.10x) (temperature 0.7, bfloat16: docs/bench/classroom-bfloat16), and 1.44x against the hybrid's
     # 1.38x on Spec-Bench (docs/performance.md)
     hybrid_feature = Preset("default-hybrid-feature", "Offline: SmolLM2-135M-Instruct, drafted by the hybrid with the "
                             "feature draft: copies where the text repeats, the feature draft elsewhere", DEFAULT_TARGET,
-                            f"{HYBRID}:{FEATURE}", True, "runs with no network (first load converts the GGUF, ~20 s); "
-                            "copies a span where the context repeats itself (summaries, answers from a passage), asks "
-                            "the feature draft (one layer over the target's own hidden states) elsewhere")
+                            f"{HYBRID}:{FEATURE}", True, f"{OFFLINE} Where the text repeats itself (summaries, "
+                            "answers from a passage) it copies the span that followed; elsewhere the feature draft "
+                            "(one layer over the target's own hidden states) guesses.")
     lookup = Preset("default-lookup", "Offline: SmolLM2-135M-Instruct, drafted by prompt lookup (no draft model)",
-                    DEFAULT_TARGET, PROMPT_LOOKUP, True, "copies n-grams from the context: drafts only where text repeats")
+                    DEFAULT_TARGET, PROMPT_LOOKUP, True,
+                    f"{OFFLINE} It copies from the context, so it drafts only where the text repeats.")
     if env_target:
         configured = Preset("default", f"Configured pair: {Path(env_target).name} + "
                             f"{Path(env_draft).name if env_draft else PROMPT_LOOKUP}", env_target,
-                            env_draft or PROMPT_LOOKUP, False, "set by SPECDEC_APP_TARGET / SPECDEC_APP_DRAFT")
+                            env_draft or PROMPT_LOOKUP, False, "The pair this app was started with.")
         offline = (configured, hybrid, lookup)
     else:
         offline = (hybrid, distilled, lookup)
@@ -74,15 +80,16 @@ def _presets() -> list[Preset]:
     return [
         *offline,
         Preset("smollm2-360m", "SmolLM2-135M-Instruct → SmolLM2-360M-Instruct (hub)",
-               "HuggingFaceTB/SmolLM2-360M-Instruct", "HuggingFaceTB/SmolLM2-135M-Instruct", True, "needs the hub"),
+               "HuggingFaceTB/SmolLM2-360M-Instruct", "HuggingFaceTB/SmolLM2-135M-Instruct", True, HUB),
         Preset("smollm2-1.7b", "SmolLM2-135M-Instruct → SmolLM2-1.7B-Instruct (hub)",
-               "HuggingFaceTB/SmolLM2-1.7B-Instruct", "HuggingFaceTB/SmolLM2-135M-Instruct", True, "needs the hub"),
+               "HuggingFaceTB/SmolLM2-1.7B-Instruct", "HuggingFaceTB/SmolLM2-135M-Instruct", True, HUB),
         Preset("qwen2.5", "Qwen2.5-0.5B-Instruct → Qwen2.5-1.5B-Instruct (hub)",
-               "Qwen/Qwen2.5-1.5B-Instruct", "Qwen/Qwen2.5-0.5B-Instruct", True, "needs the hub"),
+               "Qwen/Qwen2.5-1.5B-Instruct", "Qwen/Qwen2.5-0.5B-Instruct", True, HUB),
         Preset("gpt2", "distilgpt2 → gpt2-large (hub)", "openai-community/gpt2-large", "distilbert/distilgpt2", False,
-               "needs the hub; no chat template"),
+               f"{HUB} These models have no chat template."),
         Preset("custom", "Custom: type a target and a draft below", "", "", False,
-               "a hub id (owner/name); 'prompt-lookup' as draft needs no model"),
+               "Type a Hugging Face Hub id (owner/name) for each model; 'prompt-lookup' as the draft needs no "
+               "model."),
     ]
 
 
@@ -105,12 +112,11 @@ def _gpu_order(*offline: Preset) -> tuple[Preset, ...]:
     choice = read_choice()
     if choice is None:
         first, *rest = offline
-        note = (f"{first.note}; not measured on a GPU yet, so no GPU speed is claimed "
-                "(`make gpu-check` measures the drafters and picks this list's first)")
+        note = f"{first.note} Not measured on a GPU yet, so no GPU speed is claimed."
         return (dataclasses.replace(first, note=note), *rest)
     key = DRAFTER_KEYS[choice["drafter"]]
-    measured = (f"measured on {choice.get('device') or 'this GPU'} in {choice.get('dtype')}: "
-                f"{choice['speedup']:.2f}x plain decoding at γ {choice.get('gamma')} (docs/gpu.md)")
+    measured = (f"Measured on {choice.get('device') or 'this GPU'} in {choice.get('dtype')}: "
+                f"{choice['speedup']:.2f}x the speed of plain decoding at γ {choice.get('gamma')}.")
     chosen = next(p for p in offline if p.key == key)
     first = dataclasses.replace(chosen, label=GPU_FIRST + chosen.label.removeprefix("Offline default: ")
                                 .removeprefix("Offline: "), note=measured)

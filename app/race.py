@@ -144,12 +144,65 @@ def _open(path, download: str) -> tuple:
     return value, figures, gr.update(value=download, interactive=True)
 
 
+def lane_a_drafter(draft: str, pair_draft: str) -> str:
+    """The lane A drafter choice (a key of gallery.DRAFTERS) that gives `draft` on a pair whose own
+    draft is `pair_draft`."""
+    draft = str(draft or "")
+    if draft == pair_draft:
+        return "pair"
+    if draft == PROMPT_LOOKUP:
+        return PROMPT_LOOKUP
+    if draft.partition(":")[0].partition("=")[0] in (HYBRID, HYBRID_CORPUS):
+        return "hybrid"
+    return "pair"
+
+
+def race_settings_note(race: Race) -> str:
+    """What a shown race was recorded with, in words, and what pressing Race would use instead."""
+    a = race.lanes[0].settings or {}
+    summary = race.lanes[0].summary
+    temperature = a.get("temperature")
+    sampling = ("greedy (temperature 0)" if temperature == 0 else
+                f"temperature {temperature:g}" if isinstance(temperature, (int, float)) else "")
+    tokens = f"at most {a['max_new_tokens']} new tokens" if a.get("max_new_tokens") else ""
+    dtype = (summary.models or {}).get("dtype") or ""
+    machine = race.recorded.get("machine")
+    cpu = machine.get("cpu") if isinstance(machine, dict) else machine
+    date = str(race.recorded.get("date") or "")[:10]
+    where = " on ".join(x for x in ("Recorded", str(cpu or "")) if x) + (f" ({date})" if date else "")
+    parts = ", ".join(x for x in (sampling, tokens, dtype) if x)
+    return (f"{where}{': ' + parts if parts else ''}. The controls above hold this race's prompt and lane A; "
+            "pressing Race runs it again with the Explainer's settings.")
+
+
+def race_controls(race: Race) -> tuple:
+    """The race tab's controls for a shown race: prompt, lane A, lane B, lane A's drafter and γ, the note."""
+    from .presets import presets
+
+    a, b = race.lanes
+    settings = a.settings or {}
+    spec = METHODS.get(a.summary.method)
+    pair_draft = presets()[0].draft
+    drafter = lane_a_drafter(settings.get("draft") or (a.summary.models or {}).get("draft"), pair_draft)
+    gamma = settings.get("gamma") or (a.summary.settings or {}).get("gamma")
+    return (a.summary.prompt,
+            a.summary.method if a.summary.method in METHODS else gr.skip(),
+            b.summary.method if b.summary.method in METHODS else gr.skip(),
+            gr.update(value=drafter, visible=bool(spec and spec.uses_drafter)),
+            gr.update(value=min(max(int(gamma), 1), MAX_GAMMA), visible=bool(spec and spec.uses_gamma))
+            if isinstance(gamma, int) else gr.skip(),
+            race_settings_note(race))
+
+
 def open_shipped_race(title):
-    """Open a shipped race by its title and play it (no model needed)."""
+    """Open a shipped race by its title and play it (no model needed); the race tab's controls take
+    its prompt, lanes, drafter and γ, so that what is shown and what Race would run agree."""
     races = shipped_races()
     if title not in races:
-        return empty_data("No shipped race by that name."), None, gr.update(value=None, interactive=False)
-    return _open(races[title], _shipped_copy(races[title]))
+        return (empty_data("No shipped race by that name."), None, gr.update(value=None, interactive=False),
+                *(gr.skip(),) * 6)
+    shown = _open(races[title], _shipped_copy(races[title]))
+    return (*shown, *race_controls(read_race(races[title])))
 
 
 def open_race_upload(file):
@@ -161,10 +214,11 @@ def open_race_upload(file):
 
 
 def race_on_load():
-    """On page load: the first shipped race, ready to play once the race tab is opened."""
+    """On page load: the first shipped race, ready to play once the race tab is opened, with the
+    race tab's controls set to that race (`open_shipped_race`)."""
     races = shipped_races()
     if not races:
-        return gr.skip(), empty_data(NO_RACE), None, gr.skip()
+        return gr.skip(), empty_data(NO_RACE), None, gr.skip(), *(gr.skip(),) * 6
     title = next(iter(races))
     return (title, *open_shipped_race(title))
 

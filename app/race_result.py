@@ -7,21 +7,42 @@ No Gradio here.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from decoding.methods import METHODS
+from decoding.pair import HYBRID, PROMPT_LOOKUP
+from decoding.paths import SHIPPED_DRAFT
 from decoding.trace import RunSummary
 
 from .race_file import Race
 
 
+def drafter_words(name: str) -> str:
+    """A drafter's name as the engine writes it ("hybrid (feature draft feature-draft-smollm2-135m +
+    lookup)", "prompt-lookup") in words without folder names ("hybrid: copying + feature draft")."""
+    name = str(name)
+    if name.startswith(HYBRID):
+        inner = name.partition("(")[2]
+        model = "feature draft" if inner.startswith("feature") else "draft model"
+        return f"hybrid: copying + {model}" + (" + earlier answers" if "corpus" in inner else "")
+    if name == PROMPT_LOOKUP:
+        return "prompt lookup"
+    if name.startswith("feature"):
+        return "feature draft"
+    if Path(name).name == SHIPPED_DRAFT.name:
+        return "distilled draft"
+    return name
+
+
 def lane_name(summary: RunSummary) -> str:
-    """A run's method with the settings that make it that method: "speculative (prompt-lookup, γ 4)"."""
+    """A run's method with the settings that make it that method: "speculative (prompt lookup, γ 4)"."""
     spec = METHODS.get(summary.method)
     if spec is None:
         return summary.method
     settings = summary.settings or {}
     parts = []
     if spec.uses_drafter and (summary.models or {}).get("draft"):
-        parts.append(str(summary.models["draft"]))
+        parts.append(drafter_words(summary.models["draft"]))
     if spec.uses_gamma and settings.get("gamma") is not None:
         schedule = (settings.get("extra") or {}).get("gamma_schedule")
         parts.append(f"γ {schedule}" if schedule and schedule != "fixed" else f"γ {settings['gamma']}")

@@ -10,13 +10,13 @@ from __future__ import annotations
 import html
 from collections import defaultdict
 
-from decoding.drafters import COPY_KINDS
+from decoding.drafters import COPY_KINDS, HYBRID_LOOKUP_TOKENS
 from decoding.metrics import RunCounts
 from decoding.strategies.ppd import PPDStep
 from decoding.strategies.speculative import ChainStep
 from decoding.trace import ACCEPTED, BONUS, CORRECTION, TARGET, Candidate, IterationRecord, RunSummary
 
-from .html_text import attr as _attr, fmt, token_html, visible
+from .html_text import attr as _attr, fmt, special_name, token_html, visible
 from .rules_text import greedy_rule, mjsd_prefix, ppd_argmax, ppd_caption, ppd_lossy, ppd_rule_text, threshold_label
 
 REJECTED = "rejected"
@@ -32,6 +32,24 @@ CHIP_KINDS = {
 
 MAX_TREE_NODES = 300
 
+# Why a run stopped (the engine's stop_reason), in words.
+STOP_REASONS = {"max_new_tokens": "the token limit", "eos": "the model's end-of-text token",
+                "context": "the model's longest context", "stopped": "Stop pressed"}
+
+
+def stop_words(reason: str | None) -> str:
+    return STOP_REASONS.get(reason or "", "—" if not reason else str(reason).replace("_", " "))
+
+
+def special_line(text: str) -> list[str]:
+    """A tooltip line for a special token (empty for ordinary text)."""
+    name = special_name(text)
+    if name is None:
+        return []
+    if name.startswith("special:"):
+        return ["a special token of the tokenizer, not text a reader sees"]
+    return [f"a special token of the chat template: it marks the {name}, it is not text a reader sees"]
+
 
 def _lookup(cands: list[Candidate] | None, token_id: int) -> Candidate | None:
     for c in cands or []:
@@ -41,19 +59,24 @@ def _lookup(cands: list[Candidate] | None, token_id: int) -> Candidate | None:
 
 
 def legend_html() -> str:
+    """The chip kinds, each drawn as its chip and named in words (colour is never the only cue)."""
     items = "".join(
-        f'<span class="chip chip-{kind}" aria-label="{_attr(desc)}">{html.escape(label)}</span>'
+        f'<span class="chip chip-{kind}" role="listitem" aria-label="{_attr(label + ": " + desc)}" '
+        f'title="{_attr(desc)}">{html.escape(label)}</span>'
         for kind, (label, _colour, desc) in CHIP_KINDS.items()
     )
-    copied = ('<span class="chip chip-accepted from-lookup" aria-label="a draft token copied from the context">'
+    copied = ('<span class="chip chip-accepted from-lookup" role="listitem" title="a draft token copied from the '
+              'context" aria-label="copied from the context: a draft token copied from the context">'
               "copied from the context</span>")
-    return f'<div class="legend" role="note" aria-label="Legend of token colours">{items}{copied}</div>'
+    return f'<div class="legend" role="list" aria-label="Legend of the token chips">{items}{copied}</div>'
 
 
 def _chip(text: str, kind: str, tip: str, current: bool = False, source: str | None = None) -> str:
     cls = f"chip chip-{kind}" + (" cur" if current else "") + (f" from-{source}" if source in COPY_KINDS else "")
-    # tabindex makes the tooltip open on tap (focus) on a phone as well as on hover
-    return f'<span class="{cls}" tabindex="0" data-tip="{_attr(tip)}" aria-label="{_attr(tip)}">{token_html(text)}</span>'
+    # tabindex -1: a tap focuses the chip and opens its tooltip on a phone, but Tab does not stop at every
+    # chip (the list as a whole is one tab stop, `chips_html`); a screen reader reads each item's label
+    return (f'<span class="{cls}" role="listitem" tabindex="-1" data-tip="{_attr(tip)}" aria-label="{_attr(tip)}">'
+            f"{token_html(text)}</span>")
 
 
 SOURCES = {"lookup": "copied from the context (n-gram lookup: q is 1 on the copied token)",
@@ -61,6 +84,27 @@ SOURCES = {"lookup": "copied from the context (n-gram lookup: q is 1 on the copi
            "model": "proposed by the draft model"}
 MATCHED = {"lookup": "; the last {} tokens matched an earlier span",
            "corpus": "; the last {} tokens appear in those answers"}
+
+
+def _last_tokens(n: int | None) -> str:
+    """ "the last 3 tokens", or "the last tokens" where the trace does not say how many."""
+    return f"the last {n} tokens" if n else "the last tokens"
+
+
+def drafted_note(record: IterationRecord) -> str:
+    """Why an iteration drafted more tokens than γ (the hybrid's and prompt lookup's copies), in words;
+    "" when it drafted at most γ."""
+    k, gamma = len(record.draft), record.gamma
+    if not gamma or k <= gamma:
+        return ""
+    chain = ChainStep.of(record)
+    if chain is not None and chain.source == "model" and chain.copied:
+        return (f"Drafted {k} with γ = {gamma}: the draft model's {k - chain.copied} tokens, then {chain.copied} "
+                "copied from an earlier span (a copy is not limited to γ).")
+    if chain is not None and chain.source in ("lookup", "corpus"):
+        return (f"Drafted {k} with γ = {gamma}: a copy may run past γ (up to {HYBRID_LOOKUP_TOKENS} tokens), "
+                "because where the text repeats, long copies are usually accepted whole.")
+    return f"Drafted {k} with γ = {gamma}: this drafter may propose more than γ tokens."
 
 
 def source_text(record: IterationRecord, d) -> str | None:
@@ -74,6 +118,7 @@ def source_text(record: IterationRecord, d) -> str | None:
 
 def _draft_tip(d, kind_label: str, record: IterationRecord) -> str:
     lines = [f"{kind_label} {visible(d.text)!r} (iteration {record.iteration}, draft position {d.position + 1})"]
+    lines += special_line(d.text)
     source = source_text(record, d)
     if source:
         lines.append(source)
@@ -101,6 +146,7 @@ def _draft_tip(d, kind_label: str, record: IterationRecord) -> str:
 def _final_tip(token, record: IterationRecord) -> str:
     label = CHIP_KINDS[token.kind][0]
     lines = [f"{label} token {visible(token.text)!r} (iteration {record.iteration})"]
+    lines += special_line(token.text)
     if token.kind == CORRECTION and record.residual is None:
         c = _lookup(record.next_top, token.token_id)
         lines.append("drawn from the target p after the kept prefix (this method has no residual)")
@@ -154,10 +200,11 @@ def chips_html(records: list[IterationRecord], upto: int | None = None, prompt: 
     upto = len(records) - 1 if upto is None else max(0, min(upto, len(records) - 1))
     parts = []
     if prompt:
-        parts.append(f'<span class="prompt" aria-label="prompt">{token_html(prompt)}</span>')
+        parts.append(f'<span class="prompt" role="listitem" aria-label="prompt">{token_html(prompt)}</span>')
     for i, record in enumerate(records[: upto + 1]):
         parts.extend(record_chips(record, current=(i == upto)))
-    return f'<div class="chips" role="group" aria-label="Generated tokens as chips">{"".join(parts)}</div>'
+    return (f'<div class="chips" role="list" tabindex="0" aria-label="Generated tokens as chips: hover or tap a chip '
+            f'for its figures">{"".join(parts)}</div>')
 
 
 def _coin_bar(coin: float | None, threshold: float | None, accepted: bool | None) -> str:
@@ -182,21 +229,24 @@ def draft_row_html(record: IterationRecord | None) -> str:
         else:
             why = "The drafter proposed nothing this time (e.g. prompt lookup found no matching n-gram), so the target produced one token itself."
         final = "".join(record_chips(record))
-        return f'<div class="draftrow">{head}<p>{why}</p><div class="chips">{final}</div></div>'
+        return (f'<div class="draftrow">{head}<p>{why}</p><div class="chips" role="list" aria-label="The token of '
+                f'this iteration">{final}</div></div>')
     greedy = greedy_rule(record) and mjsd_prefix(record, 0) is None and record.method != "ppd"
     chain = ChainStep.of(record)
     if chain is not None and chain.source in SOURCES:
-        origin = {"lookup": "<b>Copied from the context</b>: the last " + str(chain.match_length) + " tokens repeat an "
+        last = _last_tokens(chain.match_length)
+        origin = {"lookup": f"<b>Copied from the context</b>: {last} repeat an "
                             "earlier span, so the drafter proposed what followed it (q = 1 on each copied token)",
-                  "corpus": "<b>Copied from the target's earlier answers</b>: the last " + str(chain.match_length)
-                            + " tokens appear in its answers to other prompts, so the drafter proposed what most "
-                            "often followed them there (q = 1 on each copied token)"}.get(
-                      chain.source, "<b>Proposed by the draft model</b>")
+                  "corpus": f"<b>Copied from the target's earlier answers</b>: {last} appear in its answers to "
+                            "other prompts, so the drafter proposed what most often followed them there "
+                            "(q = 1 on each copied token)"}.get(chain.source, "<b>Proposed by the draft model</b>")
         if chain.source == "model" and chain.copied:
-            origin += (f", then <b>continued by a copy</b>: with its tokens the last {chain.match_length} tokens "
+            origin += (f", then <b>continued by a copy</b>: with its tokens {last} "
                        f"repeat an earlier span, so the {chain.copied} tokens that followed it were added "
                        "(q = 1 on each)")
-        head += f'<p class="origin from-{chain.source}">{origin}.</p>'
+        more = drafted_note(record)
+        origin += "." + (f" {html.escape(more)}" if more else "")
+        head += f'<p class="origin from-{chain.source}">{origin}</p>'
     rows = []
     for d in record.draft:
         ratio = (d.p / d.q) if d.q else None
@@ -219,14 +269,16 @@ def draft_row_html(record: IterationRecord | None) -> str:
         rows.append(
             f'<tr class="{cls}"><td>{d.position + 1}</td>'
             f'<td><span class="chip chip-{ACCEPTED if d.accepted else (REJECTED if d.accepted is False else "none")}">{token_html(d.text)}</span></td>'
-            f"<td>{fmt(d.q)}</td><td>{fmt(d.p)}</td><td>{fmt(ratio, 2)}</td>"
-            f"<td>{coin}</td><td>{threshold}</td><td>{_coin_bar(d.coin, d.threshold, d.accepted)}</td><td>{mark}</td></tr>"
+            f'<td>{fmt(d.q)}</td><td>{fmt(d.p)}</td><td class="opt">{fmt(ratio, 2)}</td>'
+            f'<td>{coin}</td><td>{threshold}</td><td class="opt">{_coin_bar(d.coin, d.threshold, d.accepted)}</td>'
+            f"<td>{mark}</td></tr>"
         )
     thr = html.escape(threshold_label(record))
     table = (
         '<table class="drafttable"><caption>Draft tokens of this iteration, left to right</caption>'
-        f'<thead><tr><th>#</th><th>token</th><th>q(x)</th><th>{"p_raw(x)" if greedy else "p(x)"}</th><th>p/q</th>'
-        f'<th>coin u</th><th>{thr}</th><th>u vs threshold</th><th>verdict</th></tr></thead>'
+        f'<thead><tr><th>#</th><th>token</th><th>q(x)</th><th>{"p_raw(x)" if greedy else "p(x)"}</th>'
+        f'<th class="opt">p/q</th><th>coin u</th><th>{thr}</th><th class="opt">u vs threshold</th><th>verdict</th>'
+        "</tr></thead>"
         f'<tbody>{"".join(rows)}</tbody></table>'
     )
     final = [t for t in record.emitted if t.kind in (CORRECTION, BONUS)]
@@ -351,7 +403,7 @@ def tree_html(record: IterationRecord | None, chosen: set[int] | None = None) ->
     more = f"<p>({len(record.tree) - MAX_TREE_NODES} more nodes not shown)</p>" if len(record.tree) > MAX_TREE_NODES else ""
     legend = tree_legend_html() if ppd else ""
     cls = "tree ppdtree" if ppd else "tree"
-    return f'<div class="{cls}" role="tree" aria-label="Draft tree">{legend}<ul>{body}</ul>{more}</div>'
+    return f'<div class="{cls}" role="group" aria-label="Draft tree">{legend}<ul>{body}</ul>{more}</div>'
 
 
 def stats_html(records: list[IterationRecord], upto: int | None = None, summary: RunSummary | None = None,
@@ -372,7 +424,7 @@ def stats_html(records: list[IterationRecord], upto: int | None = None, summary:
         ("tokens/s", fmt(tps, 1)),
     ]
     if r.finished or (summary is not None and upto == len(records) - 1):
-        items.append(("stopped by", (summary.stop_reason if summary else r.stop_reason) or "—"))
+        items.append(("stopped by", stop_words(summary.stop_reason if summary else r.stop_reason)))
     cells = "".join(f'<div class="stat"><span class="k">{html.escape(k)}</span><span class="v">{html.escape(v)}</span></div>' for k, v in items)
     extra = f'<div class="note">{html.escape(note)}</div>' if note else ""
     mdl = f'<div class="models">{html.escape(models)}</div>' if models else ""
@@ -409,4 +461,7 @@ def caption(record: IterationRecord | None) -> str:
     if final is not None:
         s += (f" Correction {visible(final.text)!r} drawn from the residual." if final.kind == CORRECTION
               else f" All accepted: bonus token {visible(final.text)!r} drawn from p.")
+    more = drafted_note(record)
+    if more:
+        s += f" ({more})"
     return s

@@ -111,11 +111,25 @@ def mjsd_table_html(record: IterationRecord | None) -> str:
     return f'<div class="methodtable">{table}{tree}</div>'
 
 
-NOT_TUNED = "not tuned on this device: run `python -m decoding.ppd tune`"
+NOT_TUNED = ("not measured on this computer yet, so PPD uses its default tree size; the hardware-aware choice "
+             "needs a tuning run, which measures the step time at each tree size")
+NO_TUNING_DATA = "this saved run does not include the tuning measurements"
 CHOSEN_BY = {
-    "flag": "set by hand (the Tree size slider, or --tree-size)",
+    "flag": "set by hand (the Tree size slider)",
     "hardware-aware (tuned)": "hardware-aware: n* = argmax T(n)/L(n), measured on this device",
 }
+
+
+def device_words(device: str | None) -> str:
+    """A tuning's device key ("cpu:x86_64:x86_64:2threads:bfloat16", "cuda:NVIDIA L4:float16") in words."""
+    parts = str(device or "").split(":")
+    if parts[0] == "cuda":
+        return f"the GPU {parts[1]}" if len(parts) > 1 and parts[1] else "this GPU"
+    if parts[0] == "cpu":
+        threads = next((p.removesuffix("threads") for p in parts if p.endswith("threads")), "")
+        plural = "" if threads == "1" else "s"
+        return f"a CPU, {threads} thread{plural}" if threads.isdigit() else "a CPU"
+    return "this device"
 
 
 def ppd_tuning(records: list[IterationRecord] | None) -> tuple[bool, dict | None]:
@@ -150,7 +164,8 @@ def ppd_status_html(record: IterationRecord | None, tuning_found: bool = False, 
                      "text is exactly the target's greedy output.</div>")
     source = html.escape(str(info.embeddings or "unknown"))
     if info.trained_embeddings:
-        lines.append(f'<div class="ppdline">Prompt-token embeddings: <b>trained</b> ({source}).</div>')
+        lines.append('<div class="ppdline">Prompt-token embeddings: <b>trained</b> for this target (shipped with the '
+                     "app).</div>")
     else:
         source = source.removeprefix("untrained: ").removeprefix("untrained")
         lines.append(f'<div class="ppdline warnbox" role="alert"><b>⚠ The prompt-token embeddings are untrained</b> '
@@ -167,13 +182,13 @@ def ppd_status_html(record: IterationRecord | None, tuning_found: bool = False, 
         chosen = tuning.get("chosen")
         extra = ""
         if tuning.get("embeddings") and tuning.get("embeddings") != info.embeddings:
-            extra = f" (tuned with other embeddings: {html.escape(str(tuning.get('embeddings')))})"
-        lines.append(f'<div class="ppdline">Hardware-aware choice on {html.escape(str(tuning.get("device", "this device")))}: '
+            extra = " (tuned with other prompt-token embeddings)"
+        device = html.escape(device_words(tuning.get("device")))
+        lines.append(f'<div class="ppdline">Hardware-aware choice on {device}: '
                      f"<b>n* = {html.escape(str(chosen))}</b>{extra} (chart below).</div>")
     else:
-        why = "" if tuning_found else " (this trace carries no tuning data)"
-        lines.append(f'<div class="ppdline notuned">Hardware-aware tree size: {html.escape(NOT_TUNED.split("`")[0])}'
-                     f"<code>python -m decoding.ppd tune</code>{why}.</div>")
+        why = NOT_TUNED if tuning_found else NO_TUNING_DATA
+        lines.append(f'<div class="ppdline notuned">Hardware-aware tree size: {why}.</div>')
     return f'<div class="ppdstatus">{"".join(lines)}</div>'
 
 

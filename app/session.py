@@ -60,16 +60,18 @@ class Session:
         self.summary = None
 
     def models_label(self) -> str:
+        from .race_result import drafter_words  # the drafter in words, not by its folder's name
+
         if self.source in ("trace", "example"):
             base = f"Replay of a saved trace: {self.title}" if self.title else "Replay of a saved trace"
             if self.summary and self.summary.models:
                 m = self.summary.models
-                base += f" — target {m.get('target')}, draft {m.get('draft') or 'none'}"
+                base += f" — target {m.get('target')}, draft {drafter_words(m.get('draft') or 'none')}"
             return base + " (no model needed)"
         if self.target is not None:
             uses = self.settings is not None and self.settings.method in METHODS and \
                 METHODS[self.settings.method].uses_drafter
-            draft = self.draft.name if uses and self.draft is not None else "none"
+            draft = drafter_words(self.draft.name) if uses and self.draft is not None else "none"
             precision = str(self.target.dtype).removeprefix("torch.")
             return f"Live run — target {self.target.name} on {self.target.device} in {precision}, draft {draft}"
         return ""

@@ -1,7 +1,8 @@
-"""Short classroom explanations shown beside each panel (Markdown)."""
+"""Short classroom explanations shown beside each panel (Markdown). The page's one h1 is the app's title
+(layout.py); each tab's title here is an h2."""
 
 INTRO = """
-# Speculative decoding, one iteration at a time
+## Speculative decoding, one iteration at a time
 A small, fast **draft** proposes a few tokens; the big **target** checks all of them in **one** forward pass,
 keeps the longest prefix it agrees with, and adds one token of its own. The output has exactly the
 target's distribution (**lossless means same distribution, not same text**). Press **Run** to watch,
@@ -15,7 +16,8 @@ probability — **q(x)** — the draft's probability — the **coin u** ~ U(0, 1
 min(1, p(x) / (l·q(x))) it was compared with: a draft token is accepted when u ≤ threshold.
 Spaces show as `·`, newlines as `↵`. The chips of the selected iteration are outlined.
 A small `↺` marks a draft token copied from the context (prompt lookup, the hybrid), a small `❞` one
-copied from the target's own earlier answers (the hybrid with a corpus, `hybrid+corpus`).
+copied from the target's own earlier answers (the hybrid with a corpus). Special tokens of the chat
+template, which mark where a turn starts or ends, show as a labelled marker such as ⟨end of turn⟩.
 """
 
 DRAFT_ROW = """
@@ -62,7 +64,7 @@ CPU it costs more, so measured speedups are lower.
 """
 
 LAB = """
-# Exactness lab: lossless means same distribution, not same text
+## Exactness lab: lossless means same distribution, not same text
 Edit the vocabulary, the target **p** and the draft **q** (each column must sum to 1). Each step
 draws x ~ q, accepts it when u ≤ min(1, p(x)/(l·q(x))), and otherwise draws from the residual.
 The histogram of N outputs converges to the **expected** distribution, which is exactly **p** when
@@ -80,7 +82,7 @@ decoding can be **slower** than plain decoding — the table says so when it is.
 """
 
 RACE = """
-# The race: does speculative decoding buy time here?
+## The race: does speculative decoding buy time here?
 Two methods decode the same prompt with the same seed, models and precision: **lane A** (speculative
 decoding, with the drafter that suits the prompt) against **lane B** (plain autoregressive decoding).
 Each is warmed up, then timed on its own, one after the other, so they never share the processor.
@@ -153,9 +155,9 @@ path it agrees with, plus one token of its own at the end (so every step yields 
   target finds it plausible enough (H is the entropy of p). Faster, but **lossy**: unlike speculative
   sampling, the text no longer follows the target's distribution exactly.
 
-**Hardware-aware tree size.** A bigger tree gives more tokens per step, T(n), but each pass gets slower, L(n):
-the chart shows both, measured on this device, and n* = argmax T(n)/L(n) is the tree size PPD uses by default
-once tuned (`python -m decoding.ppd tune`).
+**Hardware-aware tree size.** A bigger tree gives more tokens per step, T(n), but each pass gets slower, L(n).
+Tuning measures both on this device, and n* = argmax T(n)/L(n) becomes the tree size PPD uses by default; the
+panel's chart shows the measurements once PPD has been tuned here.
 """
 
 

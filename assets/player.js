@@ -76,6 +76,7 @@ function buildLane(lane, i) {
   }
   const chips = el('div', 'rp-chips chips');
   chips.setAttribute('role', 'log');
+  chips.setAttribute('tabindex', '0');  // it scrolls: reachable by keyboard (axe: scrollable-region-focusable)
   box.append(top, track, figs, chips);
   const tokens = Array.isArray(lane.tokens) ? lane.tokens : [];
   const s = lane.summary || null;

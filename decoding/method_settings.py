@@ -31,8 +31,9 @@ class Knob:
     """How one setting appears to users: CLI flag, app control, range, help."""
 
     flag: str  # the CLI flag, e.g. "--kl-bound"
-    help: str  # one line for --help (the app shows `label`)
+    help: str  # one line for --help (the app shows `label`, and `info` under it where set)
     label: str  # the app control's label
+    info: str = ""  # the app control's help line, in plain words for students (no flags); "" = none
     what: str = ""  # how error messages name it ("the KL bound D"); default: the field name
     minimum: float | None = None
     maximum: float | None = None

@@ -2,18 +2,25 @@
 
     .venv/bin/python scripts/record_races.py GALLERY_ID [GALLERY_ID ...] [--out assets/races]
         [--max-new-tokens 64] [--temperature 0] [--seed 0] [--threads N] [--lane-b autoregressive]
-        [--drafter tag|pair|prompt-lookup|hybrid] [--gamma N] [--target default] [--draft SPEC] [--dtype auto]
+        [--drafter pair|tag|prompt-lookup|hybrid] [--gamma N] [--target default] [--draft SPEC] [--dtype auto]
+        [--tags docs/bench/gallery.json | --no-tags] [--keep-anyway]
 
-    e.g. .venv/bin/python scripts/record_races.py gallery-summarize-1 gallery-code-1 gallery-writing-1
+    e.g. .venv/bin/python scripts/record_races.py gallery-summarize-1 gallery-rag-1 gallery-writing-3
 
 Record on a QUIET machine (nothing else running: a race is two timings, and a busy CPU slows
-whichever lane it hits). The default set-up is the default model pair (the embedded target and its
-distilled draft) in the default precision, greedy. Lane A is speculative decoding with the drafter
-and gamma measured for that prompt in docs/bench/gallery.json (the benchmark writes it; without a
-tag: the pair's draft, gamma 4); lane B is autoregressive decoding. Both are warmed up, then run one
-after the other with lean traces, exactly as the app's Race button does (`app/race_run.py`). Each
-race is written to OUT/GALLERY_ID.json, which the race tab lists under "Shipped races". This script
-starts no server: it loads the models and decodes.
+whichever lane it hits). The default set-up is the app's: the default model pair (the embedded
+target drafted by the hybrid of prompt lookup and the feature draft, the app's first preset) in the
+default precision, greedy. Lane A is speculative decoding with the pair's own drafter at gamma 4
+(the race tab's defaults), so that shipped races differ only in their prompt; lane B is
+autoregressive decoding. Both are warmed up, then run one after the other with lean traces, exactly
+as the app's Race button does (`app/race_run.py`).
+
+Each lane's text is checked first (`app/race_text.py`: no loop, no echo of the prompt where the
+task asks for new words); a race that fails is not written unless --keep-anyway. A race is written
+to OUT/GALLERY_ID.json, which the race tab lists under "Shipped races", and its measurement becomes
+the prompt's tag in docs/bench/gallery.json (drafter, gamma, precision, speedup, tokens per target
+call, machine, date), which the task gallery shows, so the gallery and the shipped race agree.
+This script starts no server: it loads the models and decodes.
 """
 
 from __future__ import annotations
@@ -26,8 +33,10 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from app.gallery import DRAFTERS, gallery_item, lane_a_choice  # noqa: E402
-from app.race_file import SHIPPED_RACES, write_race  # noqa: E402
+from app.gallery import (DEFAULT_DRAFTER, DEFAULT_GAMMA, DRAFTERS, GALLERY_TAGS, gallery_item,  # noqa: E402
+                         lane_a_choice)
+from app.race_file import SHIPPED_RACES, Race, write_race  # noqa: E402
+from app.race_text import text_problems  # noqa: E402
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -40,15 +49,56 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=None, help="torch threads (default: torch's choice)")
     p.add_argument("--lane-b", default="autoregressive", help="lane B's method (the baseline)")
-    p.add_argument("--drafter", default="tag", choices=("tag", *DRAFTERS),
-                   help="lane A's drafter: 'tag' = as measured for the prompt (else the pair's draft)")
-    p.add_argument("--gamma", type=int, default=None, help="lane A's gamma (default: the prompt's tag, else 4)")
+    p.add_argument("--drafter", default=DEFAULT_DRAFTER, choices=("tag", *DRAFTERS),
+                   help="lane A's drafter (default: the pair's own; 'tag' = as in the prompt's gallery tag)")
+    p.add_argument("--gamma", type=int, default=None,
+                   help=f"lane A's gamma (default: {DEFAULT_GAMMA}; with --drafter tag, the tag's)")
     p.add_argument("--target", default="default", help="target spec (default: the embedded default target)")
-    p.add_argument("--draft", default=None, help="the pair's draft spec (default: the target's default draft)")
+    p.add_argument("--draft", default=None,
+                   help="the pair's draft spec (default: the app's for the target: the hybrid with the feature draft)")
     p.add_argument("--dtype", default="auto", help="precision of the models: auto (the device's default) or a dtype")
     p.add_argument("--no-chat", action="store_true", help="do not apply the chat template")
     p.add_argument("--warmup-tokens", type=int, default=4)
+    p.add_argument("--tags", default=str(GALLERY_TAGS), help="the gallery's tags file to update (default: %(default)s)")
+    p.add_argument("--no-tags", action="store_true", help="do not update the gallery's tags")
+    p.add_argument("--keep-anyway", action="store_true", help="write a race whose text loops or echoes the prompt")
     return p.parse_args(argv)
+
+
+def lane_problems(race: Race, kind: str) -> list[str]:
+    """Each lane's text problems (`race_text.text_problems`), named by lane."""
+    return [f"lane {lane.label}: {problem}" for lane in race.lanes
+            for problem in text_problems(lane.summary.text, lane.summary.prompt, kind)]
+
+
+def race_tag(race: Race) -> dict:
+    """The gallery tag of a recorded race: what lane A measured against lane B."""
+    from decoding.metrics import RunCounts
+
+    from app.race_result import speedup
+
+    a, b = race.lanes[0], race.lanes[1]
+    settings = a.summary.settings or {}
+    draft = str((a.summary.models or {}).get("draft") or a.settings.get("draft") or "")
+    drafter = "hybrid" if draft.startswith("hybrid") else draft
+    machine = race.recorded.get("machine") or {}
+    return {"id": race.gallery_id, "variant": f"speculative-{drafter}-g{settings.get('gamma')}", "drafter": drafter,
+            "gamma": settings.get("gamma"), "precision": (a.summary.models or {}).get("dtype") or "",
+            "speedup": speedup(a.summary, b.summary),
+            "tokens_per_call": RunCounts.from_records(a.records).tokens_per_call,
+            "machine": machine.get("cpu", "") if isinstance(machine, dict) else str(machine),
+            "date": str(race.recorded.get("date") or "").replace("T", " ")[:16], "source": "recorded race"}
+
+
+def update_tags(path: Path, tag: dict) -> None:
+    """Replace (or add) the tag of `tag["id"]` in the gallery's tags file (a JSON list)."""
+    import json
+
+    entries = json.loads(path.read_text(encoding="utf-8")) if path.is_file() else []
+    entries = [e for e in entries if not (isinstance(e, dict) and e.get("id") == tag["id"])]
+    entries.append(tag)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(entries, indent=1) + "\n", encoding="utf-8")
 
 
 def main(argv=None) -> int:
@@ -59,7 +109,7 @@ def main(argv=None) -> int:
     from decoding.errors import ModelLoadError
     from decoding.methods import METHODS
     from decoding.models import DEFAULT_TARGET
-    from decoding.pair import default_draft_spec, load_pair
+    from decoding.pair import default_drafter_spec, load_pair
 
     from app.race import drafter_spec
     from app.race_result import race_figures
@@ -69,16 +119,18 @@ def main(argv=None) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     target_spec = DEFAULT_TARGET if args.target == "default" else args.target
-    pair_draft = args.draft or default_draft_spec(target_spec)
+    pair_draft = args.draft or default_drafter_spec(target_spec)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
+    status = 0
     for item_id in args.ids:
         item = gallery_item(item_id)
         if item is None:
             print(f"error: no gallery prompt with id {item_id!r} in benchmarks/gallery.jsonl", file=sys.stderr)
             return 2
         choice, gamma, _ = lane_a_choice(item.id)
-        choice = choice if args.drafter == "tag" else args.drafter
+        if args.drafter != "tag":
+            choice, gamma = args.drafter, DEFAULT_GAMMA
         gamma = args.gamma or gamma
         runs = []
         try:
@@ -97,10 +149,21 @@ def main(argv=None) -> int:
         except (ValueError, ModelLoadError) as exc:
             print(f"error: {item_id}: {exc}", file=sys.stderr)
             return 2
+        problems = lane_problems(race, item.kind)
+        for problem in problems:
+            print(f"{item_id}: {problem}", file=sys.stderr)
+        for lane in race.lanes:
+            print(f"{item_id} lane {lane.label}: {lane.summary.text!r}")
+        if problems and not args.keep_anyway:
+            print(f"error: {item_id}: not written (--keep-anyway writes it)", file=sys.stderr)
+            status = 1
+            continue
         path = out / f"{item.id}.json"
         write_race(path, race)
+        if not args.no_tags:
+            update_tags(Path(args.tags), race_tag(race))
         print(f"{path}: {race_figures(race)['result']}")
-    return 0
+    return status
 
 
 if __name__ == "__main__":

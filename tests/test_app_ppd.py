@@ -191,14 +191,15 @@ def test_tuning_figure_has_the_three_curves_and_the_chosen_n():
 
 def test_no_tuning_message():
     fig = charts_methods.ppd_tuning_figure(None)
-    text = fig.text().lower()
-    assert "not tuned on this device:" in text and "run `python -m decoding.ppd tune`" in text
+    text = fig.text().lower().replace("<br>", " ")
+    assert "not measured on this computer yet" in text and "python" not in text
     assert fig.data == []
     out = method_panel(_ppd_record(tuning=None), None)
-    assert "not tuned on this device" in out[1] and "python -m decoding.ppd tune" in out[1]
-    assert "not tuned on this device" in out[3]["value"].text().lower()
+    # in words, with no command; the empty chart is hidden
+    assert "not measured on this computer yet" in out[1] and "python" not in out[1] and "`" not in out[1]
+    assert out[3]["visible"] is False and out[3]["value"] is None
     old = method_panel(_ppd_record(), None)  # an older trace: no tuning key at all
-    assert "carries no tuning data" in old[1]
+    assert "this saved run does not include the tuning measurements" in old[1]
 
 
 def test_the_app_keeps_the_tuning_of_the_first_record():
@@ -238,7 +239,7 @@ def test_engine_records_carry_the_tuning_on_the_first_record_only(tiny_pair, tun
     assert "tuning" in records[0].extra["ppd"] and records[0].extra["ppd"]["tuning"] is None
     assert all("tuning" not in r.extra["ppd"] for r in records[1:])
     out = method_panel(records[-1], None, records)
-    assert "not tuned on this device" in out[3]["value"].text().lower()
+    assert "not measured on this computer yet" in out[1] and out[3]["visible"] is False
     assert out[1].count("embeddings are untrained") == 1  # the tiny target has no trained embeddings
 
     source = load_prompt_tokens(target, None).source

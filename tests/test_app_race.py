@@ -145,7 +145,7 @@ def test_the_gallery_fits_the_app_and_reads_its_tags(tmp_path, monkeypatch):
     # no tags file: no tags, lane A = the pair's draft at gamma 4
     assert gallery_tags(tmp_path / "absent.json") == {}
     assert lane_a_choice(items[0].id, {}) == ("pair", DEFAULT_GAMMA, None)
-    assert "No measured tag" in tag_text(None)
+    assert "Not measured on this prompt" in tag_text(None)
     # the benchmark's file, as a list and as a mapping by id
     entry = {"id": items[0].id, "drafter": "prompt-lookup", "gamma": 6, "precision": "float32", "speedup": 1.4,
              "tokens_per_call": 2.1, "machine": {"cpu": "Some CPU"}, "date": "2026-11-22"}
@@ -196,7 +196,8 @@ def test_record_races_writes_a_race_that_opens(tmp_path, tiny_target_dir, tiny_d
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     code = module.main(["gallery-math-1", "--target", str(tiny_target_dir), "--draft", str(tiny_draft_dir),
-                        "--out", str(tmp_path), "--max-new-tokens", "8", "--dtype", "float32", "--threads", "1"])
+                        "--out", str(tmp_path), "--max-new-tokens", "8", "--dtype", "float32", "--threads", "1",
+                        "--tags", str(tmp_path / "gallery.json"), "--keep-anyway"])  # random weights: any text
     assert code == 0
     race = read_race(tmp_path / "gallery-math-1.json")
     assert race.gallery_id == "gallery-math-1" and race.title.startswith("math: ")
@@ -204,6 +205,9 @@ def test_record_races_writes_a_race_that_opens(tmp_path, tiny_target_dir, tiny_d
     assert race.lanes[0].summary.token_ids == race.lanes[1].summary.token_ids  # greedy, float32
     assert race.recorded["warmup_tokens"] == 4 and "machine" in race.recorded
     assert "tokens/s" in capsys.readouterr().out
+    # the race's measurement is the prompt's gallery tag
+    tag = gallery_tags(tmp_path / "gallery.json")["gallery-math-1"]
+    assert tag.gamma == 4 and tag.speedup == pytest.approx(race_figures(race)["speedup"])
     assert module.main(["no-such-id", "--out", str(tmp_path)]) == 2
 
 
@@ -270,3 +274,28 @@ def test_the_task_gallery_is_shared_with_the_explainer():
     tag = gallery_tags().get(first.id)
     if tag is not None:  # the label says what the benchmark measured, read from docs/bench/gallery.json
         assert f"{tag.speedup:.2f}x" in choices[f"gallery:{first.id}"]
+
+
+def test_a_shipped_race_sets_the_race_tabs_controls_to_itself(monkeypatch):
+    """On load (and when picked) the race tab's prompt, lanes, drafter and γ are the shown race's, so
+    that what plays and what Race would run agree."""
+    from app.race import lane_a_drafter, open_shipped_race, race_on_load
+    from app.race_file import shipped_races
+
+    for var in ("SPECDEC_APP_TARGET", "SPECDEC_APP_DRAFT"):  # the app's own presets: the race's pair is the first
+        monkeypatch.delenv(var, raising=False)
+
+    races = shipped_races()
+    title, value, figures, download, prompt, lane_a, lane_b, drafter, gamma, note = race_on_load()
+    race = read_race(races[title])
+    a, b = race.lanes
+    assert value["title"] == race.title and prompt == a.summary.prompt == b.summary.prompt
+    assert (lane_a, lane_b) == (a.summary.method, b.summary.method)
+    assert drafter["value"] == "pair" and gamma["value"] == a.summary.settings["gamma"]
+    assert "greedy (temperature 0)" in note and "Explainer's settings" in note
+    for other in races:
+        shown = open_shipped_race(other)
+        assert shown[3] == read_race(races[other]).lanes[0].summary.prompt
+    assert lane_a_drafter("prompt-lookup", "hybrid:feature") == "prompt-lookup"
+    assert lane_a_drafter("hybrid:feature", "hybrid:feature") == "pair"
+    assert lane_a_drafter("hybrid:some/draft", "some/draft") == "hybrid"

@@ -101,7 +101,8 @@ def test_tooltips_carry_p_q_coin_threshold(rejected_record):
     assert "coin u = 0.810" in rejected and "0.071" in rejected and "rejected" in rejected
     assert "residual r(x) = 0.750" in correction and "p(x) = 0.500" in correction and "q(x) = 0.100" in correction
     assert "<script>" not in rejected  # escaped inside the attribute too
-    assert 'tabindex="0"' in accepted  # tap opens the tooltip on a phone
+    # a tap focuses a chip and opens its tooltip on a phone, but Tab does not stop at each chip
+    assert 'tabindex="-1"' in accepted and 'role="listitem"' in accepted
 
 
 def test_draft_row_marks_accept_reject_and_unexamined(rejected_record):
@@ -160,7 +161,7 @@ def test_running_and_theory_figures(rejected_record, bonus_record):
     names = [t["name"] for t in fig.data]
     assert "tokens/s" in names and "accepted length" in names and "MB/token (proxy)" in names
     assert "autoregressive baseline" in names
-    assert "Energy not measured" in _bar_text(fig)
+    assert "Energy is not measured" in _bar_text(fig)
     alpha, c, how = measured_alpha_c([rejected_record, bonus_record])
     assert alpha == pytest.approx((0.7 + 0.4 + 0.9 + 0.8) / 4)
     assert c is not None and c > 0
@@ -435,3 +436,38 @@ def test_cli_command_of_a_replayed_mjsd_run_writes_switches_as_flags():
     assert "--beams 4 --tau 0.1" in cmd and "beam-sample" not in cmd and "False" not in cmd
     s.extra["beam_sample"] = True
     assert "--beam-sample " in cli_command(s) and "True" not in cli_command(s)
+
+
+def test_the_optimal_gamma_stays_within_the_sliders_range_and_says_so():
+    alpha, c = 0.95, 0.001  # Theorem 3.8's optimum lies far beyond the γ slider
+    best, words = charts.optimal_gamma_words(alpha, c)
+    assert best == MAX_GAMMA and f"optimal γ = {MAX_GAMMA}" in words and "slider's largest" in words
+    fig = charts.theory_figure(alpha, c, 4)
+    star = next(t for t in fig.data if t["name"].startswith("optimal"))
+    assert star["x"] == [MAX_GAMMA] and "without that limit" in fig.layout["title"]["text"]
+    assert charts.optimal_gamma_words(0.8, 0.1) == (6, "optimal γ = 6 (×2.47)")  # within range: one figure
+
+
+def test_every_chart_exports_at_least_1600_px_wide(rejected_record, bonus_record):
+    from decoding.lab import EXAMPLE_P, EXAMPLE_Q, EXAMPLE_VOCAB, run_sampling_lab
+
+    lab = run_sampling_lab(EXAMPLE_P, EXAMPLE_Q, lenience=0.8, n=100, seed=0)
+    figures = [charts.pq_figure(rejected_record), charts.residual_figure(rejected_record),
+               charts.running_figure([rejected_record, bonus_record]), charts.theory_figure(0.8, 0.1, 4),
+               charts.lab_figure(EXAMPLE_VOCAB, lab), charts.lab_residual_figure(EXAMPLE_VOCAB, lab),
+               charts.tv_figure([(10, 0.1)]), charts.empty_figure("nothing"),
+               charts_methods.mentored_acceptance_figure(rejected_record), charts_methods.ppd_tuning_figure(None)]
+    for fig in figures:
+        options = fig["config"]["toImageButtonOptions"]
+        assert options["width"] * options["scale"] >= 1600 and options["format"] == "png"
+        assert options["height"] == fig.layout["height"]  # the shape on screen, twice the pixels
+
+
+def test_the_labs_expected_and_empirical_bars_differ_by_more_than_colour():
+    from decoding.lab import EXAMPLE_P, EXAMPLE_Q, EXAMPLE_VOCAB, run_sampling_lab
+
+    fig = charts.lab_figure(EXAMPLE_VOCAB, run_sampling_lab(EXAMPLE_P, EXAMPLE_Q, n=100, seed=0))
+    expected = next(t for t in fig.data if t["name"].startswith("expected"))
+    empirical = next(t for t in fig.data if t["name"].startswith("empirical"))
+    assert "pattern" not in expected["marker"] and empirical["marker"]["pattern"]["shape"]
+    assert empirical["marker"]["line"]["width"] >= 2 and "(dotted, outlined)" in empirical["name"]

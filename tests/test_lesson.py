@@ -66,8 +66,13 @@ def test_answers_come_from_the_engine():
         1 - float(acceptance_threshold(torch.tensor(p), torch.tensor(q))), abs=1e-3)
     assert right("Tokens per target call") == f"{theory.expected_tokens_per_call(0.8, 4):.3g}"
     assert right("Where a rejection goes: the residual") == "stock, girl"
-    faster = max(("gallery-summarize-1", "gallery-writing-3"), key=lesson_values.race_speedup)
+    races = ("gallery-summarize-1", "gallery-writing-1")
+    faster = max(races, key=lesson_values.race_speedup)
     assert right("Does it pay here?") == lesson_values.race_title(faster)
+    # the question compares prompts: the two races draft alike, so the prompt is all that differs
+    assert len({(lesson_values.race_drafter(r), lesson_values.race_gamma(r)) for r in races}) == 1
+    lanes = [lesson_values.race(r)[1].lanes for r in races]
+    assert len({(a.summary.settings["sampling"]["temperature"], a.summary.models["dtype"]) for a, _ in lanes}) == 1
     records, summary = lesson_values.trace("04_list_copy_autoregressive")
     assert right("One token per pass") == str(summary.target_calls) == str(len(summary.token_ids))
 
@@ -168,7 +173,7 @@ def test_feedback_try_this_and_run_it_live():
     view = lesson_tab.chapter_view(chapters, 99)  # clamped to the last chapter
     assert view[0] == 9 and "Chapter 10 of 10" in view[3] and view[5].startswith("## 10.")
     tried, label, *_ = lesson_tab.try_this(chapters, 0, False)
-    assert tried is True and "Back" in label["value"]
+    assert tried is True and "Undo" in label["value"]  # it undoes the panel's change only
 
     from app.session import Session
     from app.view import view as explainer_view
@@ -248,3 +253,29 @@ def test_try_this_opens_once_an_answer_is_checked():
         assert "interactive" not in lesson_tab.check_answer(CHAPTERS, i, None, False)[1]  # no answer: stays closed
         feedback, button, *_ = lesson_tab.check_answer(CHAPTERS, i, ch.question.choices[0], False)
         assert button["interactive"] is True and feedback.startswith(("**Correct", "**Not quite"))
+
+
+def test_the_colours_a_chapter_names_are_on_screen():
+    """Chapter 10 names the tree's colours: each one is drawn in its panel, as opened and as tried; the
+    lab's caps (chapter 7) are drawn black, as the chapter and the lab say."""
+    import re
+
+    from app.lesson_widgets import render_widget
+
+    ch = next(c for c in CHAPTERS if c.widget.get("panel") == "ppd")
+    drawn = {"black": r'class="node [a-z ]*kind-root', "green": r'class="node acc kind-candidate',
+             "orange": r'class="node rej kind-candidate', "purple": r'kind-prompt',
+             "blue": r'class="node skip kind-candidate'}
+    named = [colour for colour in drawn if re.search(rf"\b{colour}\b", ch.text)]
+    assert named
+    for settings in (ch.widget, {**ch.widget, **ch.try_set}):
+        html = render_widget(settings).html
+        assert all(re.search(drawn[colour], html) for colour in named), (settings, named)
+    real = next(c for c in CHAPTERS if c.title == "A real iteration")  # names the chip colours: the legend shows all
+    shown = render_widget({**real.widget, **real.try_set}).html
+    assert all(f"chip-{kind}" in shown for kind in ("accepted", "rejected", "correction", "bonus"))
+    lenient = next(c for c in CHAPTERS if c.title == "Lenience")
+    assert "black caps" in lenient.text
+    lab = render_widget({**lenient.widget, **lenient.try_set}).plot
+    caps = next(t for t in lab.data if t["name"].startswith("cap"))
+    assert caps["marker"]["color"] == "#000000" and caps["marker"]["line"]["color"] == "#000000"

@@ -37,7 +37,10 @@ class ChainSettings(MethodSettings):
         "fixed", flag="--gamma-schedule", choices=SCHEDULES, label="γ schedule (fixed: always γ; auto: from α and the costs)",
         what="gamma schedule",
         help="speculative/mentored: fixed gamma, auto (from running alpha and costs; may pick 0), or HF's "
-             "heuristic (+2 after a full accept, -1 otherwise); --gamma is the start")
+             "heuristic (+2 after a full accept, -1 otherwise); --gamma is the start",
+        info="fixed: always γ tokens. auto: chosen at each iteration from the measured acceptance and costs (it may "
+             "draft nothing). heuristic: Hugging Face's rule, 2 more after a fully accepted draft, 1 fewer otherwise, "
+             "starting from γ.")
     max_gamma: int = field(default=16)  # the automatic schedule's cap (programmatic)
 
 
