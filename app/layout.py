@@ -20,7 +20,7 @@ from decoding.paths import APP_CSS
 
 from . import render, texts
 from .compare import compare
-from .capacity import model_slots
+from .capacity import QUEUE_SIZE, SESSION_CAPACITY, model_slots
 from .controls import build_method_controls, control_order
 from .handlers import (EXAMPLE_PROMPTS, PLAYBACK_IDLE, controls_from_session, generate, load_models, on_load, on_method, on_preset,
                        on_prompt_pick, open_example, open_trace, prompt_choices, reset, show_iteration, show_position,
@@ -45,8 +45,6 @@ def precision_label() -> str:
     except Exception:  # noqa: BLE001 - a bad SPECDEC_DTYPE: the run reports it
         auto = "the device's default"
     return f"Precision of the models (auto = {auto} here)"
-
-QUEUE_SIZE = 64  # room for a whole class pressing Run at once (model runs wait their turn in it)
 
 
 def build_demo() -> gr.Blocks:
@@ -292,4 +290,5 @@ def build_demo() -> gr.Blocks:
 def launch_kwargs() -> dict:
     css = APP_CSS.read_text(encoding="utf-8") if APP_CSS.exists() else ""
     css += lesson_tab.lesson_css()
-    return dict(css=css, share=False, max_file_size="5mb", show_error=True, footer_links=["api", "gradio"])
+    return dict(css=css, share=False, max_file_size="5mb", show_error=True, footer_links=["api", "gradio"],
+                state_session_capacity=SESSION_CAPACITY)
