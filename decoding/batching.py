@@ -223,7 +223,7 @@ def batched_forward(model, calls: list[Call]) -> list[torch.Tensor]:
                             layer.values[row : row + 1, :, padded + width - count :], index)
         mine = hidden[row, width - count :]  # (count, hidden): this run's positions
         if lm.features is not None:
-            lm._store_features(mine)  # at [length, length + count), before the length moves on
+            lm.store_features(mine)  # at [length, length + count), before the length moves on
         lm.length += count
         lm.calls += 1
         rows.append(mine[-keep:])

@@ -43,14 +43,6 @@ class CachedLM:
             hidden = self.model.get_input_embeddings().weight.shape[1]
             self.features = torch.empty(0, hidden, device=self.device)
 
-    def release(self) -> None:
-        """Drop the KV cache and the kept hidden states (a finished run's memory); the object can
-        still be fed again from an empty cache."""
-        self.cache = growing_cache(self.model.config)
-        self.length = 0
-        if self.features is not None:
-            self.features = self.features.new_empty(0, self.features.shape[1])
-
     def forward(self, tokens, keep: int | None = None) -> torch.Tensor:
         """Append `tokens` to the cache; return float32 logits of shape (len(tokens), vocab_width),
         or of the last `keep` tokens only (the LM head then runs on those rows alone: a prefill
@@ -89,7 +81,7 @@ class CachedLM:
             hidden, self.cache = self._body(self._inputs(tokens), positions, self.cache)
             hidden = hidden[0]
             if self.features is not None:
-                self._store_features(hidden)
+                self.store_features(hidden)
             self.length += len(tokens)
             self.calls += 1
             rows = hidden[-keep:] if keep else hidden
@@ -106,7 +98,7 @@ class CachedLM:
         self.calls += 1
         return out.logits[0, :, : self.vocab_width].float()
 
-    def _store_features(self, hidden: torch.Tensor) -> None:
+    def store_features(self, hidden: torch.Tensor) -> None:
         """Write the fed positions' hidden states at [length, length + n) (growing the buffer)."""
         end = self.length + hidden.shape[0]
         if end > self.features.shape[0]:
