@@ -36,10 +36,18 @@ def test_an_idle_packed_run_holds_a_fraction_of_its_records(records):
     assert deep_bytes(kept) < kept.nbytes + 1024
 
 
-def test_the_cache_of_unpacked_runs_is_bounded(records, monkeypatch):
-    monkeypatch.setattr(packed, "CACHED_RUNS", 3)
+def test_the_cache_of_unpacked_runs_is_bounded_and_forgets_dropped_runs(records, monkeypatch):
+    import gc
+
+    monkeypatch.setattr(packed, "CACHED_RECORDS", 3 * len(records))
     packed.forget_unpacked()
-    runs = [pack(records[: i + 2]) for i in range(6)]
+    runs = [pack(records) for _ in range(6)]
     for run in runs:
         assert len(run.unpacked()) == len(run)
-    assert len(packed._cache) == 3
+    assert packed.cached_records() == 3 * len(records)  # the three read last
+    del runs[-1], run
+    gc.collect()
+    assert packed.cached_records() == 2 * len(records)  # a session that drops its run frees its cached records
+    runs.clear()
+    gc.collect()
+    assert packed.cached_records() == 0
