@@ -262,8 +262,9 @@ def teacher_line(args, machine: dict, bursts: list[dict]) -> str:
     lab = max((b["lab_max_s"] for b in bursts if b["lab_max_s"] is not None), default=None)
     speed = machine.get("plain_tokens_per_second")
     times = f"{len(bursts)} bursts of " if len(bursts) > 1 else ""
+    precision = machine.get("precision") or "the app's default precision"
     line = (f"{times}{args.clients} students pressing Run within {args.within:g} s ({args.max_new_tokens} tokens, "
-            f"{machine.get('draft') or 'the default pair'}, {machine.get('precision') or 'default precision'}): "
+            f"{machine.get('draft') or args.preset or 'the default pair'}, {precision}): "
             f"{served} of {total} served, {refused} refused")
     if waits:
         goal = GOALS.get(args.clients)
@@ -284,12 +285,16 @@ def teacher_line(args, machine: dict, bursts: list[dict]) -> str:
 def markdown(args, result: dict) -> str:
     """summary.md: the teacher's line, the command, the machine and a table of the bursts."""
     m = result["machine"]
+    machine = f"Machine: {m['cpus']} CPUs ({m['cpu']}, load average {m.get('load_average_before')} before the run)"
+    if m.get("target"):
+        machine += (f"; target {m['target']} on {m.get('device')} in {m.get('precision')}, draft {m.get('draft')}; "
+                    f"plain decoding alone {m.get('plain_tokens_per_second')} tokens/s ({args.plain_tokens} greedy "
+                    "tokens through the app, measured right before the bursts).")
+    else:
+        machine += ("; no warm-up run (--no-warm-up): the first clients loaded the models, and no plain speed "
+                    "was measured.")
     lines = [f"# Class check, {result['date']}", "", result["summary"], "", "```", result["command"], "```", "",
-             f"Machine: {m['cpus']} CPUs ({m['cpu']}, load average {m.get('load_average_before')} before the "
-             f"run); target {m.get('target')} on {m.get('device')} in "
-             f"{m.get('precision')}, draft {m.get('draft')}; plain decoding alone "
-             f"{m.get('plain_tokens_per_second')} tokens/s ({args.plain_tokens} greedy tokens through the app, "
-             "measured right before the bursts).", "",
+             machine, "",
              "| burst | served | refused | wait median | wait max | first update median | /lab max | RSS after |",
              "|---|---|---|---|---|---|---|---|"]
     for i, b in enumerate(result["bursts"], 1):
@@ -362,7 +367,8 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--url", default=None, help="the app's address (default http://127.0.0.1:7860/, or the "
                                                 "app --start-app starts)")
-    ap.add_argument("--start-app", action="store_true", help="start `python app.py` on --port first, stop it at the end")
+    ap.add_argument("--start-app", action="store_true",
+                    help="start `python app.py` on --port first, stop it at the end")
     ap.add_argument("--port", type=int, default=7870, help="--start-app's port")
     ap.add_argument("--app-env", action="append", default=[], metavar="NAME=VALUE",
                     help="an environment variable of the app --start-app starts, e.g. SPECDEC_DTYPE=float32")

@@ -144,7 +144,8 @@ def test_a_batched_pass_keeps_each_runs_hidden_states(tiny_target_dir):
     batched, alone = lms((True, False, True)), lms((True, False, True))
     for calls in ([[20], [21, 22, 23], [24, 25]], [[26, 27], [28], [29, 30, 31, 32]]):
         keeps = [None, 2, 1]
-        got = batching.batched_forward(target.model, [batching.Call(lm, t, k) for lm, t, k in zip(batched, calls, keeps)])
+        got = batching.batched_forward(target.model,
+                                       [batching.Call(lm, t, k) for lm, t, k in zip(batched, calls, keeps)])
         want = [lm.forward_alone(t, k) for lm, t, k in zip(alone, calls, keeps)]
         for g, w in zip(got, want):
             assert g.shape == w.shape and torch.allclose(g, w, atol=1e-4)
@@ -173,7 +174,8 @@ def test_a_batched_pass_of_the_feature_draft_layer_equals_each_run_alone(tiny_ta
     generator = torch.Generator().manual_seed(0)
     pairs = lambda n: torch.randn(n, width, generator=generator)  # noqa: E731
     firsts = [pairs(n) for n in (3, 6, 4)]
-    batched, alone = [FeatureDraftLM(layer, target.device) for _ in firsts], [FeatureDraftLM(layer, target.device) for _ in firsts]
+    batched = [FeatureDraftLM(layer, target.device) for _ in firsts]
+    alone = [FeatureDraftLM(layer, target.device) for _ in firsts]
     for b, a, first in zip(batched, alone, firsts):
         b.forward_alone(first)
         a.forward_alone(first)
