@@ -14,10 +14,11 @@ logits equal a solo pass up to float rounding (tests/test_batching.py). Prefills
 `LONG_CALL` tokens, or a call on an empty cache) are batched only with prefills: padding one-token
 steps to a prompt's length would waste the saving.
 
-The pass runs the model's decoder and hands each run the final hidden states of its own tokens:
-a target that a feature draft reads keeps them (`CachedLM.keep_features`), and the output heads
-then score only the rows the runs asked for, one matmul per head over all runs' rows (the head of
-a 135M model is a third of its weights: read once per pass, not once per run). The feature draft's
+Where a run needs more than the model's logits, the pass runs the model's decoder and hands each
+run the final hidden states of its own tokens: a target that a feature draft reads keeps them
+(`CachedLM.keep_features`), and the output heads then score only the rows the runs asked for, one
+matmul per head over all runs' rows (the head of a 135M model is a third of its weights: read once
+per pass, not once per run). The feature draft's
 own layer (`feature_draft.FeatureDraftLM`, fed [feature; embedding] vectors rather than token ids)
 is batched the same way: the runs of a class share every pass of both models.
 """
@@ -212,22 +213,33 @@ def batched_forward(model, calls: list[Call]) -> list[torch.Tensor]:
     for an lm that returns them). Raises NotBatchable, with every cache untouched, when the pass
     cannot be made."""
     try:
-        hidden, grown, counts, keeps, padded, width = _pass(model, calls)
+        out, grown, counts, keeps, padded, width = _pass(model, calls)
     except Exception as exc:  # noqa: BLE001 (any model that refuses the padded pass runs its calls alone)
         raise NotBatchable(str(exc)) from exc
+    plain = _plain(calls)
     rows = []
     for row, (call, count, keep) in enumerate(zip(calls, counts, keeps)):
         lm = call.lm
         for index, layer in enumerate(grown.layers):  # this run's new keys/values only
             lm.cache.update(layer.keys[row : row + 1, :, padded + width - count :],
                             layer.values[row : row + 1, :, padded + width - count :], index)
-        mine = hidden[row, width - count :]  # (count, hidden): this run's positions
-        if lm.features is not None:
-            lm.store_features(mine)  # at [length, length + count), before the length moves on
+        if plain:  # the model's own logits of the last max(keeps) slots
+            rows.append(out[row, out.shape[1] - keep :, : lm.vocab_width].float())
+        else:
+            mine = out[row, width - count :]  # (count, hidden): this run's positions
+            if lm.features is not None:
+                lm.store_features(mine)  # at [length, length + count), before the length moves on
+            rows.append(mine[-keep:])
         lm.length += count
         lm.calls += 1
-        rows.append(mine[-keep:])
-    return _outputs(calls, rows)
+    return rows if plain else _outputs(calls, rows)
+
+
+def _plain(calls: list[Call]) -> bool:
+    """Calls that want the model's own logits and nothing else (no features kept, no restricted head,
+    no hidden states): the pass runs the whole model, whose head may do more than a matmul (e.g. a
+    final logit soft-capping)."""
+    return all(c.lm.head is None and c.lm.features is None and not c.lm.returns_hidden for c in calls)
 
 
 def _outputs(calls: list[Call], rows: list[torch.Tensor]) -> list[torch.Tensor]:
@@ -256,8 +268,9 @@ def _outputs(calls: list[Call], rows: list[torch.Tensor]) -> list[torch.Tensor]:
 
 
 def _pass(model, calls: list[Call]):
-    """The batched pass itself, changing no run's cache: (final hidden states (batch, width, hidden),
-    the pass's grown cache, token counts, keeps, padded cache length, slot width)."""
+    """The batched pass itself, changing no run's cache: (the logits of the last max(keeps) slots for
+    `_plain` calls, else the final hidden states (batch, width, hidden); the pass's grown cache, token
+    counts, keeps, padded cache length, slot width)."""
     lengths = [c.lm.length for c in calls]
     counts = [len(c.tokens) for c in calls]
     padded, width = max(lengths), max(counts)
@@ -300,5 +313,10 @@ def _pass(model, calls: list[Call]):
     mask = torch.zeros(allowed.shape, dtype=dtype).masked_fill(~allowed, torch.finfo(dtype).min)
     inputs, positions, mask = inputs.to(device), positions.to(device), mask.to(device)
     keeps = [min(c.keep or n, n) for c, n in zip(calls, counts)]
+    if _plain(calls):
+        needed = max(keeps)
+        out = model(input_ids=inputs, attention_mask=mask, position_ids=positions, past_key_values=batch_cache,
+                    use_cache=True, **({"logits_to_keep": needed} if needed < width else {}))
+        return out.logits[:, -needed:], out.past_key_values, counts, keeps, padded, width
     hidden, grown = calls[0].lm._body(inputs, positions, batch_cache, attention_mask=mask)
     return hidden, grown, counts, keeps, padded, width

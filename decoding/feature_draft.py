@@ -185,7 +185,7 @@ class FeatureDrafter:
 
     def _pass(self, features: torch.Tensor, tokens: list[int], start: int) -> torch.Tensor:
         """Feed the pairs (features[i], tokens[i]) at positions start.. (the cache must hold exactly
-        `start`); the predicted features (n, hidden)."""
+        `start`); the feature predicted from the last pair, (1, hidden)."""
         if start != self.lm.length:
             raise RuntimeError(f"feature draft cache holds {self.lm.length} pairs, the pass starts at {start}")
         with torch.inference_mode():

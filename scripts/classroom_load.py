@@ -181,6 +181,20 @@ def warm_up(args) -> dict:
             "plain_tokens_per_second": float(speed.group(1)) if speed else None}
 
 
+def cli_speed(tokens: int, precision: str | None) -> float | None:
+    """Plain decoding of the default target by the CLI in its own process on this machine (--lean: no
+    top-k lists), the issue's "plain single-run tokens/s"; None if it fails."""
+    command = [sys.executable, "-m", "decoding", "generate", "--method", "autoregressive", "--prompt", WARM_PROMPT,
+               "--chat", "--temperature", "0", "--max-new-tokens", str(tokens), "--ignore-eos", "--lean", "--json"]
+    if precision:
+        command += ["--dtype", precision]
+    try:
+        done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=600)
+        return round(json.loads(done.stdout.strip().splitlines()[-1])["tokens_per_second"], 1)
+    except (OSError, subprocess.SubprocessError, ValueError, IndexError, KeyError):
+        return None
+
+
 def burst(args, pid: int | None) -> dict:
     """One burst of --clients new sessions; its summary (see `summary`)."""
     rows: list = []
@@ -289,7 +303,12 @@ def markdown(args, result: dict) -> str:
     if m.get("target"):
         machine += (f"; target {m['target']} on {m.get('device')} in {m.get('precision')}, draft {m.get('draft')}; "
                     f"plain decoding alone {m.get('plain_tokens_per_second')} tokens/s ({args.plain_tokens} greedy "
-                    "tokens through the app, measured right before the bursts).")
+                    "tokens through the app, measured right before the bursts)")
+        if m.get("cli_plain_tokens_per_second"):
+            machine += (f", {m['cli_plain_tokens_per_second']} tokens/s by the CLI (`python -m decoding generate "
+                        f"--method autoregressive --temperature 0 --max-new-tokens {args.plain_tokens} --ignore-eos "
+                        "--lean`, in its own process, without the app's top-k lists and trace)")
+        machine += "."
     else:
         machine += ("; no warm-up run (--no-warm-up): the first clients loaded the models, and no plain speed "
                     "was measured.")
@@ -428,6 +447,8 @@ def main(argv=None) -> int:
                    if hasattr(os, "getloadavg") else None}
         if not args.no_warm_up:
             machine.update(warm_up(args))
+        if args.start_app and not args.no_warm_up and not args.preset:  # the app on this machine: its target
+            machine["cli_plain_tokens_per_second"] = cli_speed(args.plain_tokens, machine.get("precision"))
         bursts = []
         for _ in range(args.bursts):
             bursts.append(burst(args, pid))
