@@ -55,7 +55,7 @@ LAB_TABLE = {"headers": ["token", "p (target)", "q (draft)"],
 STATS_OUTPUT = 0  # /generate's outputs (app/layout.py view_outputs): the run's statistics panel
 CLI_OUTPUT = 12  # the "copy as CLI command" text
 PLAYBACK_OUTPUT = -1  # the browser player's value (its "result" says the decoding speed)
-GOALS = {30: (12.0, 25.0), 60: (25.0, 50.0)}  # clients -> (median, max) wait goals in seconds (issue 38)
+GOALS = {30: (12.0, 25.0), 60: (25.0, 50.0)}  # clients -> the (median, max) waits in seconds a class check aims at
 WARM_PROMPT = "Explain in two sentences why the sky is blue."
 
 
