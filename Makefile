@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: setup demo test cli-demo distill gpu-check
+.PHONY: setup demo test cli-demo distill gpu-check class-check class-soak class-hall
 
 setup: $(STAMP)
 
@@ -30,3 +30,19 @@ distill: setup
 PYTHON ?= $(if $(wildcard $(PY)),$(PY),python3)
 gpu-check:
 	@$(PYTHON) -m decoding gpu-check $(if $(PART),--part $(PART))
+
+# A class at once against a freshly started app on its own port (stopped at the end): 30 clients
+# press Run within 5 s (32 new tokens, the default pair and pacing), after a warm-up that loads the
+# pair and measures this machine's plain speed; result.json and summary.md go to
+# docs/bench/class-check-<precision>/ (the README's class figures come from there). class-soak: ten
+# such bursts of new sessions in a row, the app's memory after each; class-hall: 60 clients within 10 s.
+CLASS_PORT ?= 7870
+CLASS_LOAD := $(PY) scripts/classroom_load.py --start-app --port $(CLASS_PORT)
+class-check: setup
+	$(CLASS_LOAD) --clients 30 --within 5 --out 'docs/bench/class-check-{precision}'
+
+class-soak: setup
+	$(CLASS_LOAD) --clients 30 --within 5 --bursts 10 --out 'docs/bench/class-soak-{precision}'
+
+class-hall: setup
+	$(CLASS_LOAD) --clients 60 --within 10 --out 'docs/bench/class-hall-{precision}'

@@ -22,6 +22,17 @@ from __future__ import annotations
 
 import os
 
+# The queue: model runs beyond the slots wait in it, each page showing its place in line and
+# Gradio's estimate of the wait; a full queue refuses. A waiting run costs the server a request
+# body, so the room is sized for a lecture hall, not for memory: 60 students who press Run twice,
+# and the other events that queue, fit (`make class-hall` measures 60 at once).
+QUEUE_SIZE = 160
+# Gradio keeps a state per browser session (about 0.7 MB here: a copy of every component's config
+# and the last values shown, beside the app's own Session) until it has this many sessions, then drops
+# the least recently used. Gradio's default, 10,000, lets a public Space grow to ~7 GB over a busy
+# day; 2,000 bounds it to ~1.4 GB while dropping only sessions unused for hundreds of visitors.
+SESSION_CAPACITY = 2000
+
 SLOTS_ENV = "SPECDEC_MODEL_SLOTS"
 BATCHING_ENV = "SPECDEC_CROSS_RUN_BATCHING"
 BATCHED_SLOTS = 8  # runs decoding at once on a CPU with batching: a pass over 8 costs ~1.5-2.5x one

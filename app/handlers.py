@@ -17,6 +17,7 @@ from decoding.batching import sharing
 from . import charts
 from .controls import controls_from_settings, visible_for, with_run_inputs
 from .live import advance, load_models as load_pair_models, settings_from_values, start
+from .packed import pack
 from .player import empty_data, lane_data, player_data
 from .presets import preset_by_label, resolve_pair
 from .session import Session, example_traces, find_trace, read_trace
@@ -190,7 +191,7 @@ def open_trace_file(session: Session, path, title: str, source: str, position):
         # the title in the text too: Gradio's toast shows its own heading, not the title
         raise gr.Error(f"Not a trace file: {exc}", title="Not a trace file") from None
     session.reset_run()
-    session.records, session.summary = records, summary
+    session.records, session.summary = pack(records), summary  # kept compactly (packed.py)
     session.settings = settings_from_summary(summary)
     session.source, session.title = source, title
     session.target = session.draft = None

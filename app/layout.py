@@ -20,7 +20,7 @@ from decoding.paths import APP_CSS, ASSETS
 
 from . import render, texts
 from .compare import compare
-from .capacity import model_slots
+from .capacity import QUEUE_SIZE, SESSION_CAPACITY, model_slots
 from .controls import build_method_controls, control_order
 from .handlers import (EXAMPLE_PROMPTS, PLAYBACK_IDLE, controls_from_session, generate, load_models, on_load, on_method, on_preset,
                        on_prompt_pick, open_example, open_trace, prompt_choices, reset, show_iteration, show_position,
@@ -48,8 +48,6 @@ def precision_label() -> str:
     return f"Precision of the models (auto = {auto} here)"
 
 APP_JS = ASSETS / "app.js"
-QUEUE_SIZE = 64  # room for a whole class pressing Run at once (model runs wait their turn in it)
-
 
 def build_demo() -> gr.Blocks:
     methods = list(METHODS)
@@ -299,4 +297,4 @@ def launch_kwargs() -> dict:
     css += lesson_tab.lesson_css()
     js = APP_JS.read_text(encoding="utf-8") if APP_JS.exists() else None  # page-wide keyboard fixes
     return dict(css=css, js=js, theme=app_theme(), share=False, max_file_size="5mb", show_error=True,
-                footer_links=["api", "gradio"])
+                footer_links=["api", "gradio"], state_session_capacity=SESSION_CAPACITY)

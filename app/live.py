@@ -109,7 +109,11 @@ def advance(session: Session):
 
 
 def finish(session: Session, stop_reason: str | None = None) -> None:
-    """Summarize the live run (its baseline speed kept for the theory panel) and close its meter."""
+    """Summarize the live run (its baseline speed kept for the theory panel), close its meter and
+    release what only the running decode needed (`Session.release_run`: its generator with the KV
+    caches, kept hidden states and drafter; the records packed), then hand the freed memory back
+    to the system (`procstat.release_free_memory`)."""
+    from decoding.procstat import release_free_memory
     from decoding.runner import summarize
 
     if not session.records or session.target is None or session.settings is None:
@@ -125,4 +129,5 @@ def finish(session: Session, stop_reason: str | None = None) -> None:
             meter.close()
         except Exception:  # noqa: BLE001
             pass
-    session.generator = None
+    session.release_run()
+    release_free_memory()

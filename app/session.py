@@ -1,7 +1,11 @@
 """Per-session state: everything one browser session owns, held in a gr.State with a time to live.
 
 No Gradio here. Models are memoized for the process by `decoding.models.load_model_cached`
-(read-only, shared by all users); a session holds its run's records, summary and settings.
+(read-only, shared by all users); a session holds its run's records, summary and settings. A live
+run also holds its decode generator (its KV caches, the target's kept hidden states, the drafter);
+once it has finished, `release_run` drops all of that and packs the records (`packed.py`), so an
+idle session holds little more than the compressed trace of the run it shows (`footprint.py`
+measures it).
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from decoding.paths import EXAMPLES
 from decoding.trace import IterationRecord, RunSummary
 from decoding.trace_file import read_trace, write_trace
 
+from .packed import PackedRecords, pack
 from .settings import Settings
 
 SESSION_TTL_SECONDS = 2 * 3600
@@ -29,7 +34,7 @@ __all__ = ["Session", "delete_session", "example_traces", "find_named", "find_tr
 class Session:
     """Everything one browser session owns. Held in gr.State (with a time to live)."""
 
-    records: list[IterationRecord] = field(default_factory=list)
+    records: list[IterationRecord] | PackedRecords = field(default_factory=list)  # packed once finished
     summary: RunSummary | None = None
     settings: Settings | None = None
     source: str = "none"  # none | live | trace | example
@@ -50,14 +55,21 @@ class Session:
         return self.generator is not None and not (self.records and self.records[-1].finished)
 
     def reset_run(self) -> None:
+        self.records = []
+        self.summary = None
+        self.release_run()
+
+    def release_run(self) -> None:
+        """Drop the live run's generator (closing it frees its KV caches, kept hidden states and
+        drafter) and its energy meter, and pack its records: what a finished run leaves behind."""
         if self.generator is not None:
             try:
                 self.generator.close()
             except Exception:  # noqa: BLE001 - a generator still executing elsewhere
                 pass
         self.generator = None
-        self.records = []
-        self.summary = None
+        self.meter = None
+        self.records = pack(self.records)
 
     def models_label(self) -> str:
         from .race_result import drafter_words  # the drafter in words, not by its folder's name

@@ -13,6 +13,14 @@ grown by its own tokens only. Each run keeps its own sequence, random generator 
 logits equal a solo pass up to float rounding (tests/test_batching.py). Prefills (more than
 `LONG_CALL` tokens, or a call on an empty cache) are batched only with prefills: padding one-token
 steps to a prompt's length would waste the saving.
+
+Where a run needs more than the model's logits, the pass runs the model's decoder and hands each
+run the final hidden states of its own tokens: a target that a feature draft reads keeps them
+(`CachedLM.keep_features`), and the output heads then score only the rows the runs asked for, one
+matmul per head over all runs' rows (the head of a 135M model is a third of its weights: read once
+per pass, not once per run). The feature draft's
+own layer (`feature_draft.FeatureDraftLM`, fed [feature; embedding] vectors rather than token ids)
+is batched the same way: the runs of a class share every pass of both models.
 """
 
 from __future__ import annotations
@@ -98,10 +106,12 @@ def batcher() -> "ForwardBatcher | None":
 
 @dataclass
 class Call:
-    """One run's forward call: feed `tokens` to `lm`'s cache, return the logits of the last `keep`."""
+    """One run's forward call: feed `tokens` to `lm`'s cache, return the logits (or, for an lm that
+    returns hidden states, those) of the last `keep`. `tokens`: token ids, or a (n, inputs) tensor
+    of input vectors for an lm fed vectors."""
 
     lm: object  # a CachedLM
-    tokens: list[int]
+    tokens: list[int] | torch.Tensor
     keep: int | None
     done: threading.Event = field(default_factory=threading.Event)
     result: torch.Tensor | None = None
@@ -135,9 +145,9 @@ class ForwardBatcher:
         """Calls served, summed over passes (runs_served / passes: runs per pass)."""
         return sum(size * count for size, count in list(self.batch_sizes.items()))
 
-    def forward(self, lm, tokens: list[int], keep: int | None) -> torch.Tensor:
-        """Queue the call and wait for its logits (an error of its pass is raised here)."""
-        call = Call(lm, list(tokens), keep)
+    def forward(self, lm, tokens, keep: int | None) -> torch.Tensor:
+        """Queue the call and wait for its result (an error of its pass is raised here)."""
+        call = Call(lm, tokens if isinstance(tokens, torch.Tensor) else list(tokens), keep)
         with self._cond:
             self._pending.append(call)
             self._cond.notify_all()
@@ -195,31 +205,72 @@ class NotBatchable(Exception):
     """The model or its caches cannot take a batched pass; nothing was changed."""
 
 
+@torch.inference_mode()
 def batched_forward(model, calls: list[Call]) -> list[torch.Tensor]:
     """One forward pass over several runs' calls on `model`; each call's lm.cache grows by its own
-    tokens and its float32 logits come back in order (as CachedLM.forward_alone would give them).
-    Raises NotBatchable, with every cache untouched, when the pass cannot be made."""
+    tokens, a run that keeps features stores its own rows' hidden states, and each call's result
+    comes back in order (as CachedLM.forward_alone would give it: float32 logits, or hidden states
+    for an lm that returns them). Raises NotBatchable, with every cache untouched, when the pass
+    cannot be made."""
     try:
-        out, rows, counts, keeps, padded, width = _pass(model, calls)
+        out, grown, counts, keeps, padded, width = _pass(model, calls)
     except Exception as exc:  # noqa: BLE001 (any model that refuses the padded pass runs its calls alone)
         raise NotBatchable(str(exc)) from exc
-    results = []
+    plain = _plain(calls)
+    rows = []
     for row, (call, count, keep) in enumerate(zip(calls, counts, keeps)):
         lm = call.lm
-        for index, grown in enumerate(out.past_key_values.layers):  # this run's new keys/values only
-            lm.cache.update(grown.keys[row : row + 1, :, padded + width - count :],
-                            grown.values[row : row + 1, :, padded + width - count :], index)
+        for index, layer in enumerate(grown.layers):  # this run's new keys/values only
+            lm.cache.update(layer.keys[row : row + 1, :, padded + width - count :],
+                            layer.values[row : row + 1, :, padded + width - count :], index)
+        if plain:  # the model's own logits of the last max(keeps) slots
+            rows.append(out[row, out.shape[1] - keep :, : lm.vocab_width].float())
+        else:
+            mine = out[row, width - count :]  # (count, hidden): this run's positions
+            if lm.features is not None:
+                lm.store_features(mine)  # at [length, length + count), before the length moves on
+            rows.append(mine[-keep:])
         lm.length += count
         lm.calls += 1
-        mine = rows[row, max(keeps) - keep :]
-        results.append(lm.head.logits(mine, lm.vocab_width) if lm.head is not None
-                       else mine[:, : lm.vocab_width].float())
+    return rows if plain else _outputs(calls, rows)
+
+
+def _plain(calls: list[Call]) -> bool:
+    """Calls that want the model's own logits and nothing else (no features kept, no restricted head,
+    no hidden states): the pass runs the whole model, whose head may do more than a matmul (e.g. a
+    final logit soft-capping)."""
+    return all(c.lm.head is None and c.lm.features is None and not c.lm.returns_hidden for c in calls)
+
+
+def _outputs(calls: list[Call], rows: list[torch.Tensor]) -> list[torch.Tensor]:
+    """Each call's result from its kept rows (keep, hidden): the rows themselves for an lm that
+    returns hidden states, else float32 logits, computed by one matmul per output head over the
+    rows of every call that uses it (the model's own head, or a restricted OutputHead)."""
+    results: list[torch.Tensor | None] = [None] * len(calls)
+    groups: dict[int, list[int]] = {}
+    for i, call in enumerate(calls):
+        if call.lm.returns_hidden:
+            results[i] = rows[i].clone()  # not a view that keeps the whole pass's states alive
+        else:
+            groups.setdefault(id(call.lm.head), []).append(i)
+    for members in groups.values():
+        lm = calls[members[0]].lm
+        stacked = torch.cat([rows[i] for i in members])
+        widest = max(calls[i].lm.vocab_width for i in members)
+        if lm.head is not None:
+            logits = lm.head.logits(stacked, widest)
+        else:
+            logits = lm.model.get_output_embeddings()(stacked)[:, :widest].float()
+        for i, part in zip(members, logits.split([len(rows[i]) for i in members])):
+            width = calls[i].lm.vocab_width
+            results[i] = part if width == widest else part[:, :width].contiguous()
     return results
 
 
 def _pass(model, calls: list[Call]):
-    """The batched pass itself, changing no run's cache: (output, logits or hidden states of the last
-    max(keeps) slots, token counts, keeps, padded cache length, slot width)."""
+    """The batched pass itself, changing no run's cache: (the logits of the last max(keeps) slots for
+    `_plain` calls, else the final hidden states (batch, width, hidden); the pass's grown cache, token
+    counts, keeps, padded cache length, slot width)."""
     lengths = [c.lm.length for c in calls]
     counts = [len(c.tokens) for c in calls]
     padded, width = max(lengths), max(counts)
@@ -241,28 +292,31 @@ def _pass(model, calls: list[Call]):
             batch_cache.update(keys, values, index)
 
     # each run's new tokens sit at the right end of its row (slots [width - count, width)), so the
-    # last rows of every run line up and one logits_to_keep serves them all; row i's real query at
-    # slot j sees its cache [0, length_i) and its own new tokens up to j: the causal mask of a solo
-    # pass, with the padding and the other runs hidden (a padding query sees only itself)
-    ids = torch.zeros(len(calls), width, dtype=torch.long)
+    # last rows of every run line up; row i's real query at slot j sees its cache [0, length_i) and
+    # its own new tokens up to j: the causal mask of a solo pass, with the padding and the other
+    # runs hidden (a padding query sees only itself)
+    vectors = isinstance(calls[0].tokens, torch.Tensor)  # an lm fed input vectors, not token ids
+    if vectors:
+        inputs = calls[0].tokens.new_zeros(len(calls), width, calls[0].tokens.shape[-1])
+    else:
+        inputs = torch.zeros(len(calls), width, dtype=torch.long)
     positions = torch.zeros(len(calls), width, dtype=torch.long)
     allowed = torch.zeros(len(calls), 1, width, padded + width, dtype=torch.bool)
     for row, (call, length, count) in enumerate(zip(calls, lengths, counts)):
         start = width - count
-        ids[row, start:] = torch.tensor(call.tokens, dtype=torch.long)
+        inputs[row, start:] = call.tokens if vectors else torch.tensor(call.tokens, dtype=torch.long)
         positions[row, start:] = torch.arange(length, length + count)
         allowed[row, 0, start:, :length] = True
         allowed[row, 0, start:, padded + start :] = torch.ones(count, count, dtype=torch.bool).tril()
         allowed[row, 0, :start, padded : padded + start] = torch.eye(start, dtype=torch.bool)
     dtype = next(model.parameters()).dtype
     mask = torch.zeros(allowed.shape, dtype=dtype).masked_fill(~allowed, torch.finfo(dtype).min)
-    ids, positions, mask = ids.to(device), positions.to(device), mask.to(device)
+    inputs, positions, mask = inputs.to(device), positions.to(device), mask.to(device)
     keeps = [min(c.keep or n, n) for c, n in zip(calls, counts)]
-    needed = max(keeps)
-    inputs = dict(input_ids=ids, attention_mask=mask, position_ids=positions, past_key_values=batch_cache,
-                  use_cache=True)
-    if all(c.lm.head is None for c in calls):
-        out = model(**inputs, **({"logits_to_keep": needed} if needed < width else {}))
-        return out, out.logits[:, -needed:], counts, keeps, padded, width
-    out = model.get_decoder()(**inputs)
-    return out, out.last_hidden_state[:, -needed:], counts, keeps, padded, width
+    if _plain(calls):
+        needed = max(keeps)
+        out = model(input_ids=inputs, attention_mask=mask, position_ids=positions, past_key_values=batch_cache,
+                    use_cache=True, **({"logits_to_keep": needed} if needed < width else {}))
+        return out.logits[:, -needed:], out.past_key_values, counts, keeps, padded, width
+    hidden, grown = calls[0].lm._body(inputs, positions, batch_cache, attention_mask=mask)
+    return hidden, grown, counts, keeps, padded, width

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import torch
 
+from .cached_lm import CachedLM
 from .drafters import CATCH_UP_TOKENS, MODEL_SOURCE, DraftSource, Proposal
 from .output_head import OutputHead, load_head
 from .warp import SamplingConfig, warp_logits
@@ -127,29 +128,51 @@ def load_feature_draft(directory: str | Path, target_model, dtype: torch.dtype, 
     return model, head
 
 
+class FeatureDraftLM(CachedLM):
+    """The feature draft's layer with its KV cache, fed (n, 2 x hidden) vectors [f_t ; e(x_{t+1})]
+    and returning the predicted features (its final hidden states) instead of logits. A CachedLM,
+    so that with cross-run batching on (batching.py) the drafts of concurrent runs share its passes
+    as their targets share theirs."""
+
+    returns_hidden = True
+
+    def __init__(self, model: FeatureDraftModel, device):
+        super().__init__(model, device, vocab_width=0)
+
+    def _inputs(self, tokens: torch.Tensor) -> torch.Tensor:
+        return tokens.unsqueeze(0)
+
+    def _body(self, inputs: torch.Tensor, position_ids: torch.Tensor, cache, attention_mask=None):
+        """g over (batch, n, 2 x hidden) pairs: the predicted features (batch, n, hidden), the grown cache."""
+        d = inputs.shape[-1] // 2
+        return self.model(inputs[..., :d], inputs[..., d:], position_ids, past_key_values=cache,
+                          attention_mask=attention_mask, use_cache=True)
+
+
 class FeatureDrafter:
     """Drafts with a FeatureDraftModel from the target's features (the chain loop attaches the
-    target's CachedLM, which then keeps its final hidden states). Its KV cache holds only the
-    pairs (f_t, x_{t+1}) built from true features; the pairs a draft adds on its own predictions
-    are dropped after every proposal, and the next proposal first catches up on the target's new
-    features (the tokens the target verified meanwhile)."""
+    target's CachedLM, which then keeps its final hidden states). Its KV cache (`lm`, a
+    FeatureDraftLM) holds only the pairs (f_t, x_{t+1}) built from true features; the pairs a draft
+    adds on its own predictions are dropped after every proposal, and the next proposal first
+    catches up on the target's new features (the tokens the target verified meanwhile)."""
 
     kind = "model"
 
     def __init__(self, model: FeatureDraftModel, head: OutputHead, embedding: torch.nn.Module, device,
                  vocab_width: int, name: str):
-        from .kv_cache import growing_cache
-
         self.model = model
         self.head = head
         self.embedding = embedding
         self.device = device
         self.vocab_width = vocab_width
         self.name = name
-        self.cache = growing_cache(model.config)
+        self.lm = FeatureDraftLM(model, device)
         self.length = 0  # pairs in the cache, all from true features: pair t sits at position t
-        self.calls = 0
         self.target = None  # the target's CachedLM (attach_target)
+
+    @property
+    def calls(self) -> int:
+        return self.lm.calls
 
     def attach_target(self, lm) -> None:
         """Read features from `lm` (the run's target CachedLM), which starts keeping them."""
@@ -160,19 +183,19 @@ class FeatureDrafter:
         """The model's source once the target has read part of the context (its features exist)."""
         return [MODEL_SOURCE] if self.target is not None and self.target.length > 0 else []
 
-    @torch.inference_mode()
     def _pass(self, features: torch.Tensor, tokens: list[int], start: int) -> torch.Tensor:
-        ids = torch.tensor([tokens], device=self.device)
-        positions = torch.arange(start, start + len(tokens), device=self.device).unsqueeze(0)
-        hidden, self.cache = self.model(features.unsqueeze(0), self.embedding(ids), positions,
-                                        past_key_values=self.cache, use_cache=True)
-        self.calls += 1
-        return hidden[0]
+        """Feed the pairs (features[i], tokens[i]) at positions start.. (the cache must hold exactly
+        `start`); the feature predicted from the last pair, (1, hidden)."""
+        if start != self.lm.length:
+            raise RuntimeError(f"feature draft cache holds {self.lm.length} pairs, the pass starts at {start}")
+        with torch.inference_mode():
+            embeds = self.embedding(torch.tensor(tokens, device=self.device))
+            dtype = self.model.fc.weight.dtype
+            pairs = torch.cat([features.to(dtype), embeds.to(dtype)], dim=-1)
+        return self.lm.forward(pairs, keep=1)
 
     def _crop(self, length: int) -> None:
-        extra = self.cache.get_seq_length() - length
-        if extra > 0:
-            self.cache.crop(-extra)
+        self.lm.rollback(length)
 
     def propose(self, sequence: list[int], gamma: int, sampling: SamplingConfig, generator: torch.Generator,
                 keep_going=None, source: DraftSource | None = None, exact: bool = False,

@@ -16,8 +16,8 @@ in a corpus built for another target (scripts/build_corpus.py).
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
-
 from pathlib import Path
 
 from .corpus import TextCorpus, load_corpus
@@ -175,9 +175,42 @@ def load_target_corpus(directory: str, target: LoadedModel, target_spec: str) ->
     return corpus
 
 
+_drafts: dict[tuple, tuple[LoadedModel, Draft]] = {}  # load_draft_value(cached=True): key -> (target, draft)
+_draft_locks: dict[tuple, threading.Lock] = {}
+_drafts_guard = threading.Lock()
+
+
 def load_draft_value(spec: str, target: LoadedModel, dtype=None, draft_dtype=None, cached: bool = False,
                      progress=None, target_spec: str = DEFAULT_TARGET) -> Draft:
-    """Load the draft `spec` for `target` (on its device) and check that they share a vocabulary."""
+    """Load the draft `spec` for `target` (on its device) and check that they share a vocabulary.
+    `cached`: memoized for the process per (spec, target, precisions), like `load_model_cached`,
+    so that concurrent runs share one draft: one copy of its weights (a feature draft's layer and
+    head rows would otherwise be loaded again by every run, and kept by every session that ran
+    one), and one model object whose forward passes the cross-run batcher can share (batching.py)."""
+    if not cached:
+        return _load_draft_value(spec, target, dtype, draft_dtype, False, progress, target_spec)
+    key = (spec, id(target), str(dtype), str(draft_dtype), target_spec)
+    with _drafts_guard:
+        lock = _draft_locks.setdefault(key, threading.Lock())
+    with lock:  # a class pressing Run at once loads it once
+        hit = _drafts.get(key)
+        if hit is not None and hit[0] is target:
+            if progress is not None:
+                progress(1.0, "ready")
+            return hit[1]
+        draft = _load_draft_value(spec, target, dtype, draft_dtype, True, progress, target_spec)
+        _drafts[key] = (target, draft)  # the target kept with it: its id is not reused while the entry lives
+        return draft
+
+
+def clear_draft_cache() -> None:
+    """Forget every draft memoized by `load_draft_value(cached=True)`."""
+    with _drafts_guard:
+        _drafts.clear()
+
+
+def _load_draft_value(spec: str, target: LoadedModel, dtype, draft_dtype, cached: bool, progress,
+                      target_spec: str) -> Draft:
     if spec == PROMPT_LOOKUP:
         return Draft.prompt_lookup()
     kind, _, inner = spec.partition(":")
@@ -187,7 +220,7 @@ def load_draft_value(spec: str, target: LoadedModel, dtype=None, draft_dtype=Non
         if inner.partition(":")[0].partition("=")[0] in (PROMPT_LOOKUP, HYBRID, HYBRID_CORPUS):
             raise ModelLoadError(f"the hybrid drafter needs a draft model: pass {kind}:<draft model> for this target")
         corpus = load_target_corpus(kind.partition("=")[2], target, target_spec) if with_corpus else None
-        return load_draft_value(inner, target, dtype, draft_dtype, cached, progress).hybrid(corpus)
+        return _load_draft_value(inner, target, dtype, draft_dtype, cached, progress, DEFAULT_TARGET).hybrid(corpus)
     if spec == DISTILLED:
         spec = str(SHIPPED_DRAFT)
     if spec == FEATURE:

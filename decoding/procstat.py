@@ -1,10 +1,36 @@
 """A process's memory figures from Linux's /proc/<pid>/status (VmRSS, VmHWM, ...), read by the
-benchmark's memory children, the classroom load script and the trace-memory script. No torch here,
-so a load-test client can import it cheaply."""
+benchmark's memory children, the classroom load script and the trace-memory script, and
+`release_free_memory`, which the app calls after a run. No torch here, so a load-test client can
+import it cheaply."""
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
+from functools import lru_cache
 from pathlib import Path
+
+
+@lru_cache(maxsize=1)
+def _libc():
+    """glibc, for malloc_trim; None where the C library is another (musl, macOS, Windows)."""
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        return libc if hasattr(libc, "malloc_trim") else None
+    except OSError:
+        return None
+
+
+def release_free_memory() -> bool:
+    """Hand the heap's free pages back to the system (glibc's malloc_trim(0)); False where there is
+    no glibc. A finished run frees its KV caches and activations, but glibc keeps the freed memory
+    of its heaps (one per thread that allocated) for reuse, so without this the resident memory of
+    a server whose runs move between threads only grows. Takes a few milliseconds."""
+    libc = _libc()
+    if libc is None:
+        return False
+    libc.malloc_trim(0)
+    return True
 
 
 def status_kb(field_name: str, pid: int | str = "self") -> int | None:

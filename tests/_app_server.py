@@ -15,8 +15,10 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def running_app(target_dir, draft_dir):
-    """Yield the URL of the app built on the tiny pair; close the server afterwards."""
+def running_app(target_dir, draft_dir, with_demo: bool = False):
+    """Yield the URL of the app built on the tiny pair (with `with_demo`, the URL and the Blocks,
+    whose `state_holder` holds the sessions); close the server afterwards. `draft_dir` may be any
+    draft spec, e.g. "hybrid:<feature draft dir>"."""
     old = {k: os.environ.get(k) for k in ("SPECDEC_APP_TARGET", "SPECDEC_APP_DRAFT", "GRADIO_ANALYTICS_ENABLED",
                                           "SPECDEC_DTYPE")}
     os.environ["SPECDEC_DTYPE"] = "float32"  # the reference precision: greedy runs are compared token for token
@@ -30,7 +32,8 @@ def running_app(target_dir, draft_dir):
     try:
         demo.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True,
                     **launch_kwargs())
-        yield f"http://127.0.0.1:{port}/"
+        url = f"http://127.0.0.1:{port}/"
+        yield (url, demo) if with_demo else url
     finally:
         demo.close()
         for k, v in old.items():

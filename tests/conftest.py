@@ -147,6 +147,28 @@ def tiny_pair(tiny_target_dir, tiny_draft_dir):
             load_model(str(tiny_draft_dir), device="cpu", dtype="float32"))
 
 
+@pytest.fixture(scope="session")
+def tiny_feature_dir(tmp_path_factory, tiny_pair) -> Path:
+    """A random feature draft (feature_draft.py) for the tiny target, started from the target's last
+    layer, its head over all but the target's 3 likeliest first tokens after "hello world, the cat"
+    (so p has mass outside the head), saved and found as a feature draft."""
+    from decoding.feature_draft import FeatureDraftModel, draft_layer_config
+    from decoding.output_head import OutputHead
+
+    target, _ = tiny_pair
+    torch.manual_seed(5)
+    model = FeatureDraftModel(draft_layer_config(target.model.config))
+    model.init_from_target(target.model)
+    path = tmp_path_factory.mktemp("feature-draft")
+    model.save(path)
+    with torch.inference_mode():
+        first = target.model(torch.tensor([target.encode_prompt("hello world, the cat", chat=False)])).logits[0, -1]
+    left_out = set(first.topk(3).indices.tolist())
+    ids = torch.tensor([t for t in range(target.vocab_size) if t not in left_out])
+    OutputHead(ids, target.model.get_output_embeddings().weight[ids]).save(path, with_weight=False)
+    return path
+
+
 # ---- the embedded SmolLM2 target ------------------------------------------------------------
 
 

@@ -1,6 +1,8 @@
 """A class presses Run at once (a small burst on the tiny models): nobody is refused, each client
 gets its own result, and a paced run does not hold a model slot while it plays, so a paced burst
-takes about as long as an unpaced one (scripts/classroom_load.py is the full-size version)."""
+takes about as long as an unpaced one; with the default kind of pair (the hybrid with a feature
+draft) the runs share the passes of both models and leave only their packed records behind
+(scripts/classroom_load.py is the full-size version)."""
 
 import threading
 import time
@@ -86,3 +88,49 @@ def test_a_burst_with_cross_run_batching_gives_each_client_the_tokens_of_a_lone_
     assert texts(batched) == texts(alone)
     assert calls > passes, f"{calls} calls in {passes} passes: no pass served two runs"
     assert any("runs each on average" in r["playback"]["result"] for r in batched)
+
+
+def test_a_burst_with_a_feature_draft_shares_both_models_passes_and_leaves_packed_records(tiny_target_dir,
+                                                                                          tiny_feature_dir,
+                                                                                          monkeypatch):
+    """The app's default kind of pair on the tiny target (the hybrid with a feature draft): with
+    cross-run batching on, every client gets its own run with the tokens it gets without batching
+    (float32); passes of the target and of the feature draft's layer each served several runs; after
+    the burst every session holds its packed records and no generator, a few kB each."""
+    from app.footprint import session_bytes
+    from app.packed import PackedRecords
+    from app.session import Session
+    from decoding import batching
+
+    served = []
+    real = batching.batched_forward
+
+    def counted(model, calls):
+        served.append((type(model).__name__, len(calls)))
+        return real(model, calls)
+
+    monkeypatch.setattr(batching, "batched_forward", counted)
+    texts = lambda rows: [[(t.get("text"), t.get("kind")) for t in r["playback"]["lanes"][0]["tokens"]]  # noqa: E731
+                          for r in rows]
+    with running_app(tiny_target_dir, f"hybrid:{tiny_feature_dir}", with_demo=True) as (url, demo):
+        clients = [Client(url, verbose=False) for _ in range(CLIENTS)]
+        burst(clients[:2], 0.0)  # warm-up: the models load once
+        _, alone = burst(clients, PACING)
+        batching.enable(max_batch=CLIENTS)
+        try:
+            _, batched = burst(clients, PACING)
+        finally:
+            batching.disable()
+        sessions = [value for state in list(demo.state_holder.session_data.values())
+                    for value in state.state_data.values() if isinstance(value, Session)]
+    for r in alone + batched:
+        assert r["error"] is None, r["error"]
+        assert r["own"], "a client got someone else's result"
+    assert texts(batched) == texts(alone)
+    most = {name: max(size for n, size in served if n == name) for name, _ in served}
+    assert most.get("LlamaForCausalLM", 0) > 1 and most.get("FeatureDraftModel", 0) > 1, served
+    ran = [s for s in sessions if s.records]
+    assert len(ran) == CLIENTS
+    for session in ran:
+        assert isinstance(session.records, PackedRecords) and session.generator is None
+        assert session_bytes(session) < session.records.nbytes + 16_000

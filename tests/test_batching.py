@@ -123,6 +123,117 @@ def test_a_run_alone_gets_no_sharing_note(tiny_target_dir, batching_on):
     assert batching.sharing() == (0, 0) and shared_note(before) == ""
 
 
+def test_a_batched_pass_keeps_each_runs_hidden_states(tiny_target_dir):
+    """Runs whose target keeps its hidden states (a feature draft reads them) batch with each other
+    and with runs that keep none: each stores exactly the rows of its own tokens, as alone."""
+    from decoding.models import load_model
+
+    target = load_model(str(tiny_target_dir), device="cpu", dtype="float32")
+    prompts = [[5, 6, 7], [8, 9, 10, 11, 12, 13, 14], [15, 16, 17, 18, 19]]
+
+    def lms(keeping):
+        out = []
+        for prompt, keep in zip(prompts, keeping):
+            lm = CachedLM(target.model, target.device, target.vocab_size)
+            if keep:
+                lm.keep_features()
+            lm.forward_alone(prompt)
+            out.append(lm)
+        return out
+
+    batched, alone = lms((True, False, True)), lms((True, False, True))
+    for calls in ([[20], [21, 22, 23], [24, 25]], [[26, 27], [28], [29, 30, 31, 32]]):
+        keeps = [None, 2, 1]
+        got = batching.batched_forward(target.model,
+                                       [batching.Call(lm, t, k) for lm, t, k in zip(batched, calls, keeps)])
+        want = [lm.forward_alone(t, k) for lm, t, k in zip(alone, calls, keeps)]
+        for g, w in zip(got, want):
+            assert g.shape == w.shape and torch.allclose(g, w, atol=1e-4)
+        for b, a in zip(batched, alone):
+            assert (b.length, b.calls) == (a.length, a.calls) and _caches_equal(b, a)
+            assert (b.features is None) == (a.features is None)
+            if b.features is not None:
+                assert torch.allclose(b.features[: b.length], a.features[: a.length], atol=1e-4)
+        for lm in (batched[0], alone[0]):
+            lm.rollback(lm.length - 1)  # a rejection: the next pass overwrites the dropped row
+    with torch.inference_mode():
+        fresh = target.model.get_decoder()(input_ids=torch.tensor([prompts[0] + [26]])).last_hidden_state[0]
+    assert torch.allclose(batched[0].features[: batched[0].length], fresh, atol=1e-4)
+
+
+def test_a_batched_pass_of_the_feature_draft_layer_equals_each_run_alone(tiny_target_dir, tiny_feature_dir):
+    """The feature draft's own layer (fed [feature; embedding] vectors, returning predicted
+    features) batches across runs: each run's predictions and cache are those of its solo passes."""
+    from decoding.feature_draft import FeatureDraftLM
+    from decoding.models import load_model
+    from decoding.pair import load_draft_value
+
+    target = load_model(str(tiny_target_dir), device="cpu", dtype="float32")
+    layer = load_draft_value(str(tiny_feature_dir), target, "float32").feature
+    width = 2 * target.model.config.hidden_size
+    generator = torch.Generator().manual_seed(0)
+    pairs = lambda n: torch.randn(n, width, generator=generator)  # noqa: E731
+    firsts = [pairs(n) for n in (3, 6, 4)]
+    batched = [FeatureDraftLM(layer, target.device) for _ in firsts]
+    alone = [FeatureDraftLM(layer, target.device) for _ in firsts]
+    for b, a, first in zip(batched, alone, firsts):
+        b.forward_alone(first)
+        a.forward_alone(first)
+    for step in ([pairs(1), pairs(2), pairs(1)], [pairs(2), pairs(1), pairs(3)]):
+        got = batching.batched_forward(layer, [batching.Call(lm, x, 1) for lm, x in zip(batched, step)])
+        want = [lm.forward_alone(x, 1) for lm, x in zip(alone, step)]
+        for g, w in zip(got, want):
+            assert g.shape == w.shape == (1, target.model.config.hidden_size)
+            assert torch.allclose(g, w, atol=1e-4)
+        for b, a in zip(batched, alone):
+            assert b.length == a.length and _caches_equal(b, a)
+        batched[2].rollback(batched[2].length - 1)
+        alone[2].rollback(alone[2].length - 1)
+
+
+@pytest.mark.parametrize("temperature", [0.0, 0.8])
+def test_concurrent_runs_with_a_feature_draft_share_passes_and_keep_their_tokens(tiny_target_dir, tiny_feature_dir,
+                                                                                 temperature, batching_on,
+                                                                                 monkeypatch):
+    """The app's default kind of pair (the hybrid with a feature draft, and the feature draft alone):
+    concurrent float32 runs with batching on give the tokens of runs one at a time, and passes of
+    the target and of the feature draft's layer each served several runs."""
+    from decoding.models import load_model
+    from decoding.pair import load_draft_value
+    from decoding.runner import generate
+    from decoding.strategies import RunConfig
+    from decoding.warp import SamplingConfig
+
+    target = load_model(str(tiny_target_dir), device="cpu", dtype="float32")
+    feature = load_draft_value(str(tiny_feature_dir), target, "float32")
+    drafts = {"feature": feature, "hybrid": feature.hybrid()}
+    jobs = [(draft, f"the cat {i} sat on the mat, the cat", i) for i in range(3) for draft in drafts]
+
+    def run(job):
+        draft, prompt, seed = job
+        config = RunConfig(method="speculative", max_new_tokens=14, sampling=SamplingConfig(temperature=temperature),
+                           seed=seed, gamma=3)
+        return generate(target, drafts[draft], prompt, config)[1].token_ids
+
+    batching.disable()
+    alone = [run(job) for job in jobs]
+    served = []
+    real = batching.batched_forward
+
+    def counted(model, calls):
+        served.append((type(model).__name__, len(calls)))
+        return real(model, calls)
+
+    monkeypatch.setattr(batching, "batched_forward", counted)
+    batching.enable(max_batch=8, window_s=0.05)
+    with ThreadPoolExecutor(len(jobs)) as pool:
+        together = list(pool.map(run, jobs))
+    assert together == alone
+    shared = {name: max(size for n, size in served if n == name) for name, _ in served}
+    assert shared.get("LlamaForCausalLM", 0) > 1, f"no target pass served several runs: {served}"
+    assert shared.get("FeatureDraftModel", 0) > 1, f"no feature-draft pass served several runs: {served}"
+
+
 def test_a_failed_pass_reaches_its_caller_and_the_worker_goes_on(tiny_target_dir, batching_on):
     from decoding.models import load_model
 

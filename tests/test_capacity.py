@@ -73,3 +73,16 @@ def test_concurrent_runs_sharing_the_models_give_the_tokens_of_runs_one_at_a_tim
     with ThreadPoolExecutor(3) as pool:
         together = list(pool.map(run, jobs))
     assert together == alone
+
+
+def test_the_queue_holds_a_lecture_hall_and_gradio_keeps_a_bounded_number_of_sessions(tiny_target_dir, tiny_draft_dir,
+                                                                                       monkeypatch):
+    """60 students pressing Run twice wait in line rather than being refused (a waiting event is a
+    request body); Gradio's per-session states are bounded (launch's state_session_capacity)."""
+    from app.layout import build_demo, launch_kwargs
+
+    monkeypatch.setenv("SPECDEC_APP_TARGET", str(tiny_target_dir))
+    monkeypatch.setenv("SPECDEC_APP_DRAFT", str(tiny_draft_dir))
+    demo = build_demo()
+    assert demo._queue.max_size == capacity.QUEUE_SIZE >= 2 * 60
+    assert 500 <= launch_kwargs()["state_session_capacity"] == capacity.SESSION_CAPACITY < 10_000

@@ -33,21 +33,11 @@ GREEDY = SamplingConfig(temperature=0.0)
 
 
 @pytest.fixture(scope="module")
-def feature_dir(tmp_path_factory, tiny_pair):
-    """A random feature draft for the tiny target, its head over all but the target's 3 likeliest
-    first tokens (so p has mass outside the head), saved and found as a feature draft."""
-    target, _ = tiny_pair
-    torch.manual_seed(5)
-    model = FeatureDraftModel(draft_layer_config(target.model.config))
-    model.init_from_target(target.model)
-    path = tmp_path_factory.mktemp("feature-draft")
-    model.save(path)
-    with torch.inference_mode():
-        first = target.model(torch.tensor([target.encode_prompt(test_engine.PROMPT, chat=False)])).logits[0, -1]
-    left_out = set(first.topk(3).indices.tolist())
-    ids = torch.tensor([t for t in range(target.vocab_size) if t not in left_out])
-    OutputHead(ids, target.model.get_output_embeddings().weight[ids]).save(path, with_weight=False)
-    return path
+def feature_dir(tiny_feature_dir):
+    """conftest's tiny feature draft (its head leaves out the target's 3 likeliest first tokens after
+    test_engine.PROMPT)."""
+    assert test_engine.PROMPT == "hello world, the cat"
+    return tiny_feature_dir
 
 
 @pytest.fixture(scope="module")
@@ -444,3 +434,18 @@ def test_unroll_folds_several_layers_through_a_fuse_and_regresses_on_the_final_s
         pred = unroll(fused, batch[0], embedding(batch[1]), batch[3], 1)[0]
     expected = torch.nn.functional.smooth_l1_loss(pred[0, :5], seq[1][1:, :32])
     assert torch.allclose(reg, expected) and torch.isfinite(cls)
+
+
+def test_the_app_loads_a_feature_draft_once_for_every_run(feature_dir, tiny_pair):
+    """load_draft_value(cached=True), the app's path: every run of a class shares one feature draft
+    (one copy of its layer and head rows; one model whose passes the cross-run batcher can share)."""
+    from decoding.pair import clear_draft_cache
+
+    target, _ = tiny_pair
+    first = load_draft_value(f"hybrid:{feature_dir}", target, "float32", cached=True)
+    again = load_draft_value(f"hybrid:{feature_dir}", target, "float32", cached=True)
+    assert again is first and first.feature is not None
+    assert load_draft_value(str(feature_dir), target, "float32", cached=True).feature is not None
+    assert load_draft_value(f"hybrid:{feature_dir}", target, "float32").feature is not first.feature  # uncached
+    clear_draft_cache()
+    assert load_draft_value(f"hybrid:{feature_dir}", target, "float32", cached=True) is not first
