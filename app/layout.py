@@ -300,8 +300,10 @@ def build_demo() -> gr.Blocks:
         timeline.input(None, timeline, None, js=SEEK_JS, **cheap)
         on(timeline.input, show_iteration, [state, timeline, position], view_outputs, run_status, clear=False,
            trigger_mode="always_last", **cheap)
+        # every report runs ("always_last" would rerun a pending report with the previous report's data):
+        # the player sends the next one only once the panels have answered the last (player.js)
         on(playback.select, follow_player, [state, position], view_outputs, run_status, clear=False,
-           trigger_mode="always_last", **cheap)
+           trigger_mode="multiple", **cheap)
         on(position.change, show_position, [state, timeline, position], [pq_plot, method_plot2], run_status,
            clear=False, **cheap)
         opened = [state, *view_outputs, *controls, preset, pair_note]

@@ -51,9 +51,10 @@ KEYS_JS = """() => {
   });
 }"""
 PROJECTOR_JS = "(on) => { document.getElementById('lesson-root')?.classList.toggle('projector', !!on); }"
-# after "Run it live" switched tabs: the top of the Explainer (its run bar) in view
-SHOW_RUN_BAR_JS = ("() => { const bar = document.getElementById('run-bar'); "
-                   "if (bar && bar.offsetParent !== null) bar.scrollIntoView({block: 'start'}); }")
+# after "Run it live" switched tabs: the player and the panels in view, below the sticky run bar (app.css);
+# on a phone they sit below the controls
+SHOW_RUN_BAR_JS = ("() => { const to = document.getElementById('explainer-player'); "
+                   "if (to && to.offsetParent !== null) to.scrollIntoView({block: 'start'}); }")
 
 
 def lesson_css() -> str:

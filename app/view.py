@@ -84,8 +84,8 @@ LIGHT = frozenset({"stats", "timeline", "iter_caption", "chips", "text", "draft_
 
 def timeline_update(n: int, i: int):
     """The timeline slider for a run of `n` iterations at index `i`: iterations counted from 1 (a
-    slider needs two stops: a run of one iteration gets a locked slider from 1 to 2)."""
-    return gr.update(minimum=1, maximum=max(2, n), value=i + 1, interactive=n > 1)
+    slider needs two stops: a run of one iteration gets 1 to 2, and 2 shows its one iteration)."""
+    return gr.update(minimum=1, maximum=max(2, n), value=i + 1)
 
 
 def whole_run_note(session: Session, i: int) -> str:

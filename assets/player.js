@@ -21,6 +21,7 @@ let pending = false;  // a new value waits for the player to be on screen
 let onScreen = false;
 let reported = -1;    // the iteration last reported to the panels (sync values)
 let acked = -1;       // the last iteration the panels confirmed they show (the 'shown' prop)
+let lastAck = -1;     // the iteration the panels confirmed last
 let holdSince = 0;    // when the playback began waiting for the panels
 const HOLD_MAX_MS = 4000;  // past this the playback goes on without them
 
@@ -136,6 +137,7 @@ function show(data_) {
   root.dataset.state = 'ready';
   reported = data.sync ? 0 : -1;  // the server renders the panels at the first (or the current) iteration
   acked = reported;
+  lastAck = data.sync && data.current !== null && data.current !== undefined ? Number(data.current) : reported;
   if (data.sync && data.current !== null && data.current !== undefined) {
     pending = false;
     showAt(Number(data.current), '');
@@ -251,13 +253,17 @@ function frame(now) {
     }
   }
   if (clock >= run.end) {
-    run.raf = 0;
-    if (data && data.sync) {
+    if (data && data.sync) {  // come to rest once the panels show the rest iteration too
       const rest = restOf();
+      if (lastAck !== rest) {
+        if (reported !== rest) { report(rest); holdSince = now; }
+        if (now - holdSince <= HOLD_MAX_MS) { run.raf = requestAnimationFrame(frame); return; }
+      }
+      run.raf = 0;
       showAt(rest, 'Finished. ');
-      if (rest !== reported) report(rest);
       return;
     }
+    run.raf = 0;
     root.dataset.state = 'done';
     status.textContent = 'Finished. Replay to watch again' + (speed === 1 ? ', or pick a slow motion.' : '.');
     if (data && data.result) {
@@ -363,7 +369,7 @@ document.addEventListener('specdec-seek', (e) => {
   pending = false;
   const i = Number(e.detail.iteration);
   if (!isFinite(i)) return;
-  reported = i;
+  reported = acked = lastAck = i;  // the timeline's own event renders the panels there
   showAt(i, 'Chosen on the timeline: ');
 });
 document.addEventListener('specdec-pause', (e) => {
@@ -404,7 +410,10 @@ if ('IntersectionObserver' in window) {
 // the panels confirm the iteration they show (handlers.follow_player)
 watch('shown', () => {
   const s = props.shown;
-  if (s && data && s.nonce === data.nonce && typeof s.iteration === 'number') acked = Math.max(acked, s.iteration);
+  if (s && data && s.nonce === data.nonce && typeof s.iteration === 'number') {
+    acked = Math.max(acked, s.iteration);
+    lastAck = s.iteration;
+  }
 });
 
 // Gradio may hand the same value over twice (a generator's last update, then its completion): a
