@@ -23,12 +23,13 @@ from .compare import compare
 from .capacity import model_slots
 from .controls import DEFAULTS, build_method_controls, control_order
 from .errors import guard
-from .handlers import (EXAMPLE_PROMPTS, PLAYBACK_IDLE, follow_player, generate, load_models, on_load, on_method,
+from .handlers import (EXAMPLE_PROMPTS, follow_player, generate, load_models, on_load, on_method,
                        on_method_input, on_preset, on_preset_input, on_prompt_pick, open_example, open_trace,
                        prompt_choices, reset, run_if_asked, show_iteration, show_position, step, stop)
 from .lab_events import lab_converge, lab_normalize, lab_run
 from . import lesson_tab
 from .gallery import DEFAULT_DRAFTER, DEFAULT_GAMMA, DRAFTERS, gallery_choices
+from .playback import PLAYBACK_IDLE
 from .player import empty_data, player
 from .presets import presets
 from .race import NO_RACE, on_gallery_pick, on_lane_a, open_race_upload, open_shipped_race, race, race_on_load
@@ -269,10 +270,14 @@ def build_demo() -> gr.Blocks:
         cheap = dict(queue=False, show_progress="hidden", api_name=False)
         # the model slots: app/capacity.py says how many and why; app.py sets the threads and the batching
         model_events = dict(concurrency_limit=model_slots(), concurrency_id="model")
+        # a run's progress (loading the models, decoding N of M tokens) shows in the status line only: a
+        # progress overlay and timer on every panel cost the browser as much as a fifth of a decode on the
+        # same machine (scripts/bench_pacing.py), and the panels themselves say what is decoded
+        run_events = dict(model_events, show_progress_on=[run_status])
         run_ev = on(run_btn.click, generate, inputs(generate), [state, *view_outputs], run_status, api_name="generate",
-                    **model_events)
+                    **run_events)
         step_ev = on(step_btn.click, step, inputs(step), [state, *view_outputs], run_status, api_name="step",
-                     **model_events)
+                     **run_events)
         cmp_ev = on(compare_btn.click, compare, inputs(compare), [state, text_a, text_b, cmp_table], compare_status,
                     api_name="compare", **model_events)
         race_inputs = {**components, "prompt": race_prompt, "lane_a": lane_a, "lane_b": lane_b,
@@ -311,7 +316,7 @@ def build_demo() -> gr.Blocks:
         on(example_pick.input, open_example, [state, example_pick, position, preset, custom_draft], opened,
            run_status, **cheap)
         on(load_btn.click, load_models, [preset, custom_target, custom_draft, dtype], load_msg, run_status,
-           api_name=False, **model_events)
+           api_name=False, **run_events)
         on(prompt_pick.input, on_prompt_pick, prompt_pick, [prompt, chat], run_status, clear=False, api_name=False)
         on(preset.change, on_preset, preset, [custom_target, custom_draft, preset_note], run_status, clear=False,
            api_name=False)
@@ -338,7 +343,7 @@ def build_demo() -> gr.Blocks:
         links = lesson_tab.ExplainerLinks(preset=preset, custom_draft=custom_draft, pair_note=pair_note,
                                           status=run_status, autorun=autorun, run_inputs=inputs(run_if_asked),
                                           race_outputs=[shipped_pick, *race_shown], race_status=race_status)
-        lesson_tab.wire(demo, lesson, tabs, state, view_outputs, controls, links, on, model_events)
+        lesson_tab.wire(demo, lesson, tabs, state, view_outputs, controls, links, on, run_events)
     demo.queue(max_size=QUEUE_SIZE, default_concurrency_limit=2)
     return demo
 

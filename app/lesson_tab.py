@@ -21,7 +21,8 @@ from decoding.methods import METHODS
 
 from .controls import control_order, controls_from_settings, default_values
 from .errors import status_html
-from .handlers import idle_playback, run_if_asked, trace_controls
+from .handlers import run_if_asked, trace_controls
+from .playback import idle_playback
 from .presets import fitting_preset, preset_for_models
 from .race import open_shipped_race
 from .lesson import Chapter, LessonError, load
@@ -333,7 +334,8 @@ def wire(demo: gr.Blocks, tab: LessonTab, tabs: gr.Tabs, state: gr.State, view_o
          links: ExplainerLinks, on, model_events: dict) -> None:
     """Connect the tab's events (all cheap, outside the queue, but the live run "Run it live"
     starts), the teacher links and the keys. `on` wires a handler through the app's error boundary
-    (errors.guard) with a status line; `model_events` are the model slots' event settings."""
+    (errors.guard) with a status line; `model_events` are the settings of a run event (its model slot,
+    its progress in the status line)."""
     chapters = tab.chapters
     shown = tab.chapter_outputs()
     tab.prev.click(lambda i: chapter_view(chapters, _clamp(chapters, i) - 1), tab.index, shown, **CHEAP)

@@ -210,7 +210,7 @@ def fitting_preset(method: str, label: str, custom_draft: str = "") -> tuple[Pre
     near = next((p for p in fits if p.target == preset.target), fits[0] if fits else None)
     if near is None:
         return None, f"{problem}, and no preset pair has a draft model: pick another method."
-    return near, f"{problem}, so the pair switched to: {near.label}."
+    return near, f"{problem}, so the model pair switched to one with a draft model: {near.label}."
 
 
 def preset_for_models(target_name: str | None, draft_name: str | None) -> Preset | None:

@@ -37,7 +37,7 @@ STAT = re.compile(r'<span class="k">(tokens/s|tokens generated)</span><span clas
 # an observer notes every text the watched panel shows after the click (the page's DOM is left alone)
 OBSERVE = """(sel) => { window.__seen = []; const el = document.querySelector(sel);
   if (window.__observer) window.__observer.disconnect();
-  window.__observer = new MutationObserver(() => window.__seen.push(el.innerText));
+  window.__observer = new MutationObserver(() => window.__seen.push((el.querySelector('.app-status') || el).innerText));
   window.__observer.observe(el, {childList: true, subtree: true, characterData: true}); }"""
 
 
@@ -78,11 +78,19 @@ def engine_run(values: dict) -> tuple[float, float, int]:
     return s.tokens_per_second, wall, len(s.token_ids)
 
 
+STREAMED: list[tuple[int, int]] = []  # (updates, bytes) the API received while a pacing-0 run decoded
+
+
 def api_run(client, values: dict) -> tuple[float, float, int]:
+    import json
+
     kwargs = {k: v for k, v in values.items() if k not in ("custom_target", "custom_draft")}
     t0 = time.perf_counter()
-    final = client.predict(**kwargs, pacing=0, api_name="/generate")
+    job = client.submit(**kwargs, pacing=0, api_name="/generate")
+    final = job.result(timeout=600)
     wall = time.perf_counter() - t0
+    outputs = job.outputs()[:-1]  # what the server rendered and sent before the final view
+    STREAMED.append((len(outputs), sum(len(json.dumps(o, default=str)) for o in outputs)))
     m = DONE.search(str(final[-1]))  # the status line, the last output
     if m is None:  # an app without the status line: the stats panel of the final view
         tps, n = from_stats(str(final[0]))
@@ -90,11 +98,15 @@ def api_run(client, values: dict) -> tuple[float, float, int]:
     return float(m.group(3)), wall, int(m.group(1))
 
 
+def set_number(page, label: str, value) -> None:
+    box = page.locator(f"input[aria-label^='number input for {label}']")
+    box.fill(str(value))
+    box.press("Enter")
+
+
 def browser_run(page, pacing: float) -> tuple[float, float, int]:
     """Press Run in the Explainer at `pacing`; (tokens/s shown, seconds from the click to the end, tokens)."""
-    box = page.locator("input[aria-label^='number input for Pacing']")
-    box.fill(str(pacing))
-    box.press("Enter")
+    set_number(page, "Pacing", pacing)
     page.wait_for_timeout(300)
     status = page.locator("#run-status").count() > 0
     page.evaluate(OBSERVE, "#run-status" if status else "#stats")
@@ -152,6 +164,7 @@ def main(argv=None) -> int:
         page.goto(demo.local_url)
         page.get_by_role("tab", name="Explainer").first.click()
         page.wait_for_selector("#chips .chip", timeout=120_000)
+        set_number(page, "Max new tokens", args.max_new_tokens)  # the other settings are the defaults
         engine_run(values)  # warm-up: loads the pair
         for r in range(args.repeats):
             for name, run in (("engine", lambda: engine_run(values)), ("api", lambda: api_run(client, values)),
@@ -159,7 +172,9 @@ def main(argv=None) -> int:
                               ("paced", lambda: browser_run(page, args.pace))):
                 tps, wall, n = run()
                 rows[name].append((tps, wall, n))
-                print(f"repeat {r + 1} {name:9s} {tps:6.1f} tokens/s shown, {n} tokens, {wall:6.2f} s wall",
+                sent = (f", {STREAMED[-1][0]} updates ({STREAMED[-1][1] / 1e3:.0f} kB) before the end"
+                        if name == "api" else "")
+                print(f"repeat {r + 1} {name:9s} {tps:6.1f} tokens/s shown, {n} tokens, {wall:6.2f} s wall{sent}",
                       flush=True)
         browser.close()
     demo.close()

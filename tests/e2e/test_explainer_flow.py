@@ -58,17 +58,23 @@ def _run_bar_in_view(page) -> bool:
 
 def _wait_done(page, before: str = "", timeout=90_000):
     """Wait for the status line to say a run is done (or failed), other than `before` (an older run's)."""
-    page.wait_for_function("(b) => { const t = document.querySelector('#run-status')?.innerText || ''; "
+    page.wait_for_function("(b) => { const t = document.querySelector('#run-status .app-status')?.innerText || ''; "
                            "return t !== b && /Done: |⚠/.test(t); }", arg=before, timeout=timeout)
-    status = page.inner_text("#run-status")
+    status = page.inner_text("#run-status .app-status")
     assert "Done:" in status, status
 
 
 def _click_run(page) -> None:
-    """Press Run and wait for that run to end."""
-    before = page.inner_text("#run-status")
+    """Press Run and wait for that run to end: its status line says Decoding, then Done (an observer
+    notes every text the line shows, so a quick run is not missed, and an older Done is not taken)."""
+    page.evaluate("""() => { window.__status = []; const el = document.querySelector('#run-status');
+        new MutationObserver(() => window.__status.push(el.querySelector('.app-status')?.innerText || ''))
+          .observe(el, {childList: true, subtree: true, characterData: true}); }""")
     page.click("#run-btn")
-    _wait_done(page, before)
+    page.wait_for_function("(() => { const s = window.__status, i = s.findIndex(t => t.includes('Decoding'));"
+                           " return i >= 0 && s.slice(i).some(t => /Done: |⚠/.test(t)); })()", timeout=90_000)
+    status = page.inner_text("#run-status .app-status")
+    assert "Done:" in status, status
 
 
 def _set_number(page, label: str, value) -> None:
@@ -184,8 +190,8 @@ def test_failures_show_their_message_and_keep_the_page(browser, app_url, size, t
     editor = page.get_by_label("Edit cell")
     editor.fill("0.9")
     editor.press("Enter")
-    page.wait_for_function("document.querySelector(\"#lab-table [data-testid='cell-0-1']\").innerText.startsWith('0.9')",
-                           timeout=10_000)
+    page.wait_for_function("document.querySelector(\"#lab-table [data-testid='cell-0-1']\")"
+                           ".innerText.startsWith('0.9')", timeout=10_000)
     page.click("#lab-btn")
     page.wait_for_function("document.querySelector('#lab-status [role=alert]')", timeout=30_000)
     assert re.search(r"must sum to 1", page.inner_text("#lab-status"))
@@ -241,7 +247,8 @@ def test_the_player_and_the_panels_share_one_timeline(browser, app_url, size):
     seed.fill("1")
     seed.press("Enter")
     _click_run(page)
-    page.wait_for_function("(t) => document.querySelector('#explainer-player .rp-title').innerText !== t",
+    page.wait_for_function("(t) => { const e = document.querySelector('#explainer-player .rp-title'); "
+                           "return e && e.innerText !== t && e.innerText.includes('This run'); }",
                            arg=title, timeout=30_000)
     player, timeline, _ = page.evaluate(SHOWN)
     assert player == timeline and "This run" in page.inner_text("#explainer-player .rp-title")
