@@ -190,7 +190,7 @@ def pq_figure(record: IterationRecord | None, position: int | None = None) -> Fi
         labels = _labels(cands)
         widths = [3 if token and c.token_id == token.token_id else 0 for c in cands]
         fig = _fig([_bar(labels, [c.p for c in cands], "p (target)", P_COLOUR, widths)],
-                   f"Iteration {record.iteration}: no draft — the p the token was drawn from")
+                   f"Iteration {record.iteration + 1}: no draft — the p the token was drawn from")
         if token is not None:
             _highlight(fig, labels, cands, token.token_id, f"drawn: {visible(token.text)}", max(c.p for c in cands))
         return fig
@@ -205,7 +205,7 @@ def pq_figure(record: IterationRecord | None, position: int | None = None) -> Fi
         verdict = {True: "accepted", False: "rejected", None: "not examined"}[d.accepted]
         fig = _fig([_bar(labels, [c.p for c in cands], "p (target)", P_COLOUR,
                          [3 if c.token_id == d.token_id else 0 for c in cands])],
-                   f"Iteration {record.iteration}, depth {position + 1}: p where {visible(d.text)!r} was checked "
+                   f"Iteration {record.iteration + 1}, depth {position + 1}: p where {visible(d.text)!r} was checked "
                    f"(prompt guess q = {d.q:.2f})",
                    yaxis={"title": {"text": "probability"}})
         _highlight(fig, labels, cands, d.token_id, f"candidate: {visible(d.text)} ({verdict})", max(c.p for c in cands))
@@ -217,7 +217,7 @@ def pq_figure(record: IterationRecord | None, position: int | None = None) -> Fi
     fig = _fig(
         [_bar(labels, [c.p for c in cands], "p (target)", P_COLOUR, widths),
          _bar(labels, [c.q or 0.0 for c in cands], "q (draft)", Q_COLOUR, widths, pattern="/")],
-        f"Iteration {record.iteration}, draft position {position + 1}: p vs q (overlap {d.overlap:.2f})",
+        f"Iteration {record.iteration + 1}, draft position {position + 1}: p vs q (overlap {d.overlap:.2f})",
         barmode="group", yaxis={"title": {"text": "probability"}},
     )
     _highlight(fig, labels, cands, d.token_id, f"drafted: {visible(d.text)} ({verdict})",
@@ -245,7 +245,7 @@ def residual_figure(record: IterationRecord | None) -> Fig:
     widths = [3 if c.token_id == res.token_id else 0 for c in cands]
     note = " (p ≈ q: drawn from p)" if res.fell_back_to_p else ""
     fig = _fig([_bar(labels, [c.p for c in cands], "residual", RES_COLOUR, widths)],
-               f"Iteration {record.iteration}: residual (mass before normalising {res.mass:.3f}){note}",
+               f"Iteration {record.iteration + 1}: residual (mass before normalising {res.mass:.3f}){note}",
                yaxis={"title": {"text": "probability"}})
     _highlight(fig, labels, cands, res.token_id, f"drawn: {visible(res.text)}", max(c.p for c in cands))
     return fig
@@ -276,7 +276,7 @@ def running_figure(records: list[IterationRecord], upto: int | None = None, base
     if not records:
         return empty_figure("Charts appear once a run starts.", "Running charts")
     upto = len(records) - 1 if upto is None else max(0, min(upto, len(records) - 1))
-    its = [r.iteration for r in records]
+    its = [r.iteration + 1 for r in records]  # counted from 1, as the timeline
     has_energy = any(r.energy_joules is not None for r in records)
     third = "energy per token (J, cumulative)" if has_energy else "weight bytes read per token (MB) — proxy, not a measurement"
     layout = _rows_layout(3, ["tokens/s (cumulative)", "accepted length = accepted draft tokens per iteration", third])
@@ -291,7 +291,7 @@ def running_figure(records: list[IterationRecord], upto: int | None = None, base
         data.append({"type": "scatter", "mode": "lines", "x": its, "y": [r.gamma for r in records], "name": "γ (drafted)",
                      "line": {"color": "#999999", "dash": "dot", "shape": "hv"}, "xaxis": "x2", "yaxis": "y2"})
     if has_energy:
-        pts = [(r.iteration, r.energy_joules / r.generated) for r in records
+        pts = [(r.iteration + 1, r.energy_joules / r.generated) for r in records
                if r.energy_joules is not None and r.elapsed >= MIN_WINDOW_SECONDS and r.generated]
         data.append({"type": "scatter", "mode": "lines", "x": [p[0] for p in pts], "y": [p[1] for p in pts],
                      "name": "J/token", "line": {"color": "#CC79A7"}, "xaxis": "x3", "yaxis": "y3"})
@@ -313,8 +313,8 @@ def running_figure(records: list[IterationRecord], upto: int | None = None, base
             why += "<br>(weight-bytes proxy: model sizes unknown for this trace)"
         layout["annotations"].append({"text": why, "showarrow": False, "x": 0.5, "y": 0.5, "xref": "x3 domain",
                                       "yref": "y3 domain", "font": {"size": 10}, "bgcolor": "rgba(255,255,255,0.8)"})
-    layout["shapes"] = [{"type": "line", "xref": "x", "yref": "paper", "x0": records[upto].iteration,
-                         "x1": records[upto].iteration, "y0": 0, "y1": 1,
+    layout["shapes"] = [{"type": "line", "xref": "x", "yref": "paper", "x0": records[upto].iteration + 1,
+                         "x1": records[upto].iteration + 1, "y0": 0, "y1": 1,
                          "line": {"color": "#000", "width": 1, "dash": "dot"}}]
     return _fig(data, "", height=500, margin={"t": 50, "b": 80},
                 legend={"y": -0.16, "yanchor": "top", "x": 0, "xanchor": "left"}, **layout)

@@ -87,7 +87,7 @@ def mentored_acceptance_figure(record: IterationRecord | None) -> Fig:
                             "ticktext": [f"<i>{r.rule or '?'}</i>" for r in rows]})
     layout["shapes"] = [{"type": "line", "xref": "x2 domain", "yref": "y2", "x0": 0, "x1": 1, "y0": bound, "y1": bound,
                          "line": {"color": "#000", "dash": "dash", "width": 2}}]
-    return _fig(data, f"Iteration {record.iteration}: mentored (D = {bound:g}) vs strict acceptance, per draft position",
+    return _fig(data, f"Iteration {record.iteration + 1}: mentored (D = {bound:g}) vs strict acceptance, per draft position",
                 height=480, barmode="group", margin={"t": 70, "b": 110},
                 legend={"y": -0.12, "yanchor": "top", "x": 0, "xanchor": "left"}, **layout)
 
@@ -189,7 +189,7 @@ def mjsd_ratio_figure(record: IterationRecord | None) -> Fig:
     if any(v is None for v in log_p):
         first = next(j for j, v in zip(js, log_p) if v is None)
         layout["annotations"][1]["text"] += f"<br>p = 0 from j = {first} on (outside the target's top-k/top-p)"
-    return _fig(data, f"Iteration {record.iteration}: B = {'?' if info.beams is None else info.beams} beams, τ = {tau:g}, "
+    return _fig(data, f"Iteration {record.iteration + 1}: B = {'?' if info.beams is None else info.beams} beams, τ = {tau:g}, "
                       f"drafted {len(js)}, kept η = {eta}", height=480, margin={"t": 70, "b": 120},
                 legend={"y": -0.24, "yanchor": "top", "x": 0, "xanchor": "left"}, **layout)
 

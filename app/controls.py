@@ -27,6 +27,10 @@ COMMON_INPUTS = ("preset", "custom_target", "custom_draft", "prompt", "chat", "m
 # The order in which `controls_from_settings` returns values (the left-hand column, top to bottom).
 CONTROLS_BEFORE = ("prompt", "chat", "method", "gamma", "lenience")
 CONTROLS_AFTER = ("temperature", "top_k", "top_p", "seed", "max_new_tokens", "dtype")
+# The Explainer's starting values of the common run controls (the layout builds them with these; a
+# lesson chapter's "Run it live" starts from them too). Method knobs start at their app defaults.
+DEFAULTS = {"method": "speculative", "gamma": 4, "lenience": 1.0, "temperature": 0.7, "top_k": 0, "top_p": 1.0,
+            "seed": 0, "max_new_tokens": 48, "dtype": "auto", "pacing": 0.3}
 
 
 @dataclass(frozen=True)
@@ -110,6 +114,14 @@ def visible_for(method: str, methods: dict | None = None) -> set[str]:
     if spec.uses_lenience:
         names.add("lenience")
     return names
+
+
+def default_values(methods: dict | None = None) -> tuple:
+    """The controls' starting values, in `control_order` (gr.skip() for the prompt and the chat
+    template, which keep what the user typed)."""
+    knobs = {c.name: c.default for c in method_controls(methods)}
+    values = {**DEFAULTS, **knobs}
+    return tuple(values[name] if name in values else gr.skip() for name in control_order(methods))
 
 
 def controls_from_settings(settings, methods: dict | None = None) -> tuple:

@@ -1,5 +1,7 @@
-"""The explainer's event handlers: Run, Step, Stop, Reset, the timeline, opening traces, loading
-models and the controls' small reactions. Each returns the session and the `view.view` outputs.
+"""The explainer's event handlers: Run, Step, Stop, Reset, the timeline, the player, opening traces,
+loading models and the controls' small reactions. Each returns the session and the `view.view`
+outputs, and the run handlers a status line (`errors.guard` wires them: an exception becomes that
+line and changes nothing else).
 
 Run and Step take the run inputs that `controls.run_input_names` lists (derived from the method
 registry), so a new method setting reaches them without touching this file.
@@ -15,20 +17,22 @@ import gradio as gr
 from decoding.batching import sharing
 
 from . import charts
+from decoding.methods import METHODS
+
 from .controls import controls_from_settings, visible_for, with_run_inputs
+from .errors import Status, status_html
 from .live import advance, load_models as load_pair_models, settings_from_values, start
 from .packed import pack
-from .player import empty_data, lane_data, player_data
-from .presets import preset_by_label, resolve_pair
+from .playback import idle_playback, playback_data
+from .presets import fitting_preset, pair_problem, preset_by_label, preset_for_models, resolve_pair
 from .session import Session, example_traces, find_trace, read_trace
 from .settings import settings_from_summary
-from .view import view
-from .view_common import iteration_index, position_index
+from .view import VIEW_OUTPUTS, view
+from .view_common import iteration_index, position_index, rest_index, timeline_index
 from .zerogpu import on_zerogpu
 
 ZEROGPU_STEP_NOTE = ("On this shared-GPU Space one GPU call computed the whole run at once; Step reveals it one "
                      "iteration at a time.")
-REFRESH_SECONDS = 0.2  # heavy panels refresh at most ~5 times a second when pacing is off
 
 # label -> (prompt, chat): prompts of different kinds (prompt lookup shines on copying)
 EXAMPLE_PROMPTS = {
@@ -45,9 +49,8 @@ def _session(session) -> Session:
     return session if isinstance(session, Session) else Session()
 
 
-PLAYBACK_IDLE = ("A run with pacing above 0 plays here, in your browser, at that pace. The server decodes it at "
-                 "full speed first, so a whole class can press Run at once; Replay and slow motion cost nothing.")
 MAX_PACING = 5.0
+LIGHT_SECONDS = 0.5  # while a run decodes at pacing 0 the light panels refresh at most twice a second
 
 
 def pacing_seconds(value) -> float:
@@ -69,44 +72,57 @@ def shared_note(before: tuple[int, int]) -> str:
             "(other students' runs share them): its speed is its share of this machine, not the method's alone.")
 
 
-def playback_data(session: Session, pacing: float, shared: str = "") -> dict:
-    """The session's run as one lane of the browser player (`player.py`): iteration i appears at
-    (i + 1) x `pacing` seconds. The figures shown at the end are the run's measured ones; `shared`
-    (shared_note) follows them."""
-    from .race_result import lane_name
+def _cleared(session: Session, note: str, player_message: str) -> tuple:
+    """The view of a run that has just started: no stale panels, the player waiting."""
+    shown = Session(settings=session.settings)
+    return view(shown, None, None, note=note, playback=idle_playback(session, player_message))
 
-    records, summary = session.records, session.summary
-    times = [pacing * (i + 1) for i in range(len(records))]
-    lane = lane_data("▶", records, summary, name=lane_name(summary) if summary is not None else "", times=times)
-    result = ""
-    if summary is not None:
-        result = (f"Decoded in {summary.wall_seconds:.2f} s ({summary.tokens_per_second:.1f} tokens/s), played back at "
-                  f"{pacing:g} s per iteration. Drag the timeline below to inspect any iteration."
-                  + (f" {shared}" if shared else ""))
-    return player_data([lane], title=f"Playback: {len(records)} iterations, {pacing:g} s each",
-                       prompt=session.settings.prompt if session.settings is not None else "", result=result,
-                       paced=True)
+
+def _status(message: str, kind: str = "info") -> Status:
+    return status_html(message, kind)
+
+
+def _finished_status(session: Session, paced: bool) -> Status:
+    s = session.summary
+    if s is None:
+        return _status("Stopped. Step continues this run; Run continues it to the end.")
+    done = (f"Done: {len(s.token_ids)} tokens in {s.wall_seconds:.2f} s of decoding "
+            f"({s.tokens_per_second:.1f} tokens/s).")
+    if paced:
+        return _status(done + " It plays in the player; the panels follow it.", "ok")
+    return _status(done + " Drag the timeline to revisit any iteration.", "ok")
 
 
 @with_run_inputs(extra=("pacing", "position"))
 def generate(session, values: dict, progress):
     """Run (or continue a stepped run with the same settings) to the end.
 
-    Pacing 0 streams the panels as the run decodes. A pacing above 0 never sleeps on the server:
-    the run decodes at full speed inside its model slot (reporting progress only), and its records
-    go to the browser player, which plays them at that pace (so a paced run holds the model no
-    longer than an unpaced one)."""
+    A new run replaces the old one everywhere as soon as its first iteration is decoded (before,
+    a failure leaves the old run as it was: `live.start`). A pacing above 0 never sleeps on the
+    server: the run decodes at full speed inside its model slot (reporting progress only), and its
+    records go to the browser player, which plays them at that pace while the panels follow it.
+    At pacing 0 the light panels (figures, chips, text, draft row) refresh at most every
+    LIGHT_SECONDS while it decodes, and the heavy ones (charts, tree, method panel) once at the end,
+    so that rendering does not slow the decode it measures."""
     session = _session(session)
     settings = settings_from_values(values)
     position = values["position"]
-    session.stop_requested = False
-    if not (session.live and session.settings is not None and session.settings.key() == settings.key()):
-        start(session, settings, progress)
     pacing = pacing_seconds(values["pacing"])
+    session.stop_requested = False
     before = sharing()
+    fresh = not (session.live and session.settings is not None and session.settings.key() == settings.key())
+    if fresh:
+        start(session, settings, progress)
+    token = session.run_token  # another event replacing the run (Reset, a new run, a lesson chapter) ends this one
+    if fresh:
+        waiting = ("Decoding at full speed; it plays here when done." if pacing > 0 else
+                   "Decoding at full speed; the run shows here when it ends.")
+        yield (session, *_cleared(session, "Decoding…", waiting), _status("Decoding…"))
     last_yield = time.monotonic()
     tokens = sum(len(r.emitted) for r in session.records)
     while session.generator is not None and not session.stop_requested:
+        if session.run_token != token:
+            return
         record = advance(session)
         if record is None:
             break
@@ -117,16 +133,35 @@ def generate(session, values: dict, progress):
             if progress is not None:
                 progress((min(tokens, settings.max_new_tokens), settings.max_new_tokens), desc="Decoding",
                          unit="tokens")
-        elif time.monotonic() - last_yield >= REFRESH_SECONDS:
-            yield (session, *view(session, None, position))
+        elif time.monotonic() - last_yield >= LIGHT_SECONDS:
+            yield (session, *view(session, None, position, light=True, note="Decoding…"), gr.skip())
             last_yield = time.monotonic()
-    shared = shared_note(before)
-    playback = playback_data(session, pacing, shared) if pacing > 0 and session.records else None
-    if session.stop_requested and session.live:
-        yield (session, *view(session, None, position, final=True, playback=playback,
-                              note="Stopped. Step continues this run; Run continues it to the end."))
+    if session.run_token != token:
         return
-    yield (session, *view(session, None, position, final=True, playback=playback, note=shared))
+    shared = shared_note(before)
+    if session.stop_requested and session.live:
+        note = "Stopped. Step continues this run; Run continues it to the end."
+        yield (session, *view(session, None, position, final=True, playback=playback_data(session), note=note),
+               _status(note))
+        return
+    if pacing > 0 and session.records:  # the panels start where the player starts, and follow it
+        yield (session, *view(session, 0, position, final=True, playback=playback_data(session, pacing, shared),
+                              note=shared), _finished_status(session, True))
+        return
+    yield (session, *view(session, None, position, final=True, playback=playback_data(session, shared=shared),
+                          note=shared), _finished_status(session, False))
+
+
+@with_run_inputs(extra=("pacing", "position", "autorun"))
+def run_if_asked(session, values: dict, progress):
+    """What follows a lesson chapter's "Run it live": the run `generate` makes, when the chapter
+    asked for one (`values["autorun"]`, which this clears), else nothing."""
+    if not values["autorun"]:
+        yield (gr.skip(),) * (len(VIEW_OUTPUTS) + 3)
+        return
+    for out in generate.__wrapped__(session, values, progress):
+        *shown, status = out
+        yield (*shown, False, status)
 
 
 @with_run_inputs(extra=("position",))
@@ -139,24 +174,34 @@ def step(session, values: dict, progress):
     if not (session.live and session.settings is not None and session.settings.key() == settings.key()):
         if session.live:
             note = "Settings changed: a new run started."
-        start(session, settings, progress)
+        record = start(session, settings, progress)
+    else:
+        record = advance(session)
     if on_zerogpu():
         note = (note + " " if note else "") + ZEROGPU_STEP_NOTE
-    record = advance(session)
     if record is None and not session.records:
         note = "The run produced no iteration."
-    return (session, *view(session, None, values["position"], final=session.generator is None, note=note))
+    shown = len(session.records) - 1
+    done = session.generator is None
+    status = (f"Iteration {shown + 1}" + (": the run is complete." if done else ". Step again for the next one, "
+                                          "or Run to finish the run."))
+    return (session, *view(session, shown, values["position"], final=done, note=note,
+                           playback=playback_data(session, current=shown)), _status(status))
 
 
 def stop(session, position):
-    """Cancel a streaming run; the iterations so far stay on the timeline and Step continues."""
+    """Cancel a streaming run (the player pauses too, in the browser); the iterations so far stay on
+    the timeline and Step continues."""
     session = _session(session)
     session.stop_requested = True
     if not session.records:
-        return (session, *view(session, None, position, note="Stopped."))
-    note = ("Stopped. Step continues this run; Run continues it to the end." if session.live
-            else "Stopped (the run had already finished).")
-    return (session, *view(session, None, position, final=True, note=note))
+        return (session, *view(session, None, position, note="Stopped."), _status("Stopped."))
+    if session.live:
+        note = "Stopped. Step continues this run; Run continues it to the end."
+        return (session, *view(session, None, position, final=True, note=note, playback=playback_data(session)),
+                _status(note))
+    return (session, *[gr.skip()] * len(view(session, None, position)),
+            _status("The run had already finished; the player pauses where it is."))
 
 
 def reset(session, position):
@@ -164,12 +209,31 @@ def reset(session, position):
     session.reset_run()
     session.settings = None
     session.source = "none"
-    return (session, *view(session, None, position, note="Cleared. Run or Step starts a new run.",
-                           playback=empty_data(PLAYBACK_IDLE)))
+    note = "Cleared. Run or Step starts a new run."
+    return (session, *view(session, None, position, note=note, playback=idle_playback(session)), _status(note))
 
 
 def show_iteration(session, upto, position):
-    return view(_session(session), upto, position)
+    """The timeline moved (it counts iterations from 1): every panel shows that iteration; the player
+    follows in the browser (the timeline's own JavaScript tells it)."""
+    session = _session(session)
+    return view(session, timeline_index(upto), position)
+
+
+def follow_player(session, position, evt: gr.EventData):
+    """The browser player reached an iteration (its event data: iteration, from 0, and the nonce of
+    the value it plays): the panels show that iteration and the player's `shown` prop confirms it
+    (player.js holds the next iteration until then), unless the player plays an older run."""
+    session = _session(session)
+    data = getattr(evt, "_data", None) or {}
+    if not session.records or data.get("nonce") != session.playback_id:
+        return tuple(gr.skip() for _ in VIEW_OUTPUTS)
+    try:
+        i = int(data.get("iteration"))
+    except (TypeError, ValueError):
+        return tuple(gr.skip() for _ in VIEW_OUTPUTS)
+    # every panel at iteration i, and the player told so (it waits for this before going on)
+    return (*view(session, i, position)[:-1], gr.update(shown={"nonce": data["nonce"], "iteration": i}))
 
 
 def show_position(session, upto, position):
@@ -178,18 +242,18 @@ def show_position(session, upto, position):
     session = _session(session)
     if not session.records:
         return charts.empty_figure("No run yet."), gr.skip()
-    record = session.records[iteration_index(session.records, upto)]
+    record = session.records[iteration_index(session.records, timeline_index(upto))]
     mentored = (charts_methods.mentored_output_figure(record, position_index(position))
                 if record.method == "mentored" else gr.skip())
     return charts.pq_figure(record, position_index(position)), mentored
 
 
 def open_trace_file(session: Session, path, title: str, source: str, position):
+    """(session, *view) with the trace at `path` opened: read first, so a bad file changes nothing."""
     try:
         records, summary = read_trace(path)
     except (OSError, ValueError) as exc:
-        # the title in the text too: Gradio's toast shows its own heading, not the title
-        raise gr.Error(f"Not a trace file: {exc}", title="Not a trace file") from None
+        raise gr.Error(f"{title} is not a trace file this app can open: {exc}", title="Not a trace file") from None
     session.reset_run()
     session.records, session.summary = pack(records), summary  # kept compactly (packed.py)
     session.settings = settings_from_summary(summary)
@@ -198,23 +262,53 @@ def open_trace_file(session: Session, path, title: str, source: str, position):
     models = summary.models if summary is not None else {}
     session.target_bytes = models.get("target_weight_bytes")
     session.draft_bytes = models.get("draft_weight_bytes")
-    return (session, *view(session, None, position, final=True, playback=empty_data(PLAYBACK_IDLE)))
+    return (session, *view(session, None, position, final=True, playback=playback_data(session)))
 
 
-def open_trace(session, file, position):
+def trace_controls(session, preset_label, custom_draft) -> tuple:
+    """After a run is opened: the controls take its settings (`controls_from_session`) and the model
+    pair the one it ran on (or, failing that, one that can run its method), with a note saying so:
+    (*controls, preset, pair note)."""
+    controls = controls_from_session(session)
+    settings = session.settings if isinstance(session, Session) else None
+    if settings is None:
+        return (*controls, gr.skip(), gr.skip())
+    label, note = preset_label, ""
+    models = session.summary.models if session.summary is not None else {}
+    if METHODS.get(settings.method) is not None and METHODS[settings.method].uses_drafter:
+        used = preset_for_models(models.get("target"), models.get("draft"))
+        if used is not None and used.label != preset_label:
+            label, note = used.label, f"The model pair switched to the one this run used: {used.label}."
+    near, why = fitting_preset(settings.method, label, custom_draft or "")
+    if near is not None:
+        label, note = near.label, why
+    elif why:
+        note = why
+    return (*controls, gr.update(value=label) if label != preset_label else gr.skip(), note)
+
+
+def open_trace(session, file, position, preset_label, custom_draft):
+    """An uploaded trace: opened, with the controls and the pair moved to its run."""
     session = _session(session)
     if not file:
-        raise gr.Error("No file received.")
+        raise gr.Error("No file received.", title="Not a trace file")
     path = file if isinstance(file, str) else getattr(file, "name", None)
-    return open_trace_file(session, path, Path(path).name, "trace", position)
+    out = open_trace_file(session, path, Path(path).name, "trace", position)
+    return (*out, *trace_controls(session, preset_label, custom_draft),
+            _status(f"Opened {Path(path).name}: press ▶ Run to run the same settings live."))
 
 
-def open_example(session, title, position):
+def open_example(session, title, position, preset_label=None, custom_draft=""):
+    """A shipped example trace: opened, with the controls and the pair moved to its run."""
     session = _session(session)
     examples = example_traces()
     if title not in examples:
-        return (session, *view(session, None, position, note="No example traces shipped."))
-    return open_trace_file(session, examples[title], title, "example", position)
+        raise gr.Error("No example trace by that name is shipped.", title="Not a trace file")
+    out = open_trace_file(session, examples[title], title, "example", position)
+    if preset_label is None:
+        return out
+    return (*out, *trace_controls(session, preset_label, custom_draft),
+            _status(f"Opened the saved run “{title}”: press ▶ Run to run the same settings live."))
 
 
 def controls_from_session(session):
@@ -256,10 +350,30 @@ def load_models(preset, custom_target, custom_draft, dtype="auto", progress=gr.P
 
 
 def on_preset(preset):
+    """The pair changed (by the user or by a handler): the custom fields and the pair's note."""
     p = preset_by_label(preset)
     custom = p is not None and p.key == "custom"
     note = f"{p.note}" if p and p.note else ""
-    return gr.update(visible=custom), gr.update(visible=custom), gr.update(value=p.chat if p else True), note
+    return gr.update(visible=custom), gr.update(visible=custom), note
+
+
+def on_preset_input(preset, method, custom_draft):
+    """The user picked a pair: its chat setting, and a warning when it cannot run the method chosen
+    (the method stays: the user chose both; Run would say the same)."""
+    p = preset_by_label(preset)
+    problem = pair_problem(method, custom_draft if p is not None and p.key == "custom" else (p.draft if p else ""))
+    near, _ = fitting_preset(method, preset, custom_draft or "")
+    note = ""
+    if problem:
+        note = f"{problem}: pick another method" + (f", or the pair “{near.label}”." if near is not None else ".")
+    return gr.update(value=p.chat if p else True), note
+
+
+def on_method_input(method, preset, custom_draft):
+    """The user picked a method: when the pair cannot run it, the nearest pair that can is chosen
+    now, before Run, and the note beside the method says so (`presets.fitting_preset`)."""
+    near, why = fitting_preset(method, preset, custom_draft or "")
+    return (gr.update(value=near.label) if near is not None else gr.skip()), why
 
 
 GALLERY_PREFIX = "gallery:"

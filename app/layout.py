@@ -21,19 +21,22 @@ from decoding.paths import APP_CSS, ASSETS
 from . import render, texts
 from .compare import compare
 from .capacity import QUEUE_SIZE, SESSION_CAPACITY, model_slots
-from .controls import build_method_controls, control_order
-from .handlers import (EXAMPLE_PROMPTS, PLAYBACK_IDLE, controls_from_session, generate, load_models, on_load, on_method, on_preset,
-                       on_prompt_pick, open_example, open_trace, prompt_choices, reset, show_iteration, show_position,
-                       step, stop)
+from .controls import DEFAULTS, build_method_controls, control_order
+from .errors import guard
+from .handlers import (EXAMPLE_PROMPTS, follow_player, generate, load_models, on_load, on_method,
+                       on_method_input, on_preset, on_preset_input, on_prompt_pick, open_example, open_trace,
+                       prompt_choices, reset, run_if_asked, show_iteration, show_position, step, stop)
 from .lab_events import lab_converge, lab_normalize, lab_run
 from . import lesson_tab
 from .gallery import DEFAULT_DRAFTER, DEFAULT_GAMMA, DRAFTERS, gallery_choices
+from .playback import PLAYBACK_IDLE
 from .player import empty_data, player
 from .presets import presets
 from .race import NO_RACE, on_gallery_pick, on_lane_a, open_race_upload, open_shipped_race, race, race_on_load
 from .race_file import shipped_races
 from .session import SESSION_TTL_SECONDS, delete_session, example_traces
 from .theme import app_theme
+from .view import VIEW_OUTPUTS
 from .settings import MAX_GAMMA, MAX_NEW_TOKENS, MAX_PROMPT_CHARS, PRECISIONS
 
 
@@ -47,15 +50,22 @@ def precision_label() -> str:
         auto = "the device's default"
     return f"Precision of the models (auto = {auto} here)"
 
+# the timeline moved: the Explainer's player shows the same iteration (player.js); Stop pauses it
+SEEK_JS = ("(t) => { document.dispatchEvent(new CustomEvent('specdec-seek', "
+           "{detail: {player: 'explainer', iteration: Number(t) - 1}})); }")
+PAUSE_JS = "() => { document.dispatchEvent(new CustomEvent('specdec-pause', {detail: {player: 'explainer'}})); }"
+
 APP_JS = ASSETS / "app.js"
+
 
 def build_demo() -> gr.Blocks:
     methods = list(METHODS)
-    default_method = "speculative" if "speculative" in methods else methods[0]
+    default_method = DEFAULTS["method"] if DEFAULTS["method"] in methods else methods[0]
     examples = example_traces()
     PRESETS = presets()
     with gr.Blocks(title="Speculative decoding playground") as demo:
         state = gr.State(None, time_to_live=SESSION_TTL_SECONDS, delete_callback=delete_session)
+        autorun = gr.State(False)  # a lesson chapter's "Run it live" asked for a run (lesson_tab.wire)
         gr.Markdown("# Speculative decoding playground", elem_id="app-title")  # the page's one h1
         # "wrap": on a phone every tab stays on the bar (a second row), none behind a "..." menu
         with gr.Tabs(elem_id="main-tabs", selected="lesson", overflow_behavior="wrap") as tabs:
@@ -66,10 +76,21 @@ def build_demo() -> gr.Blocks:
             # ---------------------------------------------------------------- explainer
             with gr.Tab("Explainer", id="explainer"):
                 gr.Markdown(texts.INTRO)
+                # Run, Step, Stop and Reset with the status line: sticky, so they stay in view wherever
+                # the panels are (app.css, "the run bar"); errors and "press Run" prompts appear here
+                with gr.Column(elem_id="run-bar", elem_classes="run-bar"):
+                    with gr.Row(elem_classes="run-buttons"):
+                        run_btn = gr.Button("▶ Run", variant="primary", elem_id="run-btn", min_width=70)
+                        # an SVG icon: the "next track" glyph U+23ED is missing from common fonts (Debian's)
+                        step_btn = gr.Button("Step", icon=str(ASSETS / "icons" / "step.svg"), elem_id="step-btn",
+                                             min_width=70)
+                        stop_btn = gr.Button("■ Stop", variant="stop", elem_id="stop-btn", min_width=70)
+                        reset_btn = gr.Button("↺ Reset", elem_id="reset-btn", min_width=70)
+                    run_status = gr.HTML("", elem_id="run-status", padding=False)
                 with gr.Row(equal_height=False, elem_classes="mainrow"):
                     with gr.Column(scale=1, min_width=300, elem_classes="controls"):
                         preset = gr.Dropdown([p.label for p in PRESETS], value=PRESETS[0].label,
-                                             label="Model pair (draft → target)")
+                                             label="Model pair (draft → target)", elem_id="preset")
                         preset_note = gr.Markdown(PRESETS[0].note, elem_classes="note")
                         custom_target = gr.Textbox("", label="Custom target (hub id)", visible=False,
                                                    placeholder="HuggingFaceTB/SmolLM2-360M-Instruct")
@@ -81,31 +102,30 @@ def build_demo() -> gr.Blocks:
                                             value=next(iter(EXAMPLE_PROMPTS.values()))[0])
                         prompt_pick = gr.Dropdown(prompt_choices(), value=None, label="Example prompts and the task gallery")
                         chat = gr.Checkbox(value=PRESETS[0].chat, label="Apply the chat template (instruct models)")
-                        method = gr.Dropdown(methods, value=default_method, label="Method")
-                        gamma = gr.Slider(1, MAX_GAMMA, value=4, step=1, label="γ (gamma): draft length")
-                        lenience = gr.Slider(0.05, 1.0, value=1.0, step=0.05, label="Lenience l (1 = exact)")
+                        method = gr.Dropdown(methods, value=default_method, label="Method", elem_id="method")
+                        pair_note = gr.Markdown("", elem_id="pair-note", elem_classes="note")
+                        gamma = gr.Slider(1, MAX_GAMMA, value=DEFAULTS["gamma"], step=1,
+                                          label="γ (gamma): draft length")
+                        lenience = gr.Slider(0.05, 1.0, value=DEFAULTS["lenience"], step=0.05,
+                                             label="Lenience l (1 = exact)")
                         knobs = build_method_controls(default_method)  # each method's own settings (registry)
-                        temperature = gr.Slider(0.0, 2.0, value=0.7, step=0.05, label="Temperature (0 = greedy)")
-                        top_k = gr.Slider(0, 100, value=0, step=1, label="Top-k (0 = off)")
-                        top_p = gr.Slider(0.05, 1.0, value=1.0, step=0.05, label="Top-p (1 = off)")
+                        temperature = gr.Slider(0.0, 2.0, value=DEFAULTS["temperature"], step=0.05,
+                                                label="Temperature (0 = greedy)")
+                        top_k = gr.Slider(0, 100, value=DEFAULTS["top_k"], step=1, label="Top-k (0 = off)")
+                        top_p = gr.Slider(0.05, 1.0, value=DEFAULTS["top_p"], step=0.05, label="Top-p (1 = off)")
                         with gr.Row():
-                            seed = gr.Number(value=0, precision=0, label="Seed", minimum=0)
-                            max_new = gr.Slider(1, MAX_NEW_TOKENS, value=48, step=1, label="Max new tokens")
-                        dtype = gr.Dropdown(list(PRECISIONS), value="auto", label=precision_label(),
+                            seed = gr.Number(value=DEFAULTS["seed"], precision=0, label="Seed", minimum=0)
+                            max_new = gr.Slider(1, MAX_NEW_TOKENS, value=DEFAULTS["max_new_tokens"], step=1,
+                                                label="Max new tokens")
+                        dtype = gr.Dropdown(list(PRECISIONS), value=DEFAULTS["dtype"], label=precision_label(),
                                             info="bfloat16 makes the verify pass cheap on CPUs with native bf16; "
                                                  "float32 is the reference for exactness")
                         with gr.Accordion("Is it still exact in bfloat16?", open=False):
                             gr.Markdown(texts.bf16_exactness_sentence(), elem_classes="note")
-                        pacing = gr.Slider(0.0, 2.0, value=0.3, step=0.05,
+                        pacing = gr.Slider(0.0, 2.0, value=DEFAULTS["pacing"], step=0.05,
                                            label="Pacing: seconds per iteration (0 = as fast as it decodes)",
                                            info="Above 0 the run decodes at full speed, then plays in your browser "
                                                 "at this pace (the player above the panels)")
-                        with gr.Row():
-                            run_btn = gr.Button("▶ Run", variant="primary", elem_id="run-btn")
-                            # an SVG icon: the "next track" glyph U+23ED is missing from common fonts (Debian's)
-                            step_btn = gr.Button("Step", icon=str(ASSETS / "icons" / "step.svg"), elem_id="step-btn")
-                            stop_btn = gr.Button("■ Stop", variant="stop", elem_id="stop-btn")
-                            reset_btn = gr.Button("↺ Reset", elem_id="reset-btn")
                         with gr.Accordion("Save, open, reproduce", open=False):
                             download = gr.DownloadButton("Download this run (.jsonl trace)", interactive=False)
                             upload = gr.UploadButton("Open a trace file (.jsonl)", file_types=[".jsonl", ".json", ".txt"])
@@ -116,7 +136,8 @@ def build_demo() -> gr.Blocks:
                                           label="Playback in the browser")
                         stats = gr.HTML(label="Run statistics", elem_id="stats")
                         with gr.Row(equal_height=True):
-                            timeline = gr.Slider(0, 1, value=0, step=1, label="Timeline: iteration", scale=3)
+                            timeline = gr.Slider(1, 2, value=1, step=1, label="Timeline: iteration", scale=3,
+                                                 elem_id="timeline")
                             position = gr.Number(value=0, precision=0, minimum=0, maximum=MAX_GAMMA, scale=1,
                                                  label="Draft position for p vs q (0 = first rejection)")
                         iter_caption = gr.Markdown(elem_classes="caption")
@@ -163,14 +184,16 @@ def build_demo() -> gr.Blocks:
                             value=[[v, p, q] for v, p, q in zip(EXAMPLE_VOCAB, EXAMPLE_P, EXAMPLE_Q)],
                             headers=["token", "p (target)", "q (draft)"], datatype=["str", "number", "number"],
                             type="array", interactive=True, label="Vocabulary, p and q (add or delete rows)",
+                            elem_id="lab-table",
                         )
                         normalize_btn = gr.Button("Normalise p and q to sum to 1", size="sm")
                         lab_lenience = gr.Slider(0.05, 1.0, value=1.0, step=0.05, label="Lenience l (1 = exact)")
                         lab_n = gr.Dropdown([100, 1_000, 10_000, 100_000, 1_000_000], value=10_000, label="N steps")
                         lab_seed = gr.Number(value=0, precision=0, label="Seed", minimum=0)
                         with gr.Row():
-                            lab_btn = gr.Button("Sample N", variant="primary")
-                            converge_btn = gr.Button("Watch it converge")
+                            lab_btn = gr.Button("Sample N", variant="primary", elem_id="lab-btn")
+                            converge_btn = gr.Button("Watch it converge", elem_id="converge-btn")
+                        lab_status = gr.HTML("", elem_id="lab-status", padding=False)
                     with gr.Column(scale=2, min_width=300):
                         lab_md = gr.Markdown()
                         lab_plot = gr.Plot(label="Empirical vs expected distribution", elem_id="lab-plot")
@@ -200,6 +223,7 @@ def build_demo() -> gr.Blocks:
                                                    value=DEFAULT_DRAFTER, label="Lane A's drafter")
                         lane_a_gamma = gr.Slider(1, MAX_GAMMA, value=DEFAULT_GAMMA, step=1, label="Lane A's γ (draft length)")
                         race_btn = gr.Button("▶ Race", variant="primary", elem_id="race-btn")
+                        race_status = gr.HTML("", elem_id="race-status", padding=False)
                         gr.Markdown("Models, precision, seed, temperature, max new tokens and the chat template: "
                                     "the Explainer's settings. Lane B uses the Explainer's settings for its method.",
                                     elem_classes="note")
@@ -220,6 +244,7 @@ def build_demo() -> gr.Blocks:
                         method_b = gr.Dropdown(methods, value="autoregressive" if "autoregressive" in methods else methods[0],
                                                label="Method B (baseline)")
                     compare_btn = gr.Button("Run A, then B", variant="primary")
+                    compare_status = gr.HTML("", elem_id="compare-status", padding=False)
                     cmp_table = gr.HTML(label="Measured comparison")
                     with gr.Row():
                         text_a = gr.Textbox(label="Text from method A", lines=6, interactive=False)
@@ -229,65 +254,104 @@ def build_demo() -> gr.Blocks:
         view_outputs = [stats, timeline, iter_caption, chips, text, draft_row, pq_plot, residual_plot, tree,
                         running, theory_plot, theory_md, cli, download, method_box, method_md, method_html,
                         method_plot, method_col2, method_plot2, playback]
+        assert len(view_outputs) == len(VIEW_OUTPUTS)
         components = {"preset": preset, "custom_target": custom_target, "custom_draft": custom_draft,
                       "prompt": prompt, "chat": chat, "method": method, "method_a": method_a, "method_b": method_b,
                       "gamma": gamma, "temperature": temperature, "top_k": top_k, "top_p": top_p,
                       "lenience": lenience, "seed": seed, "max_new_tokens": max_new, "dtype": dtype, "pacing": pacing,
-                      "position": position, **knobs}
+                      "position": position, "autorun": autorun, **knobs}
+        controls = [components[name] for name in control_order()]
 
         def inputs(handler):  # the components of a handler's inputs, by its api names (controls.py)
             return [state] + [components[name] for name in handler.input_names]
 
+        def on(trigger, fn, ins, outs, status, clear=True, **kwargs):
+            """Wire `fn` through the error boundary (errors.py): its failures show in `status`, nothing
+            else changes. `clear`: a success clears the status line (else leaves it)."""
+            outs = list(outs) if isinstance(outs, (list, tuple)) else [outs]
+            return trigger(guard(fn, len(outs), clear), ins, [*outs, status], **kwargs)
+
+        cheap = dict(queue=False, show_progress="hidden", api_name=False)
         # the model slots: app/capacity.py says how many and why; app.py sets the threads and the batching
         model_events = dict(concurrency_limit=model_slots(), concurrency_id="model")
-        run_ev = run_btn.click(generate, inputs(generate), [state, *view_outputs], api_name="generate", **model_events)
-        step_ev = step_btn.click(step, inputs(step), [state, *view_outputs], api_name="step", **model_events)
-        cmp_ev = compare_btn.click(compare, inputs(compare), [state, text_a, text_b, cmp_table],
-                                   api_name="compare", **model_events)
+        # a run's progress (loading the models, decoding N of M tokens) shows in the status line only: a
+        # progress overlay and timer on every panel cost the browser as much as a fifth of a decode on the
+        # same machine (scripts/bench_pacing.py), and the panels themselves say what is decoded
+        run_events = dict(model_events, show_progress_on=[run_status])
+        run_ev = on(run_btn.click, generate, inputs(generate), [state, *view_outputs], run_status, api_name="generate",
+                    **run_events)
+        step_ev = on(step_btn.click, step, inputs(step), [state, *view_outputs], run_status, api_name="step",
+                     **run_events)
+        cmp_ev = on(compare_btn.click, compare, inputs(compare), [state, text_a, text_b, cmp_table], compare_status,
+                    api_name="compare", **model_events)
         race_inputs = {**components, "prompt": race_prompt, "lane_a": lane_a, "lane_b": lane_b,
                        "lane_a_draft": lane_a_draft, "lane_a_gamma": lane_a_gamma}
         race_shown = [race_player, race_json, race_download]
         race_controls = [race_prompt, lane_a, lane_b, lane_a_draft, lane_a_gamma, gallery_note]  # a shipped race's
-        race_ev = race_btn.click(race, [state] + [race_inputs[name] for name in race.input_names], [state, *race_shown],
-                                 api_name="race", **model_events)
-        shipped_pick.input(open_shipped_race, shipped_pick, race_shown + race_controls, api_name=False)
-        race_upload.upload(open_race_upload, race_upload, race_shown, api_name=False)
+        race_ev = on(race_btn.click, race, [state] + [race_inputs[name] for name in race.input_names],
+                     [state, *race_shown], race_status, api_name="race", **model_events)
+        on(shipped_pick.input, open_shipped_race, shipped_pick, race_shown + race_controls, race_status,
+           api_name=False)
+        on(race_upload.upload, open_race_upload, race_upload, race_shown, race_status, api_name=False)
         # a live or opened race replaces the shipped one shown: its name leaves the dropdown
         for event in (race_btn.click, race_upload.upload):
             event(lambda: None, None, shipped_pick, api_name=False, queue=False)
-        gallery_pick.input(on_gallery_pick, gallery_pick, [race_prompt, lane_a, lane_a_draft, lane_a_gamma, gallery_note],
-                           api_name=False)
-        lane_a.change(on_lane_a, lane_a, [lane_a_draft, lane_a_gamma], api_name=False)
-        demo.load(race_on_load, None, [shipped_pick, *race_shown, *race_controls], api_name=False)
-        stop_btn.click(stop, [state, position], [state, *view_outputs], cancels=[run_ev, step_ev, cmp_ev, race_ev],
-                       api_name=False, queue=False)
-        reset_btn.click(reset, [state, position], [state, *view_outputs], api_name=False)
-        # cheap events run outside the queue: they never wait behind model runs nor count against them
-        timeline.input(show_iteration, [state, timeline, position], view_outputs, api_name=False, queue=False,
-                       show_progress="hidden", trigger_mode="always_last")
-        position.change(show_position, [state, timeline, position], [pq_plot, method_plot2], api_name=False, queue=False,
-                        show_progress="hidden")
-        controls = [components[name] for name in control_order()]
-        upload.upload(open_trace, [state, upload, position], [state, *view_outputs], api_name=False,
-                      queue=False).then(controls_from_session, state, controls, api_name=False, queue=False)
-        example_pick.input(open_example, [state, example_pick, position], [state, *view_outputs], api_name=False,
-                           queue=False).then(controls_from_session, state, controls, api_name=False, queue=False)
-        load_btn.click(load_models, [preset, custom_target, custom_draft, dtype], load_msg, api_name=False, **model_events)
-        prompt_pick.input(on_prompt_pick, prompt_pick, [prompt, chat], api_name=False)
-        preset.change(on_preset, preset, [custom_target, custom_draft, chat, preset_note], api_name=False)
+        on(gallery_pick.input, on_gallery_pick, gallery_pick,
+           [race_prompt, lane_a, lane_a_draft, lane_a_gamma, gallery_note], race_status, api_name=False)
+        on(lane_a.change, on_lane_a, lane_a, [lane_a_draft, lane_a_gamma], race_status, clear=False, api_name=False)
+        on(demo.load, race_on_load, None, [shipped_pick, *race_shown, *race_controls], race_status, clear=False,
+           api_name=False)
+        # Stop: the browser player pauses too (player.js), and the run in the queue is cancelled
+        stop_btn.click(None, None, None, js=PAUSE_JS, **cheap)
+        on(stop_btn.click, stop, [state, position], [state, *view_outputs], run_status,
+           cancels=[run_ev, step_ev, cmp_ev, race_ev], **cheap)
+        on(reset_btn.click, reset, [state, position], [state, *view_outputs], run_status, api_name=False)
+        # cheap events run outside the queue: they never wait behind model runs nor count against them.
+        # One timeline: the timeline moves the player (its JavaScript), the player moves the panels
+        # (its "select" event, as it plays), and both render the panels outside the queue
+        timeline.input(None, timeline, None, js=SEEK_JS, **cheap)
+        on(timeline.input, show_iteration, [state, timeline, position], view_outputs, run_status, clear=False,
+           trigger_mode="always_last", **cheap)
+        # every report runs ("always_last" would rerun a pending report with the previous report's data):
+        # the player sends the next one only once the panels have answered the last (player.js)
+        on(playback.select, follow_player, [state, position], view_outputs, run_status, clear=False,
+           trigger_mode="multiple", **cheap)
+        on(position.change, show_position, [state, timeline, position], [pq_plot, method_plot2], run_status,
+           clear=False, **cheap)
+        opened = [state, *view_outputs, *controls, preset, pair_note]
+        on(upload.upload, open_trace, [state, upload, position, preset, custom_draft], opened, run_status, **cheap)
+        on(example_pick.input, open_example, [state, example_pick, position, preset, custom_draft], opened,
+           run_status, **cheap)
+        on(load_btn.click, load_models, [preset, custom_target, custom_draft, dtype], load_msg, run_status,
+           api_name=False, **run_events)
+        on(prompt_pick.input, on_prompt_pick, prompt_pick, [prompt, chat], run_status, clear=False, api_name=False)
+        on(preset.change, on_preset, preset, [custom_target, custom_draft, preset_note], run_status, clear=False,
+           api_name=False)
+        on(preset.input, on_preset_input, [preset, method, custom_draft], [chat, pair_note], run_status, clear=False,
+           **cheap)
         toggled = ("gamma", "lenience", *knobs)
-        method.change(lambda m: on_method(m, toggled), method, [components[n] for n in toggled], api_name=False)
-        lab_btn.click(lab_run, [table, lab_lenience, lab_n, lab_seed], [lab_plot, lab_res, lab_tv, lab_md], api_name="lab",
-                      queue=False)
-        converge_btn.click(lab_converge, [table, lab_lenience, lab_seed], [lab_plot, lab_res, lab_tv, lab_md],
-                           api_name="lab_converge")
-        normalize_btn.click(lab_normalize, table, table, api_name=False, queue=False)
-        demo.load(on_load, [state, position], [state, *view_outputs], api_name=False, queue=False)
-        demo.load(lab_run, [table, lab_lenience, lab_n, lab_seed], [lab_plot, lab_res, lab_tv, lab_md], api_name=False,
-                  queue=False)
+        on(method.change, lambda m: on_method(m, toggled), method, [components[n] for n in toggled], run_status,
+           clear=False, api_name=False)
+        # a method the pair cannot run picks a pair that can, before Run (presets.fitting_preset)
+        on(method.input, on_method_input, [method, preset, custom_draft], [preset, pair_note], run_status,
+           clear=False, **cheap)
+        lab_out = [lab_plot, lab_res, lab_tv, lab_md]
+        on(lab_btn.click, lab_run, [table, lab_lenience, lab_n, lab_seed], lab_out, lab_status, api_name="lab",
+           queue=False)
+        on(converge_btn.click, lab_converge, [table, lab_lenience, lab_seed], lab_out, lab_status,
+           api_name="lab_converge")
+        on(normalize_btn.click, lab_normalize, table, table, lab_status, api_name=False, queue=False)
+        on(demo.load, on_load, [state, position], [state, *view_outputs], run_status, clear=False, api_name=False,
+           queue=False)
+        on(demo.load, lab_run, [table, lab_lenience, lab_n, lab_seed], lab_out, lab_status, clear=False,
+           api_name=False, queue=False)
 
         # ---------------------------------------------------------------- lesson wiring (lesson_tab.py)
-        lesson_tab.wire(demo, lesson, tabs, state, view_outputs, [components[name] for name in control_order()])
+        links = lesson_tab.ExplainerLinks(preset=preset, custom_draft=custom_draft, pair_note=pair_note,
+                                          status=run_status, autorun=autorun, run_inputs=inputs(run_if_asked),
+                                          race_outputs=[shipped_pick, *race_shown, *race_controls],
+                                          race_status=race_status)
+        lesson_tab.wire(demo, lesson, tabs, state, view_outputs, controls, links, on, run_events)
     demo.queue(max_size=QUEUE_SIZE, default_concurrency_limit=2)
     return demo
 

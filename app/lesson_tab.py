@@ -17,14 +17,21 @@ import gradio as gr
 
 from decoding.paths import ASSETS
 
-from .controls import control_order, controls_from_settings
-from .handlers import open_trace_file
+from decoding.methods import METHODS
+
+from .controls import control_order, controls_from_settings, default_values
+from .errors import status_html
+from .handlers import run_if_asked, trace_controls
+from .playback import idle_playback
+from .presets import fitting_preset, preset_for_models
+from .race import SHIPPED_RACE_OUTPUTS, open_shipped_race
 from .lesson import Chapter, LessonError, load
 from .lesson_values import find_trace, race, trace
 from .lesson_widgets import WidgetView, render_widget
 from .player import empty_data, player
 from .session import Session, example_traces
 from .settings import settings_from_summary
+from .view import view
 
 LESSON_CSS = ASSETS / "lesson.css"
 CHEAP = dict(queue=False, api_name=False, show_progress="hidden")
@@ -45,6 +52,10 @@ KEYS_JS = """() => {
   });
 }"""
 PROJECTOR_JS = "(on) => { document.getElementById('lesson-root')?.classList.toggle('projector', !!on); }"
+# after "Run it live" switched tabs: the player and the panels in view, below the sticky run bar (app.css);
+# on a phone they sit below the controls
+SHOW_RUN_BAR_JS = ("() => { const to = document.getElementById('explainer-player'); "
+                   "if (to && to.offsetParent !== null) to.scrollIntoView({block: 'start'}); }")
 
 
 def lesson_css() -> str:
@@ -82,7 +93,7 @@ class LessonTab:
 
     def chapter_outputs(self) -> list:
         return [self.index, self.tried, self.menu, self.progress, self.notice, self.title, self.text, self.ask,
-                self.quiz, self.feedback, self.try_btn, self.prev, self.next, *self.widget]
+                self.quiz, self.feedback, self.try_btn, self.prev, self.next, *self.widget, self.live_btn]
 
 
 # --------------------------------------------------------------------------- rendering a chapter
@@ -120,14 +131,15 @@ def chapter_view(chapters: list[Chapter], i, notice: str = "") -> tuple:
     if not chapters:
         return (0, False, gr.skip(), "", notice, "## Lesson", "", "", gr.update(choices=[], value=None), "",
                 gr.update(interactive=False), gr.update(interactive=False), gr.update(interactive=False),
-                "", gr.update(visible=False), None, gr.update(visible=False), None, gr.update(visible=False), gr.skip())
+                "", gr.update(visible=False), None, gr.update(visible=False), None, gr.update(visible=False), gr.skip(),
+                gr.update(interactive=False))
     i = _clamp(chapters, i)
     ch = chapters[i]
     return (i, False, gr.update(value=i), progress_html(i, len(chapters)), notice, f"## {i + 1}. {ch.title}", ch.text,
             f"**Question.** {ch.question.ask}", gr.update(choices=ch.question.choices, value=None), "",
             gr.update(value=f"Try this: {ch.try_label}", interactive=False),  # after an answer (predict first)
             gr.update(interactive=i > 0), gr.update(interactive=i < len(chapters) - 1),
-            *widget_updates(ch.widget))
+            *widget_updates(ch.widget), gr.update(value=live_label(ch), interactive=True))
 
 
 def feedback_text(chapters: list[Chapter], i, choice) -> str:
@@ -170,42 +182,93 @@ def try_this(chapters: list[Chapter], i, tried, revealed: bool = False) -> tuple
 
 # --------------------------------------------------------------------------- to the Explainer
 def _run_of(ch: Chapter):
-    """(title, path) of the shipped trace a chapter's "Run it live" opens, or None."""
+    """(title, path) of the shipped trace whose settings a chapter's "Run it live" runs, or None."""
     name = ch.live.get("trace") or (ch.widget.get("name") if ch.widget.get("kind") == "trace" else None)
     return find_trace(name) if name else None
 
 
+def live_kind(ch: Chapter) -> str:
+    """What a chapter's "Run it live" does: "race" (a race chapter opens its race in the Race tab)
+    or "run" (the Explainer runs the chapter's settings live)."""
+    return "race" if ch.widget.get("kind") == "race" and "trace" not in ch.live else "run"
+
+
+def live_label(ch: Chapter | None) -> str:
+    return "Open this race in the Race tab" if ch is not None and live_kind(ch) == "race" else \
+        "Run it live in the Explainer"
+
+
 def live_settings(ch: Chapter):
-    """The Settings a chapter's run used (its trace's or its race's lane A), or None."""
+    """The Settings of the run a chapter's "Run it live" repeats (its trace's), or None."""
     found = _run_of(ch)
     if found is not None:
         return settings_from_summary(trace(found[1].stem)[1])
-    if ch.widget.get("kind") == "race":
-        return settings_from_summary(race(ch.widget["name"])[1].lanes[0].summary)
     return None
 
 
 def control_values(ch: Chapter) -> tuple:
-    """The Explainer controls' values (in `control_order`): the run's settings, then the chapter's live: ones."""
-    values = list(controls_from_settings(live_settings(ch)))
+    """The Explainer controls' values (in `control_order`): the settings of the chapter's trace, or
+    the Explainer's defaults (the prompt kept), then the chapter's live: ones on top."""
+    settings = live_settings(ch)
+    values = list(controls_from_settings(settings) if settings is not None else default_values())
     for n, name in enumerate(control_order()):
         if name in ch.live:
             values[n] = ch.live[name]
     return tuple(values)
 
 
-def to_explainer(chapters: list[Chapter], i, session, n_view: int) -> tuple:
-    """(session, the Explainer's view, its controls, the Tabs): the chapter's run opened there when it
-    has one, its settings in the controls, and the Explainer selected."""
+def _race_name(ch: Chapter, tried) -> str:
+    return str((ch.try_set if tried else {}).get("name") or ch.widget.get("name"))
+
+
+def to_explainer(chapters: list[Chapter], i, session, n_view: int, tried=False, preset_label: str = "",
+                 custom_draft: str = "") -> tuple:
+    """What a chapter's "Run it live" changes, as (session, *the Explainer's view, *its controls,
+    preset, pair note, autorun, *the race's outputs (shipped pick, player, figures, download, controls),
+    race status, the Tabs, the Explainer's status line).
+
+    A race chapter opens its race (the one its panel shows) in the Race tab. Any other chapter
+    selects the Explainer, moves the controls to the chapter's settings (its trace's, or the
+    defaults with its live: ones) and the pair to one that can run them, clears the previous run
+    (panels and player) and sets autorun, so that the run starts at once (`handlers.run_if_asked`,
+    chained after this event). Nothing here loads a model."""
     ch = chapters[_clamp(chapters, i)] if chapters else None
+    n_controls = len(control_order())
+    skip = gr.skip()
+    if ch is None:
+        return (skip,) * (1 + n_view + n_controls + 3 + 1 + SHIPPED_RACE_OUTPUTS + 1 + 1 + 1)
+    if live_kind(ch) == "race":
+        title, _ = race(_race_name(ch, tried))
+        race_out = open_shipped_race(title)
+        note = status_html(f"Chapter {_clamp(chapters, i) + 1}'s race, recorded on this project's machine, plays "
+                           "here. Race runs the same comparison live on your settings.", "info")
+        return ((skip,) * (1 + n_view + n_controls + 2) + (False, title, *race_out, note, gr.Tabs(selected="race"),
+                                                            skip))
     session = session if isinstance(session, Session) else Session()
-    found = _run_of(ch) if ch is not None else None
-    if found is not None:
-        session, *view = open_trace_file(session, found[1], found[0], "example", None)
-    else:
-        view = [gr.skip()] * n_view
-    controls = control_values(ch) if ch is not None else tuple(gr.skip() for _ in control_order())
-    return (session, *view, *controls, gr.Tabs(selected="explainer"))
+    controls = control_values(ch)
+    method = controls[control_order().index("method")]
+    method = method if isinstance(method, str) else "speculative"
+    settings = live_settings(ch)
+    label, pair_note = preset_label, ""
+    if settings is not None and METHODS.get(method) is not None and METHODS[method].uses_drafter:
+        models = trace(_run_of(ch)[1].stem)[1].models or {}
+        used = preset_for_models(models.get("target"), models.get("draft"))
+        if used is not None and used.label != preset_label:
+            label, pair_note = used.label, f"The model pair switched to the one this chapter's run used: {used.label}."
+    near, why = fitting_preset(method, label, custom_draft or "")
+    if near is not None:
+        label, pair_note = near.label, why
+    session.reset_run()
+    session.settings, session.source, session.title = None, "none", ""
+    n = _clamp(chapters, i) + 1
+    shown = list(view(session, None, None, note=f"Starting chapter {n}'s run…",
+                      playback=idle_playback(session, f"Chapter {n}'s run plays here once it is decoded.")))
+    preset_out = gr.update(value=label) if label and label != preset_label else skip
+    status = status_html(f"Running chapter {n}'s settings live: the models load (the first time, about 20 s), "
+                         "then the run decodes and plays below.", "info")
+    return (session, *shown, *controls, preset_out, pair_note or skip, True, *(skip,) * (1 + SHIPPED_RACE_OUTPUTS),
+            skip,
+            gr.Tabs(selected="explainer"), status)
 
 
 # --------------------------------------------------------------------------- layout and wiring
@@ -231,9 +294,10 @@ def build() -> LessonTab:
                 check = gr.Button("Check my answer", variant="primary", elem_id="lesson-check")
                 feedback = gr.Markdown("", elem_id="lesson-feedback")
                 try_btn = gr.Button(first[10].get("value", "Try this"), elem_id="lesson-try")
-                live_btn = gr.Button("Run it live in the Explainer", elem_id="lesson-live", size="sm")
+                live_btn = gr.Button(first[20].get("value", "Run it live in the Explainer"), elem_id="lesson-live",
+                                     size="sm")
             with gr.Column(scale=3, min_width=320, elem_id="lesson-widget"):
-                w = first[13:]
+                w = first[13:20]
                 widget_html = gr.HTML(w[0], elem_id="lesson-widget-html", padding=False)
                 with gr.Column(visible=w[1]["visible"], elem_id="lesson-plot-col") as plot_col:
                     plot = gr.Plot(w[2], label="Chart", elem_id="lesson-plot", show_label=False)
@@ -252,8 +316,27 @@ def build() -> LessonTab:
                      [widget_html, plot_col, plot, plot2_col, plot2, player_col, lesson_player], prev, nxt)
 
 
-def wire(demo: gr.Blocks, tab: LessonTab, tabs: gr.Tabs, state: gr.State, view_outputs: list, controls: list) -> None:
-    """Connect the tab's events (all cheap, outside the queue), the teacher links and the keys."""
+@dataclass
+class ExplainerLinks:
+    """What "Run it live" and the teacher links reach outside the tab: the Explainer's pair controls,
+    status line, autorun flag and run inputs (`handlers.run_if_asked`), and the Race tab's outputs."""
+
+    preset: gr.Dropdown
+    custom_draft: gr.Textbox
+    pair_note: gr.Markdown
+    status: gr.HTML
+    autorun: gr.State
+    run_inputs: list
+    race_outputs: list  # the shipped race pick, then what open_shipped_race shows (the race and its controls)
+    race_status: gr.HTML
+
+
+def wire(demo: gr.Blocks, tab: LessonTab, tabs: gr.Tabs, state: gr.State, view_outputs: list, controls: list,
+         links: ExplainerLinks, on, model_events: dict) -> None:
+    """Connect the tab's events (all cheap, outside the queue, but the live run "Run it live"
+    starts), the teacher links and the keys. `on` wires a handler through the app's error boundary
+    (errors.guard) with a status line; `model_events` are the settings of a run event (its model slot,
+    its progress in the status line)."""
     chapters = tab.chapters
     shown = tab.chapter_outputs()
     tab.prev.click(lambda i: chapter_view(chapters, _clamp(chapters, i) - 1), tab.index, shown, **CHEAP)
@@ -262,12 +345,17 @@ def wire(demo: gr.Blocks, tab: LessonTab, tabs: gr.Tabs, state: gr.State, view_o
     tab.check.click(lambda i, c, t: check_answer(chapters, i, c, t), [tab.index, tab.quiz, tab.tried],
                     [tab.feedback, tab.try_btn, *tab.widget], **CHEAP)
     tab.quiz.input(lambda: "", None, tab.feedback, **CHEAP)
-    tab.try_btn.click(lambda i, t, f: try_this(chapters, i, t, str(f or "").startswith(("**Correct", "**Not quite"))), [tab.index, tab.tried, tab.feedback],
-                      [tab.tried, tab.try_btn, *tab.widget],
-                      **CHEAP)
+    tab.try_btn.click(lambda i, t, f: try_this(chapters, i, t, str(f or "").startswith(("**Correct", "**Not quite"))),
+                      [tab.index, tab.tried, tab.feedback], [tab.tried, tab.try_btn, *tab.widget], **CHEAP)
     n_view = len(view_outputs)
-    tab.live_btn.click(lambda i, s: to_explainer(chapters, i, s, n_view), [tab.index, state],
-                       [state, *view_outputs, *controls, tabs], **CHEAP)
+    live_out = [state, *view_outputs, *controls, links.preset, links.pair_note, links.autorun, *links.race_outputs,
+                links.race_status, tabs]
+    opened = on(tab.live_btn.click, lambda i, t, s, p, d: to_explainer(chapters, i, s, n_view, t, p, d),
+                [tab.index, tab.tried, state, links.preset, links.custom_draft], live_out, links.status, **CHEAP)
+    # the Explainer's run bar in view, then the chapter's run (when it asked for one), in the queue
+    opened.then(None, None, None, js=SHOW_RUN_BAR_JS, **CHEAP)
+    on(opened.then, run_if_asked, links.run_inputs, [state, *view_outputs, links.autorun], links.status,
+       api_name=False, **model_events)
     tab.projector.change(None, tab.projector, None, js=PROJECTOR_JS, **CHEAP)
 
     def open_chapter(request: gr.Request):
@@ -284,20 +372,23 @@ def wire(demo: gr.Blocks, tab: LessonTab, tabs: gr.Tabs, state: gr.State, view_o
                                              f"chapters are 1 to {len(chapters)}.")
         return chapter_view(chapters, n - 1)
 
-    def open_trace_link(request: gr.Request):
+    def open_trace_link(preset_label, custom_draft, request: gr.Request):
         """/?trace=NAME: the Explainer (which opened that trace on load, `handlers.on_load`) with
-        the trace's settings in the controls; an unknown name says which traces are shipped."""
+        the trace's settings in the controls and a pair that can run it; an unknown name says
+        which traces are shipped."""
         wanted = (dict(request.query_params) if request is not None else {}).get("trace")
-        skip = tuple(gr.skip() for _ in range(len(controls) + 2))
+        skip = tuple(gr.skip() for _ in range(len(controls) + 4))
         if not wanted:
             return skip
         found = find_trace(wanted)
         if found is None:
             names = ", ".join(p.stem for p in example_traces().values())
             return (*skip[:-1], f"No shipped trace called {html.escape(wanted)!r}. Shipped: {names}.")
-        settings = settings_from_summary(trace(found[1].stem)[1])
-        return (*controls_from_settings(settings), gr.Tabs(selected="explainer"), gr.skip())
+        records, summary = trace(found[1].stem)
+        opened = Session(records=list(records), summary=summary, settings=settings_from_summary(summary))
+        return (*trace_controls(opened, preset_label, custom_draft), gr.Tabs(selected="explainer"), gr.skip())
 
     demo.load(open_chapter, None, shown, **CHEAP)
-    demo.load(open_trace_link, None, [*controls, tabs, tab.notice], **CHEAP)
+    on(demo.load, open_trace_link, [links.preset, links.custom_draft],
+       [*controls, links.preset, links.pair_note, tabs, tab.notice], links.status, clear=False, **CHEAP)
     demo.load(None, None, None, js=KEYS_JS, **CHEAP)

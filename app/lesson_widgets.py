@@ -48,7 +48,7 @@ def _proposal(records, upto: int, summary) -> str:
               "model": "proposed by the draft model"}.get(origin, "proposed by the drafter")
     if origin == "model" and any(d.source == "lookup" for d in record.draft):
         source += " and continued by a copy from the context"
-    return (f'{before}<p class="lesson-caption">Iteration {record.iteration}: {len(record.draft)} draft tokens '
+    return (f'{before}<p class="lesson-caption">Iteration {record.iteration + 1}: {len(record.draft)} draft tokens '
             f'{source}, not checked yet:</p><div class="chips lesson-proposal">{drafts}</div>')
 
 
@@ -67,7 +67,7 @@ def _trace_view(w: dict) -> WidgetView:
         return WidgetView(stats + render_methods.mentored_table_html(record),
                           charts_methods.mentored_acceptance_figure(record))
     if panel == "mjsd":
-        head = f'<p class="lesson-caption">Iteration {record.iteration}: {len(record.draft)} draft tokens, one beam.</p>'
+        head = f'<p class="lesson-caption">Iteration {record.iteration + 1}: {len(record.draft)} draft tokens, one beam.</p>'
         return WidgetView(stats + head, charts_methods.mjsd_ratio_figure(record))
     if panel == "ppd":
         return WidgetView(stats + caption + render.tree_html(record))

@@ -8,7 +8,7 @@ import gradio as gr
 
 from decoding.methods import METHODS
 
-from .presets import MAX_PARAMS, presets, resolve_pair
+from .presets import MAX_PARAMS, fitting_preset, pair_problem, presets, resolve_pair
 from .session import Session
 from .settings import Settings, make_settings
 from .zerogpu import load_run_pair, on_zerogpu, whole_run
@@ -16,9 +16,17 @@ from .zerogpu import load_run_pair, on_zerogpu, whole_run
 
 def settings_from_values(values: dict, method: str | None = None) -> Settings:
     """Checked Settings from a handler's input values (`controls.run_input_names`)."""
+    method = values["method"] if method is None else method
     try:
         target, draft = resolve_pair(values["preset"], values["custom_target"], values["custom_draft"])
-        method = values["method"] if method is None else method
+    except ValueError as exc:
+        raise gr.Error(str(exc), title="Check the model pair") from None
+    if pair_problem(method, draft):
+        near, why = fitting_preset(method, values["preset"], values["custom_draft"] or "")
+        advice = f" Choose the pair “{near.label}”, or another method." if near is not None else ""
+        raise gr.Error(f"{pair_problem(method, draft)}.{advice}" if near is not None else why,
+                       title="This pair cannot run this method")
+    try:
         return make_settings(values["prompt"], values["chat"], method, values["gamma"], values["temperature"],
                              values["top_k"], values["top_p"], values["lenience"], values["seed"],
                              values["max_new_tokens"], target, draft, values, dtype=values.get("dtype") or "auto")
@@ -63,25 +71,36 @@ def check_prompt_fits(prompt_tokens: int, max_new_tokens: int, context: int) -> 
                          f"model's context of {context} tokens allows at most {max(room, 0)} prompt tokens.")
 
 
-def start(session: Session, settings: Settings, progress) -> None:
-    """Load the pair and start a live run of `settings` in the session."""
+def start(session: Session, settings: Settings, progress):
+    """Load the pair, start a live run of `settings` and decode its first iteration; the session
+    takes the run only then. All or nothing: a pair that cannot load, a prompt that does not fit or
+    a first iteration that fails raises gr.Error with the session untouched (its previous run still
+    shown and on the timeline). Returns the first record (None when the run made none)."""
     from decoding.energy import make_meter
     from decoding.runner import decode
 
-    session.reset_run()
     need_draft = METHODS[settings.method].uses_drafter
     target, draft = load_models(settings.target, settings.draft, need_draft, progress, settings.dtype)
+    meter = None
     try:
         prompt_ids = target.encode_prompt(settings.prompt, settings.chat)
         check_prompt_fits(len(prompt_ids), settings.max_new_tokens, target.max_context)
         if on_zerogpu():
             # one GPU call decodes the whole run; Step and Run then reveal its records from memory
-            session.generator = iter(list(whole_run(settings)))
+            generator = iter(list(whole_run(settings)))
         else:
-            session.meter = make_meter(target.device)
-            session.generator = decode(target, draft, prompt_ids, settings.config(), session.meter)
+            meter = make_meter(target.device)
+            generator = decode(target, draft, prompt_ids, settings.config(), meter)
+        first = next(generator, None)
     except ValueError as exc:
+        _close(meter)
         raise gr.Error(str(exc), title="Check the prompt" if "prompt" in str(exc) else "Cannot start the run") from None
+    except Exception:
+        _close(meter)
+        raise
+    session.reset_run()
+    session.meter = meter
+    session.generator = generator
     session.settings = settings
     session.source = "live"
     session.title = ""
@@ -89,19 +108,41 @@ def start(session: Session, settings: Settings, progress) -> None:
     session.draft = draft
     session.target_bytes = target.weight_bytes
     session.draft_bytes = draft.weight_bytes if draft is not None and draft.n_params else None
+    if first is None:
+        finish(session)
+        return None
+    session.records.append(first)
+    if first.finished:
+        finish(session)
+    return first
+
+
+def _close(meter) -> None:
+    if meter is not None:
+        try:
+            meter.close()
+        except Exception:  # noqa: BLE001
+            pass
 
 
 def advance(session: Session):
-    """The next record of the live run, or None when it has ended."""
+    """The next record of the live run, or None when it has ended (or was replaced meanwhile: another
+    event reset the session while this iteration decoded; its record then belongs to no run)."""
+    generator, token = session.generator, session.run_token
+    if generator is None:
+        return None
     try:
-        record = next(session.generator)
+        record = next(generator)
     except StopIteration:
-        finish(session)
+        if session.run_token == token:
+            finish(session)
         return None
     except ValueError as exc:
         if "already executing" in str(exc):
             raise gr.Error("The previous iteration is still finishing; try again in a moment.") from None
         raise gr.Error(f"The run stopped: {exc}") from None
+    if session.run_token != token:
+        return None
     session.records.append(record)
     if record.finished:
         finish(session)
@@ -123,11 +164,6 @@ def finish(session: Session, stop_reason: str | None = None) -> None:
                                 session.draft, stop_reason)
     if session.settings.method == "autoregressive" and session.summary.stop_reason != "stopped":
         session.baselines[session.settings.target] = session.summary.tokens_per_second
-    meter = getattr(session, "meter", None)
-    if meter is not None:
-        try:
-            meter.close()
-        except Exception:  # noqa: BLE001
-            pass
+    _close(getattr(session, "meter", None))
     session.release_run()
     release_free_memory()

@@ -10,9 +10,11 @@ The player's value (plain JSON data):
     {"title": str, "prompt": str, "result": str, "verdict": "faster" | "slower" | "same" | "",
      "paced": bool,                   # times are a chosen pace, not measured (tokens/s shown at the end)
      "nonce": float,                  # changes on every open, so opening the same race replays it
+     "sync": "explainer", "rest": 7, "current": 7 | None,   # optional: one lane tied to panels
+                                      # (player_data: the panels follow the iteration it shows)
      "lanes": [{"label": "A", "name": "speculative (prompt-lookup, γ 4)", "method": "speculative",
                 "tokens": [{"text": " the", "kind": "accepted", "time": 0.41, "lookup": true,
-                            "calls": 3}, ...],
+                            "calls": 3, "it": 2}, ...], "iterations": 24,
                 "summary": {"tokens": 64, "seconds": 2.1, "tokens_per_second": 30.5,
                             "target_calls": 41, "tokens_per_call": 1.56}}, ...]}
 
@@ -20,7 +22,8 @@ The player's value (plain JSON data):
 pace a caller chooses); `kind` is a chip kind of the explainer (accepted, correction, bonus,
 target); `lookup` marks a draft token copied from the context, `corpus` one copied from the target's
 earlier answers (optional); `calls` is the cumulative number of
-target calls once the token is out (optional). `summary` holds the run's own figures (RunSummary),
+target calls once the token is out (optional); `it` the iteration (from 0) that emitted it.
+`summary` holds the run's own figures (RunSummary),
 shown when the lane finishes. With two or more lanes the first to finish gets the finish flag.
 """
 
@@ -38,8 +41,9 @@ PLAYER_CSS = ASSETS / "player.css"
 TEMPLATE = '<div class="rp" data-state="empty"></div>'
 
 
-def record_tokens(record: IterationRecord, time_s: float | None = None) -> list[dict]:
-    """The tokens one iteration emits, each scheduled at `time_s` (default: the record's `elapsed`)."""
+def record_tokens(record: IterationRecord, time_s: float | None = None, index: int | None = None) -> list[dict]:
+    """The tokens one iteration emits, each scheduled at `time_s` (default: the record's `elapsed`)
+    and marked with `index`, the iteration's place in its run (default: the record's own number)."""
     at = record.elapsed if time_s is None else time_s
     accepted = [d for d in record.draft if d.accepted]
     out, n_acc = [], 0
@@ -49,7 +53,8 @@ def record_tokens(record: IterationRecord, time_s: float | None = None) -> list[
             source = accepted[n_acc].source
             n_acc += 1
         out.append({"text": token.text, "kind": token.kind, "time": at, "lookup": source == "lookup",
-                    "corpus": source == "corpus", "calls": record.target_calls})
+                    "corpus": source == "corpus", "calls": record.target_calls,
+                    "it": record.iteration if index is None else index})
     return out
 
 
@@ -68,18 +73,27 @@ def lane_data(label: str, records: list[IterationRecord], summary: RunSummary | 
         raise ValueError(f"{len(times)} times for {len(records)} records")
     tokens = []
     for i, record in enumerate(records):
-        tokens.extend(record_tokens(record, None if times is None else times[i]))
+        tokens.extend(record_tokens(record, None if times is None else times[i], i))
     method = summary.method if summary is not None else (records[0].method if records else "")
     return {"label": label, "name": name or method, "method": method, "tokens": tokens,
-            "summary": summary_figures(summary) if summary is not None else None}
+            "iterations": len(records), "summary": summary_figures(summary) if summary is not None else None}
 
 
 def player_data(lanes: list[dict], title: str = "", prompt: str = "", result: str = "", verdict: str = "",
-                paced: bool = False) -> dict:
+                paced: bool = False, sync: str = "", rest: int | None = None, current: int | None = None) -> dict:
     """The player's value: lanes (from `lane_data`) and the words shown at the end; `paced` when the
-    tokens' times are a chosen pace rather than measured ones."""
-    return {"title": title, "prompt": prompt, "result": result, "verdict": verdict, "lanes": lanes,
+    tokens' times are a chosen pace rather than measured ones.
+
+    One lane tied to panels (the Explainer): `sync` names the panels it drives (the player then
+    reports each iteration it shows, from 0, with its nonce, as a "select" event, and obeys the
+    page's "specdec-seek" and "specdec-pause" events for that name); `rest` is the iteration it
+    comes to rest on when it ends; `current` not None shows the run at rest on that iteration at
+    once, with no playback (Replay plays it)."""
+    data = {"title": title, "prompt": prompt, "result": result, "verdict": verdict, "lanes": lanes,
             "paced": paced, "nonce": time.time()}
+    if sync:
+        data.update(sync=sync, rest=rest, current=current)
+    return data
 
 
 def empty_data(message: str) -> dict:
@@ -99,5 +113,6 @@ def _asset(path) -> str:
 def player(value: dict | None = None, **kwargs) -> gr.HTML:
     """The player component (call inside a Blocks context); `kwargs` go to gr.HTML (elem_id, label...)."""
     kwargs.setdefault("label", "Player")
+    kwargs.setdefault("shown", None)  # the panels' answer to a player tied to them ({nonce, iteration})
     return gr.HTML(value, html_template=TEMPLATE, css_template=_asset(PLAYER_CSS), js_on_load=_asset(PLAYER_JS),
                    apply_default_css=False, container=False, padding=False, **kwargs)

@@ -161,3 +161,74 @@ def check_custom_spec(spec: str) -> None:
         return
     if not _HUB_ID.match(spec) or ".." in spec:
         raise ValueError(f"{spec!r} is not a hub id (owner/name); local paths are disabled in this app")
+
+
+# --------------------------------------------------------------------------- method and pair fit
+def draft_is_model(spec: str) -> bool:
+    """Whether the draft `spec` is a draft model of its own (what MJSD beam-searches): not prompt
+    lookup, not the hybrid (lookup first), not a feature draft (one layer over the target's states)."""
+    from decoding.feature_draft import is_feature_draft
+
+    spec = (spec or "").strip()
+    if not spec or spec == PROMPT_LOOKUP or spec == FEATURE:
+        return False
+    if spec.partition(":")[0].partition("=")[0] in (HYBRID, f"{HYBRID}+corpus"):
+        return False
+    return not is_feature_draft(spec)
+
+
+def pair_problem(method: str, draft_spec: str) -> str:
+    """Why the pair with the draft `draft_spec` cannot run `method`, or "" when it can. Only MJSD
+    has a requirement here: PPD drafts with the target's own prompt tokens (trained ones where the
+    target ships them, untrained ones otherwise) and ignores the draft; the other methods take any
+    drafter."""
+    from decoding.methods import METHODS
+
+    spec = METHODS.get(method)
+    if spec is not None and spec.needs_draft_model and not draft_is_model(draft_spec):
+        return (f"{spec.title} drafts with a beam search on a draft model, and this pair drafts "
+                f"{_drafter_words(draft_spec)}")
+    return ""
+
+
+def _drafter_words(draft_spec: str) -> str:
+    if draft_spec == PROMPT_LOOKUP:
+        return "by prompt lookup (no model)"
+    if draft_spec.partition(":")[0].startswith(HYBRID):
+        return "with the hybrid (lookup first)"
+    return "with a feature draft (no model of its own)"
+
+
+def fitting_preset(method: str, label: str, custom_draft: str = "") -> tuple[Preset | None, str]:
+    """(the preset to switch to, what to tell the user) when the pair `label` (its custom draft for
+    the custom pair) cannot run `method`: the first preset with the same target that can, else the
+    first that can at all. (None, "") when the pair fits; (None, why) when no preset fits."""
+    preset = preset_by_label(label)
+    if preset is None:
+        return None, ""
+    draft = custom_draft.strip() if preset.key == "custom" else preset.draft
+    problem = pair_problem(method, draft)
+    if not problem:
+        return None, ""
+    if preset.key == "custom":
+        return None, f"{problem}: type a draft model (a hub id) as the custom draft, or pick another method."
+    fits = [p for p in presets() if p.key != "custom" and not pair_problem(method, p.draft)]
+    near = next((p for p in fits if p.target == preset.target), fits[0] if fits else None)
+    if near is None:
+        return None, f"{problem}, and no preset pair has a draft model: pick another method."
+    return near, f"{problem}, so the model pair switched to one with a draft model: {near.label}."
+
+
+def preset_for_models(target_name: str | None, draft_name: str | None) -> Preset | None:
+    """The preset whose target and draft a saved run used (by the names a trace records), or None."""
+    from decoding.models import DEFAULT_TARGET_HUB_ID
+
+    def name(spec: str) -> str:
+        return Path(DEFAULT_TARGET_HUB_ID).name if spec == DEFAULT_TARGET else Path(spec).name
+
+    for p in presets():
+        if p.key == "custom" or name(p.target) != target_name:
+            continue
+        if (draft_name or PROMPT_LOOKUP) in (p.draft, name(p.draft)):
+            return p
+    return None

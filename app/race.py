@@ -194,6 +194,9 @@ def race_controls(race: Race) -> tuple:
             race_settings_note(race))
 
 
+SHIPPED_RACE_OUTPUTS = 3 + 6  # what open_shipped_race returns: the race shown (3), then its controls (6)
+
+
 def open_shipped_race(title):
     """Open a shipped race by its title and play it (no model needed); the race tab's controls take
     its prompt, lanes, drafter and γ, so that what is shown and what Race would run agree."""

@@ -117,7 +117,7 @@ def source_text(record: IterationRecord, d) -> str | None:
 
 
 def _draft_tip(d, kind_label: str, record: IterationRecord) -> str:
-    lines = [f"{kind_label} {visible(d.text)!r} (iteration {record.iteration}, draft position {d.position + 1})"]
+    lines = [f"{kind_label} {visible(d.text)!r} (iteration {record.iteration + 1}, draft position {d.position + 1})"]
     lines += special_line(d.text)
     source = source_text(record, d)
     if source:
@@ -145,7 +145,7 @@ def _draft_tip(d, kind_label: str, record: IterationRecord) -> str:
 
 def _final_tip(token, record: IterationRecord) -> str:
     label = CHIP_KINDS[token.kind][0]
-    lines = [f"{label} token {visible(token.text)!r} (iteration {record.iteration})"]
+    lines = [f"{label} token {visible(token.text)!r} (iteration {record.iteration + 1})"]
     lines += special_line(token.text)
     if token.kind == CORRECTION and record.residual is None:
         c = _lookup(record.next_top, token.token_id)
@@ -222,7 +222,8 @@ def _coin_bar(coin: float | None, threshold: float | None, accepted: bool | None
 def draft_row_html(record: IterationRecord | None) -> str:
     if record is None:
         return '<div class="draftrow empty">No iteration to show yet.</div>'
-    head = f'<div class="iterhead">Iteration {record.iteration} · context {record.context_length} tokens · γ = {record.gamma}</div>'
+    head = (f'<div class="iterhead">Iteration {record.iteration + 1} · context {record.context_length} tokens · '
+            f'γ = {record.gamma}</div>')
     if not record.draft:
         if record.method == "autoregressive" or record.gamma == 0:
             why = "Plain (autoregressive) decoding: no draft, one target call gives one token."
@@ -416,7 +417,7 @@ def stats_html(records: list[IterationRecord], upto: int | None = None, summary:
     mean_acc, tok_per_call, tps = counts.mean_accepted, counts.tokens_per_call, counts.tokens_per_second
     items = [
         ("method", r.method),
-        ("iteration", f"{upto} of {len(records) - 1}"),
+        ("iteration", f"{upto + 1} of {len(records)}"),
         ("tokens generated", str(r.generated)),
         ("target calls", str(r.target_calls)),
         ("tokens per target call", fmt(tok_per_call, 2)),
@@ -447,11 +448,11 @@ def caption(record: IterationRecord | None) -> str:
         return ppd_caption(record)
     if not record.draft:
         tok = record.emitted[0].text if record.emitted else ""
-        return f"Iteration {record.iteration}: one target call produced {visible(tok)!r}."
+        return f"Iteration {record.iteration + 1}: one target call produced {visible(tok)!r}."
     k = len(record.draft)
     rejected = next((d for d in record.draft if d.accepted is False), None)
     final = next((t for t in record.emitted if t.kind in (CORRECTION, BONUS)), None)
-    s = f"Iteration {record.iteration}: drafted {k}, accepted {record.accepted_length}."
+    s = f"Iteration {record.iteration + 1}: drafted {k}, accepted {record.accepted_length}."
     if rejected is not None:
         if rejected.coin is None:
             s += f" Draft {rejected.position + 1} {visible(rejected.text)!r} was rejected (greedy: p_raw {fmt(rejected.p)} < {fmt(rejected.threshold)})."

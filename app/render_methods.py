@@ -51,7 +51,7 @@ def mentored_table_html(record: IterationRecord | None) -> str:
     legend = "".join(f"<li><b>{html.escape(u)}</b>: {html.escape(RULES.get(u, u))}</li>" for u in used)
     return (
         f'<div class="methodtable"><div class="tablewrap"><table class="drafttable">'
-        f"<caption>Mentored decisions of iteration {record.iteration}, bound D = {bound} on KL(p‖output)</caption>"
+        f"<caption>Mentored decisions of iteration {record.iteration + 1}, bound D = {bound} on KL(p‖output)</caption>"
         "<thead><tr><th>#</th><th>token</th><th>coin u</th><th>strict min(1, p/q)</th><th>mentored r(x)</th>"
         "<th>rule</th><th>strict α (Σ min(p, q))</th><th>mentored α</th><th>KL(p‖q)</th><th>KL(p‖output) ≤ D</th>"
         f'<th>verdict</th></tr></thead><tbody>{"".join(rows)}</tbody></table></div>'
@@ -228,7 +228,7 @@ def ppd_path_html(record: IterationRecord | None) -> str:
         "<p>Every candidate on this path was accepted, down to a leaf of the tree.</p>")
     return (
         '<div class="tablewrap"><table class="drafttable">'
-        f"<caption>Verification path of iteration {record.iteration}: the accepted candidates, then the best-ranked "
+        f"<caption>Verification path of iteration {record.iteration + 1}: the accepted candidates, then the best-ranked "
         "child of the last accepted node (the first rejection)</caption>"
         "<thead><tr><th>depth</th><th>candidate x</th><th>q(x): the prompt token's probability</th>"
         f"<th>target p(x)</th><th>{head}</th><th>verdict</th></tr></thead>"

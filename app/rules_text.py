@@ -79,10 +79,10 @@ def ppd_caption(record: IterationRecord) -> str:
     final = _final_token(record)
     then = f" Then the target's own token {visible(final.text)!r}." if final is not None else ""
     if n_cand == 0:
-        return (f"Iteration {record.iteration}: no candidates yet (no guesses before the first step): one target pass "
+        return (f"Iteration {record.iteration + 1}: no candidates yet (no guesses before the first step): one target pass "
                 f"gave {visible(final.text) if final else ''!r}, and its {n_prompt} prompt token(s) guessed the next tokens.")
     kept = [d for d in record.draft if d.accepted]
-    s = (f"Iteration {record.iteration}: one target pass over the root, {n_cand} candidates and {n_prompt} "
+    s = (f"Iteration {record.iteration + 1}: one target pass over the root, {n_cand} candidates and {n_prompt} "
          f"prompt-token inputs; accepted {len(kept)} candidate(s)"
          + (f" ({', '.join(repr(visible(d.text)) for d in kept)})." if kept else "."))
     rejected = next((d for d in record.draft if d.accepted is False), None)

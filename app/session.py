@@ -49,6 +49,8 @@ class Session:
     tmpdir: str | None = None
     meter: object = None
     stop_requested: bool = False
+    playback_id: float = 0.0  # the nonce of the player's value: the panels follow only that player
+    run_token: int = 0  # changes whenever the run is replaced: a handler still decoding the old one stops
 
     @property
     def live(self) -> bool:
@@ -57,6 +59,7 @@ class Session:
     def reset_run(self) -> None:
         self.records = []
         self.summary = None
+        self.run_token += 1
         self.release_run()
 
     def release_run(self) -> None:

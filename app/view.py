@@ -17,7 +17,7 @@ from . import charts, render
 from .panels import method_panel
 from .session import Session
 from .settings import cli_command
-from .view_common import iteration_index, position_index
+from .view_common import iteration_index, position_index, rest_index
 
 
 def theory_panel(session: Session, upto: int | None = None):
@@ -75,28 +75,61 @@ def theory_panel(session: Session, upto: int | None = None):
     return charts.theory_figure(a, c, gamma), "\n\n".join(lines)
 
 
-def view(session: Session, upto=None, position=None, final: bool = False, note: str = "", playback=None):
-    """Every panel of the explainer for iteration `upto` of the session's run, as a tuple in the
-    order of the layout's `view_outputs`. `playback`: the browser player's new value (`player.py`),
-    or None to leave the player as it is (moving the timeline must not restart a playback)."""
+# the names of `view`'s outputs, in order: the layout wires its components in this order
+VIEW_OUTPUTS = ("stats", "timeline", "iter_caption", "chips", "text", "draft_row", "pq_plot", "residual_plot", "tree",
+                "running", "theory_plot", "theory_md", "cli", "download", "method_box", "method_md", "method_html",
+                "method_plot", "method_col2", "method_plot2", "playback")
+LIGHT = frozenset({"stats", "timeline", "iter_caption", "chips", "text", "draft_row"})
+
+
+def timeline_update(n: int, i: int):
+    """The timeline slider for a run of `n` iterations at index `i`: iterations counted from 1 (a
+    slider needs two stops: a run of one iteration gets 1 to 2, and 2 shows its one iteration)."""
+    return gr.update(minimum=1, maximum=max(2, n), value=i + 1)
+
+
+def whole_run_note(session: Session, i: int) -> str:
+    """When a finished run is shown before its last iteration: the whole run's measured figures."""
+    s, n = session.summary, len(session.records)
+    if s is None or i >= n - 1:
+        return ""
+    why = " (the last one with a draft)" if i == rest_index(session.records) else ""
+    return (f"Iteration {i + 1} of {n}{why}. The whole run: {len(s.token_ids)} tokens in {s.wall_seconds:.2f} s "
+            f"of decoding, {s.tokens_per_second:.1f} tokens/s.")
+
+
+def view(session: Session, upto=None, position=None, final: bool = False, note: str = "", playback=None,
+         light: bool = False):
+    """Every panel of the explainer for iteration `upto` (an index) of the session's run, as a tuple
+    in the order of `VIEW_OUTPUTS`. `upto` None: the iteration a finished run rests on (`final`:
+    `rest_index`), else the last. `playback`: the browser player's new value (`player.py`), or None
+    to leave the player as it is (moving the timeline must not restart a playback). `light`: only
+    the cheap panels (the figures, chips, text and draft row), the rest left as they are: what a
+    run refreshes while it decodes."""
     records = session.records
     played = gr.skip() if playback is None else playback
     if not records:
         empty = charts.empty_figure("No run yet.")
-        return (render.stats_html([], note=note or "No run yet: press Run or Step."), gr.update(maximum=1, value=0),
+        return (render.stats_html([], note=note or "No run yet: press Run or Step."), timeline_update(0, 0),
                 "", render.chips_html([]), "", render.draft_row_html(None), empty, empty, render.tree_html(None),
                 charts.running_figure([]), empty, "", "", gr.update(value=None, interactive=False),
                 *method_panel(None), played)
-    i = iteration_index(records, upto)
+    i = rest_index(records) if (upto is None and final) else iteration_index(records, upto)
     record = records[i]
     last = i == len(records) - 1
     text = session.summary.text if (last and session.summary is not None) else render.text_so_far(records, i)
+    note = " ".join(n for n in (whole_run_note(session, i), note) if n)
+    stats = render.stats_html(records, i, session.summary if last else None, session.models_label(), note)
+    if light:
+        out = dict(stats=stats, timeline=timeline_update(len(records), i), iter_caption=render.caption(record),
+                   chips=render.chips_html(records, i), text=text, draft_row=render.draft_row_html(record))
+        return tuple(out.get(name, gr.skip()) for name in VIEW_OUTPUTS)
     theory_fig, theory_md = theory_panel(session, i)
     cli = cli_command(session.settings) if session.settings is not None else ""
     download = gr.update(value=session.trace_path(), interactive=True) if final else gr.skip()
     return (
-        render.stats_html(records, i, session.summary if last else None, session.models_label(), note),
-        gr.update(maximum=max(1, len(records) - 1), value=i),
+        stats,
+        timeline_update(len(records), i),
         render.caption(record),
         render.chips_html(records, i),
         text,

@@ -4,6 +4,12 @@
 // the clock reaches its `time` (a record's measured elapsed seconds), scaled by slow motion.
 // Playback starts when the player is on screen; Replay and the speed control never ask the server.
 // Text goes in with textContent only (token text is data, never HTML).
+// A value with `sync` (one lane tied to the Explainer's panels, app/player.py) keeps ONE timeline
+// with them: it reports each iteration it shows (from 0) with trigger('select', {iteration, nonce})
+// and the panels re-render that iteration; it comes to rest on `rest` when it ends; a value with
+// `current` is shown at rest on that iteration at once; the page's 'specdec-seek' event (the
+// timeline moved) and 'specdec-pause' event (Stop) move or pause it. Tokens after the iteration
+// shown are dimmed, the iteration's own tokens outlined.
 
 const root = element.querySelector('.rp') || element;
 const SPEEDS = [[1, '1x (real time)'], [0.75, '0.75x'], [0.5, '0.5x'], [0.25, '0.25x']];
@@ -13,6 +19,11 @@ let data = null;   // the value being shown
 let run = null;    // the animation: {lanes, end, t0, base, raf}
 let pending = false;  // a new value waits for the player to be on screen
 let onScreen = false;
+let reported = -1;    // the iteration last reported to the panels (sync values)
+let acked = -1;       // the last iteration the panels confirmed they show (the 'shown' prop)
+let lastAck = -1;     // the iteration the panels confirmed last
+let holdSince = 0;    // when the playback began waiting for the panels
+const HOLD_MAX_MS = 4000;  // past this the playback goes on without them
 
 function el(tag, cls, text) {
   const e = document.createElement(tag);
@@ -81,7 +92,8 @@ function buildLane(lane, i) {
   const tokens = Array.isArray(lane.tokens) ? lane.tokens : [];
   const s = lane.summary || null;
   const last = tokens.length ? Number(tokens[tokens.length - 1].time) || 0 : 0;
-  const end = Math.max(last, s && typeof s.seconds === 'number' ? s.seconds : 0);
+  // a chosen pace ends with its last token; measured times end when the run did
+  const end = data && data.paced ? last : Math.max(last, s && typeof s.seconds === 'number' ? s.seconds : 0);
   return {lane, box, flag, fill, fig, chips, tokens, summary: s, end, i: 0, calls: 0, done: false, shown: {}};
 }
 
@@ -124,6 +136,14 @@ function show(data_) {
   for (const l of run.lanes) l.place = 1 + run.lanes.filter(o => o.end < l.end).length;
   for (const l of run.lanes) lanesBox.appendChild(l.box);
   root.dataset.state = 'ready';
+  reported = data.sync ? 0 : -1;  // the server renders the panels at the first (or the current) iteration
+  acked = reported;
+  lastAck = data.sync && data.current !== null && data.current !== undefined ? Number(data.current) : reported;
+  if (data.sync && data.current !== null && data.current !== undefined) {
+    pending = false;
+    showAt(Number(data.current), '');
+    return;
+  }
   pending = true;
   if (onScreen) start();
   else {
@@ -148,6 +168,7 @@ function reset() {
   }
   result.textContent = '';
   result.className = 'rp-result';
+  root.removeAttribute('data-current');
 }
 
 function start() {
@@ -155,6 +176,8 @@ function start() {
   pending = false;
   stop();
   reset();
+  holdSince = 0;
+  if (data && data.sync && reported !== 0) acked = -1;  // Replay: the panels go back to the first iteration
   run.base = 0;
   run.t0 = performance.now();
   root.dataset.state = 'playing';
@@ -220,9 +243,27 @@ function advance(l, clock) {
 
 function frame(now) {
   if (!run) return;
-  const clock = clockAt(now);
+  let clock = clockAt(now);
+  if (data && data.sync) clock = held(now, clock);
   for (const l of run.lanes) advance(l, clock);
+  if (data && data.sync) {
+    const l = run.lanes[0];
+    if (l && l.i > 0) {
+      const it = Number(l.tokens[l.i - 1].it);
+      if (clock < run.end) status.textContent = playingText() + ' ' + iterText(it);
+    }
+  }
   if (clock >= run.end) {
+    if (data && data.sync) {  // come to rest once the panels show the rest iteration too
+      const rest = restOf();
+      if (lastAck !== rest) {
+        if (reported !== rest) { report(rest); holdSince = now; }
+        if (now - holdSince <= HOLD_MAX_MS) { run.raf = requestAnimationFrame(frame); return; }
+      }
+      run.raf = 0;
+      showAt(rest, 'Finished. ');
+      return;
+    }
     run.raf = 0;
     root.dataset.state = 'done';
     status.textContent = 'Finished. Replay to watch again' + (speed === 1 ? ', or pick a slow motion.' : '.');
@@ -234,6 +275,111 @@ function frame(now) {
   }
   run.raf = requestAnimationFrame(frame);
 }
+
+// ---- one timeline with the panels (sync values) ---------------------------------------------
+function iterations() {
+  const l = run && run.lanes[0];
+  if (!l) return 0;
+  if (typeof l.lane.iterations === 'number') return l.lane.iterations;
+  return l.tokens.length ? Number(l.tokens[l.tokens.length - 1].it) + 1 : 0;
+}
+function restOf() {
+  const n = iterations();
+  const r = Number(data && data.rest);
+  return isFinite(r) && r >= 0 && r < n ? r : n - 1;
+}
+function iterText(i) {
+  return 'Iteration ' + (i + 1) + ' of ' + iterations() + '.';
+}
+function report(i) {
+  reported = i;
+  if (typeof trigger === 'function') trigger('select', {iteration: i, nonce: data.nonce});
+}
+
+// The playback never runs ahead of the panels: when the clock reaches an iteration, the player asks
+// the panels for it and holds the clock until they confirm (the server answers each report with the
+// 'shown' prop), for at most HOLD_MAX_MS; only then do its tokens appear. So player and panels show
+// the same iteration even when rendering is slower than the chosen pace (the pace gives way).
+function held(now, clock) {
+  const l = run.lanes[0];
+  const next = l && l.tokens[l.i];
+  if (!next || clock < Number(next.time)) { holdSince = 0; return clock; }
+  const it = Number(next.it);
+  if (it <= acked) { holdSince = 0; return clock; }
+  if (reported !== it) report(it);  // the panels render iteration it first; its tokens appear once they have
+  if (!holdSince) holdSince = now;
+  if (now - holdSince > HOLD_MAX_MS) { acked = it; holdSince = 0; return clock; }
+  const at = Math.max(0, Number(next.time) - 1e-6);
+  run.base = at;
+  run.t0 = now;
+  return at;
+}
+
+// the run as it stands at iteration i: its tokens so far, the later ones dimmed, i's own outlined
+function showAt(i, prefix) {
+  if (!run) return;
+  stop();
+  const n = iterations();
+  i = Math.max(0, Math.min(i, n - 1));
+  const atEnd = i === n - 1;
+  for (const l of run.lanes) {
+    l.chips.replaceChildren();
+    const frag = document.createDocumentFragment();
+    let shown = 0, calls = 0, t = 0;
+    for (const tok of l.tokens) {
+      const it = Number(tok.it);
+      const c = chip(tok);
+      if (it > i) c.classList.add('rp-later');
+      else { shown++; if (typeof tok.calls === 'number') calls = tok.calls; t = Number(tok.time) || t; }
+      if (it === i) c.classList.add('rp-cur');
+      frag.appendChild(c);
+      if (String(tok.text).includes('\n')) frag.appendChild(el('br'));
+    }
+    l.chips.appendChild(frag);
+    l.i = shown; l.calls = calls; l.done = atEnd;
+    l.box.dataset.count = String(shown);
+    l.box.classList.toggle('done', atEnd);
+    l.fill.style.transform = 'scaleX(' + (l.tokens.length ? shown / l.tokens.length : 1) + ')';
+    const s = l.summary;
+    const whole = atEnd && s;
+    set(l, 'clock', secs(whole ? s.seconds : t));
+    set(l, 'tokens', String(shown));
+    set(l, 'tps', whole ? num(s.tokens_per_second, 1) : (t > 0 && !data.paced ? num(shown / t, 1) : '—'));
+    set(l, 'calls', calls ? String(calls) : '—');
+    set(l, 'tpc', calls ? num(shown / calls, 2) : '—');
+    l.flag.textContent = atEnd ? 'done, ' + secs(l.end) : '';
+    const cur = l.chips.querySelector('.rp-cur');
+    if (cur && l.chips.scrollHeight > l.chips.clientHeight) l.chips.scrollTop = Math.max(0, cur.offsetTop - 40);
+  }
+  root.dataset.state = 'done';
+  root.dataset.current = String(i);
+  const rest = restOf();
+  let words = iterText(i);
+  if (i === rest && i < n - 1) words += ' The last iteration with a draft; the dimmed tokens come after it.';
+  status.textContent = prefix + words + ' The panels below show the same iteration.';
+  if (data && data.result && (prefix || i >= rest)) {
+    result.textContent = data.result;
+    result.className = 'rp-result ' + (data.verdict || '');
+  } else {
+    result.textContent = '';
+  }
+}
+
+document.addEventListener('specdec-seek', (e) => {
+  if (!run || !data || !data.sync || !e.detail || e.detail.player !== data.sync) return;
+  pending = false;
+  const i = Number(e.detail.iteration);
+  if (!isFinite(i)) return;
+  reported = acked = lastAck = i;  // the timeline's own event renders the panels there
+  showAt(i, 'Chosen on the timeline: ');
+});
+document.addEventListener('specdec-pause', (e) => {
+  if (!run || !data || !data.sync || !e.detail || e.detail.player !== data.sync || !run.raf) return;
+  const l = run.lanes[0];
+  const it = l && l.i > 0 ? Number(l.tokens[l.i - 1].it) : 0;
+  showAt(it, 'Paused. ');
+  if (it !== reported) report(it);
+});
 
 // ---- controls -------------------------------------------------------------------------------
 replay.addEventListener('click', () => start());
@@ -261,6 +407,15 @@ if ('IntersectionObserver' in window) {
 } else {
   onScreen = true;
 }
+
+// the panels confirm the iteration they show (handlers.follow_player)
+watch('shown', () => {
+  const s = props.shown;
+  if (s && data && s.nonce === data.nonce && typeof s.iteration === 'number') {
+    acked = Math.max(acked, s.iteration);
+    lastAck = s.iteration;
+  }
+});
 
 // Gradio may hand the same value over twice (a generator's last update, then its completion): a
 // value with the nonce already shown is not a new run and must not restart the playback

@@ -40,8 +40,8 @@ def test_run_then_step_shows_chips_bars_and_charts(browser, app_url, name, width
 
     page.get_by_label("Prompt", exact=True).fill("the cat sat")
     page.click("#run-btn")
-    page.wait_for_function("document.querySelector('#stats') && document.querySelector('#stats').innerText.includes('Live run')"
-                           " && document.querySelector('#stats').innerText.includes('stopped by')", timeout=90_000)
+    page.wait_for_function("document.querySelector('#run-status')?.innerText.includes('Done')"
+                           " && document.querySelector('#stats').innerText.includes('Live run')", timeout=90_000)
     assert page.locator("#chips .chip").count() > 0
     _plot_ready(page, "running-plot")
     page.screenshot(path=str(SHOTS / f"{name}_1_run.png"), full_page=True)
@@ -71,8 +71,8 @@ def test_run_then_step_shows_chips_bars_and_charts(browser, app_url, name, width
         page.click("#run-btn")
         page.wait_for_function("(() => { const m = /(\\d+) of \\d+/.exec(document.querySelector('#stats').innerText);"
                                " return m && Number(m[1]) >= 2 && document.querySelector('#stats').innerText"
-                               ".includes('Live run') && !document.querySelector('#stats').innerText"
-                               ".includes('stopped by'); })()", timeout=60_000)
+                               ".includes('Live run') && !document.querySelector('#run-status').innerText"
+                               ".includes('Done'); })()", timeout=60_000)
         page.click("#stop-btn")
         page.wait_for_function("document.querySelector('#stats').innerText.includes('Stopped')", timeout=30_000)
         monkeypatch.setattr(handlers, "advance", real_advance)
@@ -83,7 +83,7 @@ def test_run_then_step_shows_chips_bars_and_charts(browser, app_url, name, width
     page.click("#step-btn")
     page.wait_for_function("(b) => document.querySelector('#stats').innerText !== b", arg=before, timeout=60_000)
     if name == "phone":  # a finished run: Step starts a new one at its first iteration
-        page.wait_for_function("document.querySelector('#stats').innerText.includes('0 of 0')", timeout=60_000)
+        page.wait_for_function("document.querySelector('#stats').innerText.includes('1 of 1')", timeout=60_000)
     assert page.locator("#chips .chip").count() > 0
     assert page.locator("#draft-row table, #draft-row p").count() > 0
     _plot_ready(page, "pq-plot")
@@ -96,9 +96,9 @@ def test_run_then_step_shows_chips_bars_and_charts(browser, app_url, name, width
 
     # the timeline revisits an earlier iteration
     box = page.locator("input[aria-label^='number input for Timeline']")
-    box.fill("0")
+    box.fill("1")  # iterations are counted from 1
     box.press("Enter")
-    page.wait_for_function("document.querySelector('#draft-row').innerText.includes('Iteration 0 ')", timeout=30_000)
+    page.wait_for_function("document.querySelector('#draft-row').innerText.includes('Iteration 1 ')", timeout=30_000)
 
     open_tab(page, "Exactness lab")
     _plot_ready(page, "lab-plot")
@@ -140,9 +140,10 @@ def test_method_panels_show_only_for_their_method(browser, app_url):
         before = page.inner_text("#stats")
         page.click("#run-btn")
         page.wait_for_function("(b) => { const s = document.querySelector('#stats').innerText;"
-                               " return s !== b && s.includes('Live run') && s.includes('stopped by'); }",
+                               " return s !== b && s.includes('Live run') &&"
+                               " document.querySelector('#run-status').innerText.includes('Done'); }",
                                arg=before, timeout=90_000)
-        _set_number(page, "Timeline", 0)  # the first iteration always has a draft
+        _set_number(page, "Timeline", 1)  # the first iteration always has a draft
         page.wait_for_function("(n) => document.querySelector('#method-html') &&"
                                " document.querySelector('#method-html').innerText.includes(n)", arg=needle, timeout=30_000)
         assert page.locator("#method-panel").is_visible()

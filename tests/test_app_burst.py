@@ -18,7 +18,7 @@ CLIENTS = 8
 TOKENS = 16
 PACING = 0.3
 CLI = 12  # the "copy as CLI command" output of /generate
-PLAYBACK = -1  # the browser player's value
+PLAYBACK = -2  # the browser player's value (the status line is the last output)
 
 
 def burst(clients: list, pacing: float) -> tuple[float, list]:

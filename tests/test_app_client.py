@@ -17,13 +17,13 @@ def client(tiny_target_dir, tiny_draft_dir):
 
 # outputs of /generate and /step, in order (the session state is not part of the API)
 STATS, TIMELINE, CAPTION, CHIPS, TEXT, DRAFT_ROW, PQ, RESIDUAL, TREE, RUNNING, THEORY, THEORY_MD, CLI, DOWNLOAD = range(14)
-PLAYBACK = -1  # the browser player, last of the view's outputs (layout blocks are not api outputs)
+PLAYBACK, STATUS = -2, -1  # the browser player, last of the view's outputs, then the status line
 
 
 def test_generate_streams_iterations_and_ends_with_text(client, monkeypatch):
     from app import handlers
 
-    monkeypatch.setattr(handlers, "REFRESH_SECONDS", 0.0)  # every iteration refreshes (the app runs in-process)
+    monkeypatch.setattr(handlers, "LIGHT_SECONDS", 0.0)  # every iteration refreshes (the app runs in-process)
     job = client.submit(prompt="the cat sat", chat=False, method="speculative", gamma=3, temperature=0,
                         seed=0, max_new_tokens=16, pacing=0, api_name="/generate")
     final = job.result(timeout=120)
@@ -57,8 +57,12 @@ def test_paced_run_decodes_at_full_speed_and_plays_in_the_browser(client):
     played = final[PLAYBACK]
     lane = played["lanes"][0]
     times = sorted({t["time"] for t in lane["tokens"]})
-    assert times == pytest.approx([0.5 * (i + 1) for i in range(len(times))])
-    assert "".join(t["text"] for t in lane["tokens"]).strip() == final[TEXT].strip()
+    assert times == pytest.approx([0.5 * i for i in range(len(times))])  # the first iteration at once
+    # the panels start where the player starts, at the first iteration, and follow it as it plays
+    whole = "".join(t["text"] for t in lane["tokens"])
+    first = "".join(t["text"] for t in lane["tokens"] if t["it"] == 0)
+    assert final[TEXT] == first and whole.startswith(first) and final[TIMELINE]["value"] == 1
+    assert played["sync"] == "explainer" and played["current"] is None and 0 <= played["rest"] < len(times)
     assert lane["summary"]["target_calls"] >= len(times)
     assert wall < 0.5 * len(times), f"a paced run held the server for {wall:.1f} s"
 
@@ -88,7 +92,7 @@ def test_bad_input_gives_a_readable_error(client, kwargs, message):
 
 
 def test_lab_endpoint(client):
-    plot, residual, tv, md = client.predict(
+    plot, residual, tv, md, status = client.predict(
         {"headers": ["token", "p (target)", "q (draft)"],
          "data": [["a", 0.4, 0.5], ["b", 0.3, 0.25], ["c", 0.2, 0.15], ["d", 0.1, 0.1]]},
         1.0, 10_000, 0, api_name="/lab")
@@ -96,8 +100,9 @@ def test_lab_endpoint(client):
 
 
 def test_side_by_side_reports_measured_speedup(client):
-    text_a, text_b, table = client.predict(prompt="the cat sat", method_a="speculative", method_b="autoregressive",
-                                           temperature=0, max_new_tokens=8, api_name="/compare")
+    text_a, text_b, table, _status = client.predict(prompt="the cat sat", method_a="speculative",
+                                                    method_b="autoregressive", temperature=0, max_new_tokens=8,
+                                                    api_name="/compare")
     assert text_a and text_b
     assert "tokens/s" in table and ("faster" in table or "slower" in table)
     # greedy decoding is lossless token for token: both methods give the same text here

@@ -149,7 +149,7 @@ def test_untrained_embeddings_are_said_plainly():
 def test_verification_path_table():
     for lossy in (False, True):
         html = method_panel(_ppd_record(lossy=lossy), None)[2]
-        assert "Verification path of iteration 1" in html
+        assert "Verification path of iteration 2" in html  # record 1, counted from 1 as the timeline
         body = html.split("<tbody>")[1].split("</tbody>")[0]
         assert body.count("<tr") == 2 and "✓ accept" in body and "✗ reject" in body
         assert "0.600" in body and "0.800" in body  # q = the prompt token's probability, p = the target's

@@ -226,8 +226,9 @@ def client(tiny_target_dir, tiny_draft_dir):
 
 
 def test_race_api_returns_both_summaries_and_the_speedup(client):
-    value, figures, download = client.predict(prompt="the cat sat", lane_a="speculative", lane_b="autoregressive",
-                                              temperature=0, max_new_tokens=16, api_name="/race")
+    value, figures, download, _status = client.predict(prompt="the cat sat", lane_a="speculative",
+                                                       lane_b="autoregressive", temperature=0, max_new_tokens=16,
+                                                       api_name="/race")
     a, b = (lane["summary"] for lane in figures["lanes"])
     assert (a["method"], b["method"]) == ("speculative", "autoregressive")
     assert a["token_ids"] == b["token_ids"] and len(a["token_ids"]) > 0  # greedy and lossless, float32
@@ -252,7 +253,7 @@ def test_race_api_returns_both_summaries_and_the_speedup(client):
 
 
 def test_race_lane_a_takes_its_own_drafter(client):
-    _, figures, _ = client.predict(prompt="abc abc abc abc", lane_a="speculative", lane_a_draft="prompt-lookup",
+    _, figures, _, _ = client.predict(prompt="abc abc abc abc", lane_a="speculative", lane_a_draft="prompt-lookup",
                                    lane_a_gamma=3, temperature=0, max_new_tokens=8, api_name="/race")
     a, b = (lane["summary"] for lane in figures["lanes"])
     assert a["models"]["draft"] == "prompt-lookup" and a["settings"]["gamma"] == 3

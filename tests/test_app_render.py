@@ -269,14 +269,16 @@ def test_uploaded_trace_opens_and_a_bad_one_is_refused(tmp_path):
     import gradio as gr
 
     from app.handlers import open_trace
+    from app.presets import presets
 
     path = next(iter(example_traces().values()))
-    out = open_trace(None, str(path), 0)
+    out = open_trace(None, str(path), 0, presets()[0].label, "")
     assert out[0].source == "trace" and out[0].records and "Replay" in out[1]
+    assert "press ▶ Run" in out[-1]  # the status line says what Run does now
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"hello": 1}\n')
     with pytest.raises(gr.Error, match="not a trace record"):
-        open_trace(None, str(bad), 0)
+        open_trace(None, str(bad), 0, presets()[0].label, "")
 
 
 # ------------------------------------------------------------------ method panels (mentored, MJSD)

@@ -175,18 +175,31 @@ def test_feedback_try_this_and_run_it_live():
     tried, label, *_ = lesson_tab.try_this(chapters, 0, False)
     assert tried is True and "Undo" in label["value"]  # it undoes the panel's change only
 
+    from app.lesson_values import race
+    from app.presets import pair_problem, preset_by_label, presets
     from app.session import Session
     from app.view import view as explainer_view
 
     names = control_order()
     n = len(explainer_view(Session()))  # the Explainer's view outputs
-    out = lesson_tab.to_explainer(chapters, 8, None, n)  # MJSD: its trace opens, its settings set
-    session, controls, tabs = out[0], out[n + 1:-1], out[-1]
-    assert session.title == "code mjsd beams4 tau0.1" and controls[names.index("method")] == "mjsd"
-    assert tabs.selected == "explainer"
-    out = lesson_tab.to_explainer(chapters, 4, None, n)  # theory: the chapter's live: settings only
-    controls = out[n + 1:-1]
+    k = len(names)
+    hybrid = presets()[0].label  # the default pair: the hybrid, which cannot beam-search for MJSD
+    shown = Session(records=["an older run"])
+    out = lesson_tab.to_explainer(chapters, 8, shown, n, False, hybrid, "")  # MJSD: its trace's settings, live
+    session, controls, (preset, note, autorun), tabs, status = (out[0], out[n + 1:n + 1 + k], out[n + 1 + k:n + 4 + k],
+                                                                out[-2], out[-1])
+    assert session.records == [] and session.settings is None  # the stale run is cleared at once
+    assert controls[names.index("method")] == "mjsd" and autorun is True and tabs.selected == "explainer"
+    assert pair_problem("mjsd", preset_by_label(preset["value"]).draft) == ""  # a pair that can run MJSD
+    assert "draft" in note and "Running chapter 9" in status
+    out = lesson_tab.to_explainer(chapters, 4, None, n, False, hybrid, "")  # theory: defaults and its live: ones
+    controls = out[n + 1:n + 1 + k]
     assert controls[names.index("method")] == "speculative" and controls[names.index("gamma")] == 4
+    assert controls[names.index("lenience")] == 1.0 and out[n + 3 + k] is True
+    out = lesson_tab.to_explainer(chapters, 5, None, n, False, hybrid, "")  # a race: the Race tab plays it
+    assert out[-2].selected == "race" and out[n + 3 + k] is False
+    assert out[n + 4 + k] == race("gallery-summarize-1")[0] and out[n + 5 + k]["lanes"]
+    assert lesson_tab.live_label(chapters[5]).startswith("Open this race")
 
 
 def test_the_lesson_text_modules_do_not_import_gradio():
@@ -239,7 +252,7 @@ def test_a_broken_lesson_file_still_builds_the_app_and_says_why(monkeypatch, tmp
     monkeypatch.setattr(lesson_tab, "load_chapters", lambda: (chapters, f"The lesson could not be loaded: {problem}"))
     build_demo()  # no exception: the other tabs work, the Lesson tab shows the reason
     view = lesson_tab.chapter_view([], 0, "why")
-    assert len(view) == 20 and view[4] == "why"
+    assert len(view) == 21 and view[4] == "why"
     assert lesson_tab.feedback_text([], 0, "x") == ""
 
 

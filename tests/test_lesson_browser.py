@@ -1,7 +1,7 @@
 """The Lesson tab in a real headless browser (Debian chromium driven by Playwright, as the other
 browser tests): walk all ten chapters with Next, answer each question once wrongly and once
 rightly, apply "Try this" and see the widget change; open `/?lesson=6` and `/?trace=NAME`
-directly; turn pages with the arrow keys; "Run it live" moves to the Explainer. Screenshots of
+directly; turn pages with the arrow keys; "Run it live" runs the chapter's settings in the Explainer. Screenshots of
 every chapter (desktop 1280 wide: as it opens, then answered and tried) and two at phone width
 (390) go to artifacts/screenshots/.
 
@@ -117,8 +117,9 @@ def test_teacher_links_and_run_it_live(browser, app_url):
 
     page.goto(app_url + "?lesson=8")
     _wait_chapter(page, 8)
-    page.click("#lesson-live")  # the chapter's run (the mentored trace) opens in the Explainer
-    page.wait_for_function("document.querySelector('#stats')?.innerText.includes('question mentored')", timeout=30_000)
+    page.click("#lesson-live")  # the chapter's run (the mentored trace's settings) runs live in the Explainer
+    page.wait_for_function("document.querySelector('#run-status')?.innerText.includes('Done')", timeout=60_000)
+    assert "mentored" in page.inner_text("#stats") and "Live run" in page.inner_text("#stats")
     assert page.get_by_role("tab", name="Explainer").get_attribute("aria-selected") == "true"
     assert page.locator("#method-plot").is_visible()
 

@@ -93,12 +93,13 @@ def test_parsing_at_the_size_limit_takes_under_a_second(tmp_path):
 
 def test_a_failed_open_leaves_the_session_as_it_was(tmp_path):
     from app.handlers import open_example, open_trace
+    from app.presets import presets
     from app.session import Session
 
     session = open_example(Session(), next(iter(__import__("app.session").session.example_traces())), 0)[0]
     before = (list(session.records), session.summary, session.settings, session.source, session.title)
     for name, path, message in _bad_files(tmp_path):
         with pytest.raises(gr.Error) as info:
-            open_trace(session, str(path), 0)
+            open_trace(session, str(path), 0, presets()[0].label, "")
         assert message in str(info.value) and info.value.title == "Not a trace file", name
         assert (session.records, session.summary, session.settings, session.source, session.title) == before, name

@@ -48,7 +48,7 @@ def test_on_zerogpu_each_run_and_race_is_one_gpu_call(tmp_path, tiny_target_dir,
     assert result["generate_text"].strip() and result["generate_playback_tokens"] > 0
     assert "one GPU call computed the whole run" in result["step_stats"]
     # the second Step reveals the next iteration of the run computed by the first, without a GPU call
-    assert [t["value"] if isinstance(t, dict) else t for t in result["steps_timeline"]] == [0, 1]
+    assert [t["value"] if isinstance(t, dict) else t for t in result["steps_timeline"]] == [1, 2]  # from 1
     assert result["race_lanes"] == 2 and result["race_result"]
     text_a, text_b, table = result["compare"]
     assert text_a == text_b and "tokens/s" in table  # greedy: the same text from both methods

@@ -25,7 +25,7 @@ try:
     final = client.predict(prompt="the cat sat", chat=False, method="speculative", gamma=3, temperature=0, seed=0,
                            max_new_tokens=12, pacing=0.3, api_name="/generate")
     out["generate_text"] = final[4]
-    out["generate_playback_tokens"] = len(final[-1]["lanes"][0]["tokens"])
+    out["generate_playback_tokens"] = len(final[-2]["lanes"][0]["tokens"])  # the player, then the status line
     step = client.predict(prompt="a dog ran", chat=False, method="speculative", gamma=3, temperature=0, seed=0,
                           max_new_tokens=12, api_name="/step")
     out["step_stats"] = step[0]
@@ -35,11 +35,11 @@ try:
     s2 = step2.predict(prompt="a dog ran", chat=False, method="speculative", gamma=3, temperature=0, seed=0,
                        max_new_tokens=12, api_name="/step")
     out["steps_timeline"] = [s1[1], s2[1]]
-    player, figures, _ = client.predict(prompt="the cat sat", lane_a="speculative", lane_b="autoregressive",
+    player, figures, _, _ = client.predict(prompt="the cat sat", lane_a="speculative", lane_b="autoregressive",
                                         temperature=0, max_new_tokens=8, api_name="/race")
     out["race_lanes"] = len(player["lanes"])
     out["race_result"] = figures["result"]
-    text_a, text_b, table = client.predict(prompt="the cat sat", method_a="speculative", method_b="autoregressive",
+    text_a, text_b, table, _ = client.predict(prompt="the cat sat", method_a="speculative", method_b="autoregressive",
                                            temperature=0, max_new_tokens=8, api_name="/compare")
     out["compare"] = [text_a, text_b, table]
 except Exception as exc:  # noqa: BLE001 - reported to the test
