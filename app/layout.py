@@ -126,10 +126,13 @@ def build_demo() -> gr.Blocks:
                                            label="Pacing: seconds per iteration (0 = as fast as it decodes)",
                                            info="Above 0 the run decodes at full speed, then plays in your browser "
                                                 "at this pace (the player above the panels)")
-                        with gr.Accordion("Save, open, reproduce", open=False):
+                        with gr.Accordion("Save or open a run", open=False):
                             download = gr.DownloadButton("Download this run (.jsonl trace)", interactive=False)
                             upload = gr.UploadButton("Open a trace file (.jsonl)", file_types=[".jsonl", ".json", ".txt"])
                             example_pick = gr.Dropdown(list(examples), value=None, label="Example traces (no model needed)")
+                        # the one place a command is shown on purpose: labelled for researchers, closed by default
+                        with gr.Accordion("For researchers: this run from the command line", open=False,
+                                          elem_classes="for-researchers"):
                             cli = gr.Code(label="Copy as CLI command", language="shell", lines=3, interactive=False)
                     with gr.Column(scale=2, min_width=320, elem_classes="panels"):
                         playback = player(empty_data(PLAYBACK_IDLE), elem_id="explainer-player",

@@ -20,7 +20,7 @@ The player's value (plain JSON data):
 
 `time` is when the token appears, in seconds from the start (a record's measured `elapsed`, or any
 pace a caller chooses); `kind` is a chip kind of the explainer (accepted, correction, bonus,
-target); `lookup` marks a draft token copied from the context, `corpus` one copied from the target's
+target); a special token of the chat template arrives as its marker ("⟨end of turn⟩"); `lookup` marks a draft token copied from the context, `corpus` one copied from the target's
 earlier answers (optional); `calls` is the cumulative number of
 target calls once the token is out (optional); `it` the iteration (from 0) that emitted it.
 `summary` holds the run's own figures (RunSummary),
@@ -35,6 +35,8 @@ import gradio as gr
 
 from decoding.paths import ASSETS
 from decoding.trace import ACCEPTED, IterationRecord, RunSummary
+
+from .html_text import special_name
 
 PLAYER_JS = ASSETS / "player.js"
 PLAYER_CSS = ASSETS / "player.css"
@@ -52,7 +54,9 @@ def record_tokens(record: IterationRecord, time_s: float | None = None, index: i
         if token.kind == ACCEPTED and n_acc < len(accepted):
             source = accepted[n_acc].source
             n_acc += 1
-        out.append({"text": token.text, "kind": token.kind, "time": at, "lookup": source == "lookup",
+        special = special_name(token.text)  # a chat template's marker reads as one, not as "<|im_end|>"
+        out.append({"text": token.text if special is None else f"⟨{special}⟩", "kind": token.kind, "time": at,
+                    "lookup": source == "lookup",
                     "corpus": source == "corpus", "calls": record.target_calls,
                     "it": record.iteration if index is None else index})
     return out

@@ -81,7 +81,7 @@ def race_from_text(text: str) -> Race:
             single = False
         if single:
             raise ValueError("this is a single run's trace (JSON lines), not a race: open it in the Explainer tab "
-                             "(Save, open, reproduce)") from None
+                             "(Save or open a run)") from None
         raise ValueError(f"it is not JSON (line {exc.lineno}: {exc.msg})") from None
     return race_from_dict(data)
 

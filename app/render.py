@@ -433,11 +433,12 @@ def stats_html(records: list[IterationRecord], upto: int | None = None, summary:
 
 
 def text_so_far(records: list[IterationRecord], upto: int | None = None) -> str:
-    """The plain text of the emitted tokens (concatenated token texts, as the CLI streams it)."""
+    """The plain text of the emitted tokens (concatenated token texts, as the CLI streams it), without
+    special tokens (as the run's final text, decoded with skip_special_tokens)."""
     if not records:
         return ""
     upto = len(records) - 1 if upto is None else max(0, min(upto, len(records) - 1))
-    return "".join(t.text for r in records[: upto + 1] for t in r.emitted)
+    return "".join(t.text for r in records[: upto + 1] for t in r.emitted if special_name(t.text) is None)
 
 
 def caption(record: IterationRecord | None) -> str:

@@ -36,12 +36,17 @@ WIDER_THAN_VIEWPORT_JS = """(vw) => {
     + (e.innerText || e.textContent || '').trim().slice(0, 50));
 }"""
 
+# The visible tab's text, tooltips and plot labels, leaving out the one part labelled for researchers
+# (the run as a command line, app/layout.py: `.for-researchers`), which shows a command on purpose.
 VISIBLE_TEXT_JS = """() => {
   const panel = [...document.querySelectorAll('[role=tabpanel]')].find((e) => e.offsetParent !== null) || document.body;
-  const tips = [...panel.querySelectorAll('[data-tip], [title], [aria-label]')]
+  const aside = (e) => e.closest('.for-researchers');
+  const tips = [...panel.querySelectorAll('[data-tip], [title], [aria-label]')].filter((e) => !aside(e))
     .map((e) => [e.getAttribute('data-tip'), e.getAttribute('title'), e.getAttribute('aria-label')].join(' '));
   const plots = [...panel.querySelectorAll('.js-plotly-plot text')].map((e) => e.textContent);
-  return [panel.innerText, ...tips, ...plots].join('\\n');
+  let text = panel.innerText;
+  for (const e of panel.querySelectorAll('.for-researchers')) text = text.replace(e.innerText, '');
+  return [text, ...tips, ...plots].join('\\n');
 }"""
 
 

@@ -15,78 +15,19 @@ import pytest
 
 from _app_server import running_app
 from _browser import SHOTS, browser, open_tab  # noqa: F401 (browser: a fixture)
+from _explainer import (ERROR_BADGE, SHOWN, click_run, new_page, pick, run_bar_in_view, selected_tab,
+                       set_number, wait_done)
 
 from app.lesson import load
 from app.lesson_tab import live_kind
 
 CHAPTERS = load()
-SIZES = {"desktop": (1366, 900), "phone": (390, 844)}
-# what the player and the timeline show (the player's status names its iteration, counted from 1)
-SHOWN = """() => {
-  const st = document.querySelector('#explainer-player .rp-status')?.innerText || '';
-  const m = /Iteration (\\d+) of/.exec(st);
-  return [m ? Number(m[1]) : null, Number(document.querySelector('#timeline input[type=number]').value),
-          document.querySelector('#explainer-player .rp')?.dataset.state || ''];
-}"""
-ERROR_BADGE = """() => [...document.querySelectorAll('.error, [class*="error"]')]
-  .filter(e => e.offsetParent !== null && /^\\s*Error\\s*$/.test(e.innerText)).length"""
 
 
 @pytest.fixture(scope="module")
 def app_url(tiny_target_dir, tiny_draft_dir):
     with running_app(tiny_target_dir, tiny_draft_dir) as url:
         yield url
-
-
-def _page(browser, size: str):
-    width, height = SIZES[size]
-    page = browser.new_page(viewport={"width": width, "height": height})
-    errors = []
-    page.on("pageerror", lambda exc: errors.append(str(exc)))
-    return page, errors
-
-
-def _selected_tab(page) -> str:
-    return page.evaluate("() => [...document.querySelectorAll('[role=tab]')]"
-                         ".filter(t => t.getAttribute('aria-selected') === 'true').map(t => t.innerText).join()")
-
-
-def _run_bar_in_view(page) -> bool:
-    return page.evaluate("() => { const r = document.getElementById('run-bar').getBoundingClientRect(); "
-                         "return r.top >= -1 && r.bottom <= window.innerHeight + 1 && r.height > 0; }")
-
-
-def _wait_done(page, before: str = "", timeout=90_000):
-    """Wait for the status line to say a run is done (or failed), other than `before` (an older run's)."""
-    page.wait_for_function("(b) => { const t = document.querySelector('#run-status .app-status')?.innerText || ''; "
-                           "return t !== b && /Done: |⚠/.test(t); }", arg=before, timeout=timeout)
-    status = page.inner_text("#run-status .app-status")
-    assert "Done:" in status, status
-
-
-def _click_run(page) -> None:
-    """Press Run and wait for that run to end: its status line says Decoding, then Done (an observer
-    notes every text the line shows, so a quick run is not missed, and an older Done is not taken)."""
-    page.evaluate("""() => { window.__status = []; const el = document.querySelector('#run-status');
-        new MutationObserver(() => window.__status.push(el.querySelector('.app-status')?.innerText || ''))
-          .observe(el, {childList: true, subtree: true, characterData: true}); }""")
-    page.click("#run-btn")
-    page.wait_for_function("(() => { const s = window.__status, i = s.findIndex(t => t.includes('Decoding'));"
-                           " return i >= 0 && s.slice(i).some(t => /Done: |⚠/.test(t)); })()", timeout=90_000)
-    status = page.inner_text("#run-status .app-status")
-    assert "Done:" in status, status
-
-
-def _set_number(page, label: str, value) -> None:
-    box = page.locator(f"input[aria-label^='number input for {label}']")
-    box.fill(str(value))
-    box.press("Enter")
-
-
-def _pick(page, elem_id: str, option: str) -> None:
-    page.locator(f"#{elem_id} input").click()
-    page.get_by_role("option", name=option, exact=True).first.click()
-    page.wait_for_timeout(600)
 
 
 # Chapter 4's run used prompt lookup on the default target: on the tiny set-up its pair switches to
@@ -97,7 +38,7 @@ LIVE_CHAPTERS = {"desktop": [n for n in range(1, len(CHAPTERS) + 1) if n != 4], 
 @pytest.mark.parametrize("size", ["desktop", "phone"])
 def test_run_it_live_lands_on_a_true_state_in_every_chapter(browser, app_url, size):
     SHOTS.mkdir(parents=True, exist_ok=True)
-    page, errors = _page(browser, size)
+    page, errors = new_page(browser, size)
     for n in LIVE_CHAPTERS[size]:
         ch = CHAPTERS[n - 1]
         page.goto(app_url + f"?lesson={n}")
@@ -106,15 +47,15 @@ def test_run_it_live_lands_on_a_true_state_in_every_chapter(browser, app_url, si
         page.click("#lesson-live")
         if live_kind(ch) == "race":  # its race, in the Race tab
             page.wait_for_function("document.querySelector('#race-player .rp-lane')", timeout=30_000)
-            assert _selected_tab(page) == "Race"
+            assert selected_tab(page) == "Race"
             assert "race" in page.inner_text("#race-status").lower()
             page.screenshot(path=str(SHOTS / f"flow_{size}_live_{n}_race.png"))
             continue
         page.wait_for_function("document.querySelector('#run-status')?.innerText.includes('chapter') || "
                                "/Done: /.test(document.querySelector('#run-status')?.innerText)", timeout=30_000)
-        assert _selected_tab(page) == "Explainer"
-        assert _run_bar_in_view(page), f"chapter {n}: Run is out of view"
-        _wait_done(page)
+        assert selected_tab(page) == "Explainer"
+        assert run_bar_in_view(page), f"chapter {n}: Run is out of view"
+        wait_done(page)
         stats = page.inner_text("#stats")
         method = page.input_value("#method input")
         assert "Live run" in stats and method in stats, (n, stats)  # this chapter's run, not a stale replay
@@ -128,19 +69,19 @@ def test_run_it_live_lands_on_a_true_state_in_every_chapter(browser, app_url, si
 
 @pytest.mark.parametrize("size", ["desktop", "phone"])
 def test_mjsd_picks_a_pair_that_can_run_it_before_run(browser, app_url, size):
-    page, errors = _page(browser, size)
+    page, errors = new_page(browser, size)
     page.goto(app_url)
     open_tab(page, "Explainer")
     page.wait_for_selector("#chips .chip", timeout=60_000)
-    _pick(page, "preset", "Offline: SmolLM2-135M-Instruct, drafted by prompt lookup (no draft model)")
-    _pick(page, "method", "mjsd")
+    pick(page, "preset", "Offline: SmolLM2-135M-Instruct, drafted by prompt lookup (no draft model)")
+    pick(page, "method", "mjsd")
     note = page.inner_text("#pair-note")
     assert "MJSD" in note and "switched" in note, note
     assert "prompt lookup" not in page.input_value("#preset input")
     page.screenshot(path=str(SHOTS / f"flow_{size}_mjsd_pair.png"))
     page.get_by_label("Prompt", exact=True).fill("the cat sat")
-    _set_number(page, "Pacing", 0)
-    _click_run(page)
+    set_number(page, "Pacing", 0)
+    click_run(page)
     assert "mjsd" in page.inner_text("#stats")
     assert not errors, errors
     page.close()
@@ -148,7 +89,7 @@ def test_mjsd_picks_a_pair_that_can_run_it_before_run(browser, app_url, size):
 
 @pytest.mark.parametrize("size", ["desktop", "phone"])
 def test_failures_show_their_message_and_keep_the_page(browser, app_url, size, tmp_path, monkeypatch):
-    page, errors = _page(browser, size)
+    page, errors = new_page(browser, size)
     page.goto(app_url)
     open_tab(page, "Explainer")
     page.wait_for_selector("#chips .chip", timeout=60_000)
@@ -162,18 +103,18 @@ def test_failures_show_their_message_and_keep_the_page(browser, app_url, size, t
     # a non-queued event: a file that is not a trace
     bad = tmp_path / "notes.jsonl"
     bad.write_text('{"hello": 1}\n')
-    page.locator("button:has-text('Save, open, reproduce')").first.click()
+    page.locator("button:has-text('Save or open a run')").first.click()
     with page.expect_file_chooser() as chooser:
         page.locator("button:has-text('Open a trace file')").first.click()
     chooser.value.set_files(str(bad))
     page.wait_for_function("document.querySelector('#run-status')?.innerText.includes('notes.jsonl')", timeout=30_000)
     assert "Not a trace file" in page.inner_text("#run-status")
     assert page.inner_text("#stats") == before and page.evaluate(ERROR_BADGE) == 0
-    assert _run_bar_in_view(page)
+    assert run_bar_in_view(page)
     page.screenshot(path=str(SHOTS / f"flow_{size}_bad_trace.png"))
     if size == "desktop":  # a queued event whose model cannot load
         monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # the app runs in this process: no network, a quick refusal
-        _pick(page, "preset", "Custom: type a target and a draft below")
+        pick(page, "preset", "Custom: type a target and a draft below")
         page.get_by_label("Custom target (hub id)").fill("no-such-org/no-such-model")
         page.get_by_label("Prompt", exact=True).fill("the cat sat")
         page.click("#run-btn")
@@ -203,7 +144,7 @@ def test_failures_show_their_message_and_keep_the_page(browser, app_url, size, t
 
 @pytest.mark.parametrize("size", ["desktop", "phone"])
 def test_the_player_and_the_panels_share_one_timeline(browser, app_url, size):
-    page, errors = _page(browser, size)
+    page, errors = new_page(browser, size)
     page.goto(app_url)
     open_tab(page, "Explainer")
     page.wait_for_selector("#chips .chip", timeout=60_000)
@@ -211,8 +152,8 @@ def test_the_player_and_the_panels_share_one_timeline(browser, app_url, size):
     player, timeline, _ = page.evaluate(SHOWN)
     assert player == timeline
     page.get_by_label("Prompt", exact=True).fill("the cat sat on the mat")
-    _set_number(page, "Temperature", 0)
-    _set_number(page, "Pacing", 0.3)
+    set_number(page, "Temperature", 0)
+    set_number(page, "Pacing", 0.3)
     page.click("#run-btn")
     page.wait_for_function("document.querySelector('#explainer-player .rp')?.dataset.state === 'playing'",
                            timeout=60_000)
@@ -227,7 +168,7 @@ def test_the_player_and_the_panels_share_one_timeline(browser, app_url, size):
         page.wait_for_timeout(150)
     assert len({p for p, _ in seen}) >= 3, seen
     assert all(p == t for p, t in seen), seen
-    assert _run_bar_in_view(page)
+    assert run_bar_in_view(page)
     page.screenshot(path=str(SHOTS / f"flow_{size}_playing.png"))
     page.wait_for_function("document.querySelector('#explainer-player .rp')?.dataset.state === 'done'",
                            timeout=60_000)
@@ -237,16 +178,16 @@ def test_the_player_and_the_panels_share_one_timeline(browser, app_url, size):
     assert f"Iteration {timeline}:" in page.inner_text("#draft-row") or "Iteration" in page.inner_text("#draft-row")
     page.screenshot(path=str(SHOTS / f"flow_{size}_rest.png"), full_page=True)
     # the timeline moves the player too
-    _set_number(page, "Timeline", 2)
+    set_number(page, "Timeline", 2)
     page.wait_for_function("document.querySelector('#explainer-player .rp-status')"
                            ".innerText.includes('Iteration 2 of')", timeout=30_000)
     # a pacing-0 run replaces the old run in the player as in the panels
     title = page.inner_text("#explainer-player .rp-title")
-    _set_number(page, "Pacing", 0)
+    set_number(page, "Pacing", 0)
     seed = page.get_by_label("Seed", exact=True)  # other settings: a new run
     seed.fill("1")
     seed.press("Enter")
-    _click_run(page)
+    click_run(page)
     page.wait_for_function("(t) => { const e = document.querySelector('#explainer-player .rp-title'); "
                            "return e && e.innerText !== t && e.innerText.includes('This run'); }",
                            arg=title, timeout=30_000)
