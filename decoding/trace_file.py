@@ -41,11 +41,13 @@ def read_trace(path) -> tuple[list[IterationRecord], RunSummary | None]:
                              "(a 256-token run with full top-k lists is a few hundred kB)")
     raw = p.read_bytes()
     if b"\x00" in raw[:4096]:
-        raise TraceFileError("the file is binary, not a trace (expected the JSON lines of `--json`)")
+        raise TraceFileError("the file is binary, not a trace (a trace is the text file of JSON lines that the app's "
+                             "Download button or the command line's JSON output writes)")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
-        raise TraceFileError("the file is not UTF-8 text (expected the JSON lines of `--json`)") from None
+        raise TraceFileError("the file is not UTF-8 text (a trace is the text file of JSON lines that the app's "
+                             "Download button or the command line's JSON output writes)") from None
     return load_trace_lines(text.splitlines())
 
 
@@ -61,7 +63,8 @@ def load_trace_lines(lines) -> tuple[list[IterationRecord], RunSummary | None]:
         except json.JSONDecodeError as exc:
             raise TraceFileError(f"line {number} of the trace is not JSON: {exc.msg}") from None
         if not isinstance(data, dict) or "summary" not in data:
-            raise TraceFileError(f"line {number} of the trace is not a trace record (no 'summary' key)")
+            raise TraceFileError(f"line {number} of the file is not a trace record (each line of a trace is one "
+                                  "iteration of a decoding run, and the last one its summary)")
         if summary is not None:
             raise TraceFileError(f"line {number}: a record after the summary line")
         if not data["summary"] and len(records) >= MAX_RECORDS:
