@@ -52,9 +52,11 @@ from decoding.procstat import rss_mb  # noqa: E402 (the repository on the path f
 
 LAB_TABLE = {"headers": ["token", "p (target)", "q (draft)"],
              "data": [["a", 0.4, 0.5], ["b", 0.3, 0.25], ["c", 0.2, 0.15], ["d", 0.1, 0.1]]}
-STATS_OUTPUT = 0  # /generate's outputs (app/layout.py view_outputs): the run's statistics panel
-CLI_OUTPUT = 12  # the "copy as CLI command" text
-PLAYBACK_OUTPUT = -1  # the browser player's value (its "result" says the decoding speed)
+# /generate's outputs, found by their labels in the app's own API description (`output_indices`): the
+# API leaves out the layout blocks among the Explainer's outputs, so their places are not app/view.py's
+STATS_LABEL = "Run statistics"  # the run's statistics panel
+CLI_LABEL = "Copy as CLI command"  # the "copy as CLI command" text
+PLAYBACK_LABEL = "Playback in the browser"  # the browser player's value (its "result" says the decoding speed)
 GOALS = {30: (12.0, 25.0), 60: (25.0, 50.0)}  # clients -> the (median, max) waits in seconds a class check aims at
 WARM_PROMPT = "Explain in two sentences why the sky is blue."
 
@@ -91,6 +93,21 @@ def connect(url: str, i: int) -> tuple:
         return Client(url, verbose=False), time.perf_counter() - t0, None
     except Exception as exc:  # noqa: BLE001
         return None, time.perf_counter() - t0, re.sub(r"\s+", " ", str(exc))[:160]
+
+
+_OUTPUT_INDEX: dict[str, int] = {}
+
+
+def output_index(client, label: str) -> int:
+    """The place of /generate's output labelled `label` among the outputs the API returns (read once
+    from the app's API description; every client talks to the same app)."""
+    if label not in _OUTPUT_INDEX:
+        returns = client.view_api(print_info=False, return_format="dict")["named_endpoints"]["/generate"]["returns"]
+        for i, output in enumerate(returns):
+            _OUTPUT_INDEX.setdefault(str(output.get("label")), i)
+        if label not in _OUTPUT_INDEX:
+            raise RuntimeError(f"the app's /generate has no output labelled {label!r}")
+    return _OUTPUT_INDEX[label]
 
 
 def run_kwargs(args, prompt: str, seed: int, max_new_tokens: int, **more) -> dict:
@@ -135,7 +152,8 @@ def one_client(client, i: int, args, out: list) -> None:
             row["done"] = time.perf_counter() - t0
             row["first"] = row["first"] if row["first"] is not None else row["done"]
             row["served"] = True
-            row["own_result"] = prompt in str(final[CLI_OUTPUT]) and f"--seed {i} " in str(final[CLI_OUTPUT])
+            cli = str(final[output_index(client, CLI_LABEL)])
+            row["own_result"] = prompt in cli and f"--seed {i} " in cli
     except Exception as exc:  # noqa: BLE001 - a refused or failed client is a result, not a crash
         text = str(exc)
         row["refused"] = "busy" in text.lower() or "queue is full" in text.lower()
@@ -169,10 +187,10 @@ def warm_up(args) -> dict:
         t0 = time.perf_counter()
         final = client.predict(**run_kwargs(args, WARM_PROMPT, 0, 8))
         loaded = time.perf_counter() - t0
-        found = re.search(r"target (.+?) on (\S+) in ([A-Za-z0-9]+), draft (.+?)(?:<|$)", str(final[STATS_OUTPUT]))
+        found = re.search(r"target (.+?) on (\S+) in ([A-Za-z0-9]+), draft (.+?)(?:<|$)", str(final[output_index(client, STATS_LABEL)]))
         plain = client.predict(**run_kwargs(args, WARM_PROMPT, 0, args.plain_tokens, method="autoregressive",
                                             temperature=0.0, pacing=0.05))
-        speed = re.search(r"\(([\d.]+) tokens/s\)", str((plain[PLAYBACK_OUTPUT] or {}).get("result", "")))
+        speed = re.search(r"\(([\d.]+) tokens/s\)", str((plain[output_index(client, PLAYBACK_LABEL)] or {}).get("result", "")))
     finally:
         client.close()
     return {"target": found.group(1) if found else None, "device": found.group(2) if found else None,

@@ -4,6 +4,7 @@ takes about as long as an unpaced one; with the default kind of pair (the hybrid
 draft) the runs share the passes of both models and leave only their packed records behind
 (scripts/classroom_load.py is the full-size version)."""
 
+import json
 import threading
 import time
 
@@ -134,3 +135,24 @@ def test_a_burst_with_a_feature_draft_shares_both_models_passes_and_leaves_packe
     for session in ran:
         assert isinstance(session.records, PackedRecords) and session.generator is None
         assert session_bytes(session) < session.records.nbytes + 16_000
+
+
+def test_the_class_load_script_reads_the_apps_outputs(tiny_target_dir, tiny_draft_dir, capsys):
+    """scripts/classroom_load.py against the app (a burst of 3 on the tiny pair): its warm-up finds the
+    pair, the precision and the plain speed, and each client recognises its own result, read from the
+    outputs the app's API names (the check that fails when an app change moves /generate's outputs)."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "scripts" / "classroom_load.py"
+    spec = importlib.util.spec_from_file_location("classroom_load", path)
+    load = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(load)
+    with running_app(tiny_target_dir, tiny_draft_dir) as url:
+        result = load.main(["--url", url, "--clients", "3", "--within", "0.5", "--max-new-tokens", "8",
+                            "--plain-tokens", "8", "--pacing", "0", "--json"])
+    assert result == 0
+    out = json.loads(next(line for line in capsys.readouterr().out.splitlines() if line.startswith('{"date"')))
+    machine, burst = out["machine"], out["bursts"][0]
+    assert machine["precision"] == "float32" and machine["plain_tokens_per_second"] > 0 and machine["draft"]
+    assert burst["served"] == 3 and burst["own_result"] == "3/3" and burst["errors"] == []
