@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from decoding.strategies.mentored import MentoredPosition, MentoredStep
 from decoding.strategies.mjsd import MjsdStep
-from decoding.trace import Candidate, IterationRecord
+from decoding.trace.record import Candidate, IterationRecord
 
 from .charts import (EXP_COLOUR, HI_LINE, MAX_BARS, P_COLOUR, Q_COLOUR, Fig, _bar, _fig, _finite, _highlight,
                      _labels, _rows_layout, empty_figure)

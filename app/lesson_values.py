@@ -20,9 +20,9 @@ from decoding import theory
 from decoding.joint import joint_verify
 from decoding.acceptance import acceptance_threshold, residual_distribution
 from decoding.lab import EXAMPLE_P, EXAMPLE_Q, EXAMPLE_VOCAB, run_sampling_lab
-from decoding.metrics import RunCounts
+from decoding.trace.metrics import RunCounts
 from decoding.strategies.mjsd import MjsdStep
-from decoding.trace import BONUS, CORRECTION
+from decoding.trace.record import BONUS, CORRECTION
 from decoding.trace_file import read_trace
 
 from .race_file import read_race, shipped_races

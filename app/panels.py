@@ -13,7 +13,7 @@ from decoding.methods import METHODS
 from decoding.strategies.mentored import MentoredStep
 from decoding.strategies.mjsd import MjsdStep
 from decoding.strategies.ppd import PPDStep
-from decoding.trace import IterationRecord
+from decoding.trace.record import IterationRecord
 
 from . import charts_methods, render_methods, texts
 from .view_common import position_index

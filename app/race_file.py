@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from decoding.paths import ASSETS
-from decoding.trace import IterationRecord, RunSummary
+from decoding.trace.record import IterationRecord, RunSummary
 from decoding.trace_file import MAX_TRACE_BYTES, load_trace_lines
 
 FORMAT, VERSION = "specdec-race", 1

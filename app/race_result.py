@@ -12,7 +12,7 @@ from pathlib import Path
 from decoding.methods import METHODS
 from decoding.pair import HYBRID, PROMPT_LOOKUP
 from decoding.paths import SHIPPED_DRAFT
-from decoding.trace import RunSummary
+from decoding.trace.record import RunSummary
 
 from .race_file import Race
 

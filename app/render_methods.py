@@ -9,7 +9,7 @@ import html
 from decoding.strategies.mentored import MentoredStep
 from decoding.strategies.mjsd import MjsdStep
 from decoding.strategies.ppd import PPDStep
-from decoding.trace import ACCEPTED, IterationRecord
+from decoding.trace.record import ACCEPTED, IterationRecord
 
 from .html_text import attr as _attr, fmt, num as _num, token_html
 from .render import REJECTED, tree_html

@@ -7,7 +7,7 @@ from __future__ import annotations
 from decoding.strategies.mjsd import MjsdPrefix, MjsdStep
 from decoding.strategies.ppd import PPDStep
 from decoding.strategies.speculative import ChainStep
-from decoding.trace import ACCEPTED, Candidate, IterationRecord
+from decoding.trace.record import ACCEPTED, Candidate, IterationRecord
 
 from .html_text import fmt, visible
 

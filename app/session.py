@@ -19,7 +19,7 @@ from pathlib import Path
 
 from decoding.methods import METHODS
 from decoding.paths import EXAMPLES
-from decoding.trace import IterationRecord, RunSummary
+from decoding.trace.record import IterationRecord, RunSummary
 from decoding.trace_file import read_trace, write_trace
 
 from .packed import PackedRecords, pack

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from decoding.methods import METHODS, MethodSpec, method_spec
 from decoding.pair import PROMPT_LOOKUP
 from decoding.strategies import RunConfig
-from decoding.trace import RunSummary
+from decoding.trace.record import RunSummary
 from decoding.warp import SamplingConfig
 
 # A coarse bound on the prompt's characters; the exact limit is in tokens, checked once the model is

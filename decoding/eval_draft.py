@@ -37,7 +37,7 @@ from dataclasses import dataclass
 import torch
 
 from .drafters import PROMPT_LOOKUP, PromptLookupDrafter
-from .metrics import c_step
+from .trace.metrics import c_step
 from .models import LoadedModel, cache_dir, check_same_vocabulary
 from .paths import display_path
 from .prompt_files import read_prompts

@@ -18,7 +18,7 @@ import torch
 
 from .cached_lm import CachedLM
 from .devices import sync
-from .metrics import c_step
+from .trace.metrics import c_step
 from .paths import display_path
 
 

@@ -25,7 +25,8 @@ from pathlib import Path
 import torch
 
 from .cached_lm import CachedLM
-from .drafters import CATCH_UP_TOKENS, MODEL_SOURCE, DraftSource, Proposal
+from .drafters import CATCH_UP_TOKENS, Proposal
+from .trace.source import MODEL_SOURCE, DraftSource
 from .output_head import OutputHead, load_head
 from .warp import SamplingConfig, warp_logits
 

@@ -19,7 +19,7 @@ from .strategies.mentored import MentoredSettings, MentoredStep, mentored
 from .strategies.mjsd import MjsdSettings, MjsdStep, mjsd
 from .strategies.ppd import PPDSettings, PPDStep, ppd
 from .strategies.speculative import ChainStep, SpeculativeSettings, speculative
-from .trace import IterationRecord, StepData
+from .trace.record import IterationRecord, StepData
 
 __all__ = ["MethodSpec", "METHODS", "method_spec", "STEP_DATA"]
 

@@ -13,11 +13,11 @@ from typing import Iterator
 from . import batching
 from .methods import method_spec
 from .devices import dtype_name
-from .metrics import RunCounts
+from .trace.metrics import RunCounts
 from .models import LoadedModel
 from .pair import as_draft
 from .strategies import RunConfig
-from .trace import IterationRecord, RunSummary
+from .trace.record import IterationRecord, RunSummary
 
 
 def decode(target: LoadedModel, draft, prompt_ids: list[int], config: RunConfig, meter=None) -> Iterator[IterationRecord]:

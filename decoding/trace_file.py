@@ -13,7 +13,7 @@ import json
 import math
 from pathlib import Path
 
-from .trace import IterationRecord, RunSummary
+from .trace.record import IterationRecord, RunSummary
 
 # A 256-token run with full top-k lists is a few hundred kB; a long CLI run with lean records less.
 MAX_TRACE_BYTES = 5 * 1024 * 1024

@@ -47,7 +47,7 @@ def main(argv=None) -> int:
     import torch
 
     from decoding.bench.ours import timed_run
-    from decoding.metrics import RunCounts
+    from decoding.trace.metrics import RunCounts
     from decoding.methods import method_spec
     from decoding.pair import load_pair
     from decoding.prompt_files import read_prompt_rows

@@ -73,7 +73,7 @@ def lane_problems(race: Race, kind: str) -> list[str]:
 
 def race_tag(race: Race) -> dict:
     """The gallery tag of a recorded race: what lane A measured against lane B."""
-    from decoding.metrics import RunCounts
+    from decoding.trace.metrics import RunCounts
 
     from app.race_result import speedup
 

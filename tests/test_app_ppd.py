@@ -11,7 +11,7 @@ from app import charts, charts_methods, render, render_methods
 from app.panels import method_panel
 from app.view import view
 from app.session import Session, read_trace, write_trace
-from decoding.trace import (
+from decoding.trace.record import (
     ACCEPTED,
     CORRECTION,
     Candidate,

@@ -8,7 +8,9 @@ import json
 import gradio as gr
 import pytest
 
-from decoding.trace import ACCEPTED, BONUS, CORRECTION, TARGET, DraftToken, EmittedToken, IterationRecord, RunSummary, Timings
+from decoding.trace.record import (
+    ACCEPTED, BONUS, CORRECTION, TARGET, DraftToken, EmittedToken, IterationRecord, RunSummary, Timings
+)
 
 from app.gallery import DEFAULT_GAMMA, gallery_choices, gallery_items, gallery_tags, lane_a_choice, tag_text
 from app.player import PLAYER_CSS, PLAYER_JS, _asset, lane_data

@@ -9,8 +9,8 @@ from app import charts, charts_methods, render, render_methods
 from app.html_text import num
 from app.session import Session, example_traces, read_trace, write_trace
 from app.settings import MAX_GAMMA, cli_command, make_settings, settings_from_summary
-from decoding.metrics import measured_alpha_c
-from decoding.trace import (
+from decoding.trace.metrics import measured_alpha_c
+from decoding.trace.record import (
     ACCEPTED,
     BONUS,
     CORRECTION,

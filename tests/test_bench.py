@@ -282,7 +282,7 @@ def test_two_rate_expected_tokens():
 
 
 def test_auto_policy_weighs_each_source_by_its_own_estimates():
-    from decoding.drafters import MODEL_SOURCE, DraftSource
+    from decoding.trace.source import MODEL_SOURCE, DraftSource
 
     p = GammaPolicy("auto", 4, max_gamma=16, prior_weight=0.5)
     copy = DraftSource("lookup", match_length=3, start=10, available=12)
@@ -324,7 +324,7 @@ def test_bench_writes_its_figures_without_plotly(tmp_path, tiny_target_dir, caps
 
 
 def test_speed_after_the_first_pass_leaves_the_prefill_out():
-    from decoding.metrics import RunCounts
+    from decoding.trace.metrics import RunCounts
 
     # 64 tokens in 5 s, of which the first pass (prefill + 1 token) took 1.85 s
     run = RunCounts(tokens=64, seconds=5.0, first_pass_seconds=1.85, first_pass_tokens=1)

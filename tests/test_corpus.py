@@ -9,9 +9,10 @@ import pytest
 import torch
 
 from decoding.corpus import TextCorpus
-from decoding.drafters import MODEL_SOURCE, HybridDrafter, ModelDrafter
+from decoding.trace.source import MODEL_SOURCE
+from decoding.drafters import HybridDrafter, ModelDrafter
 from decoding.errors import ModelLoadError
-from decoding.metrics import source_key
+from decoding.trace.metrics import source_key
 from decoding.pair import Draft, load_draft_value
 from decoding.runner import decode
 from decoding.strategies import RunConfig

@@ -15,7 +15,7 @@ from decoding.cached_lm import CachedLM
 from decoding.drafters import ModelDrafter, PromptLookupDrafter
 from decoding.runner import decode, generate, summarize
 from decoding.strategies import RunConfig
-from decoding.trace import IterationRecord, RunSummary
+from decoding.trace.record import IterationRecord, RunSummary
 from decoding.trace_file import load_trace_lines
 from decoding.warp import SamplingConfig, warp_logits
 

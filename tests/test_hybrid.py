@@ -103,7 +103,7 @@ class ScriptedModel:
         self.script, self.width = script, width
 
     def sources(self, sequence):
-        from decoding.drafters import MODEL_SOURCE
+        from decoding.trace.source import MODEL_SOURCE
 
         return [MODEL_SOURCE]  # a model drafter can always draft here
 
@@ -269,7 +269,7 @@ def test_restricted_head_greedy_equals_autoregressive_when_the_target_argmax_is_
 
 
 def test_hybrid_offers_its_sources_and_drafts_exactly_from_the_chosen_one(tiny_pair):
-    from decoding.drafters import MODEL_SOURCE
+    from decoding.trace.source import MODEL_SOURCE
 
     target, draft = tiny_pair
     hybrid = _hybrid(tiny_pair)

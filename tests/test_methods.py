@@ -16,7 +16,7 @@ from decoding.methods import METHODS, method_spec
 from decoding.strategies.mentored import MentoredSettings, MentoredStep
 from decoding.strategies.mjsd import MjsdSettings, MjsdStep
 from decoding.strategies.ppd import PPDSettings, PPDStep
-from decoding.trace import StepData
+from decoding.trace.record import StepData
 
 
 def test_five_methods_each_with_a_settings_dataclass():

@@ -1,9 +1,11 @@
-"""One definition of each run statistic (`decoding/metrics.py`), on hand-written records."""
+"""One definition of each run statistic (`decoding/trace/metrics.py`), on hand-written records."""
 
 import pytest
 
-from decoding.metrics import RunCounts, c_step, c_verify, measured_alpha_c, mean_accepted, tokens_per_call
-from decoding.trace import ACCEPTED, BONUS, CORRECTION, TARGET, DraftToken, EmittedToken, IterationRecord, Timings
+from decoding.trace.metrics import RunCounts, c_step, c_verify, measured_alpha_c, mean_accepted, tokens_per_call
+from decoding.trace.record import (
+    ACCEPTED, BONUS, CORRECTION, TARGET, DraftToken, EmittedToken, IterationRecord, Timings
+)
 
 
 def _record(i, drafted, accepted, emitted, target_calls, draft_calls, elapsed, draft_s=0.0, verify_s=0.0,
@@ -54,7 +56,7 @@ def test_the_two_cost_ratios_and_edge_cases():
 
 
 def test_source_tally_adds_up_and_reports_per_iteration():
-    from decoding.metrics import SourceTally
+    from decoding.trace.metrics import SourceTally
 
     a, b = SourceTally(), SourceTally()
     a.add("model", drafted=4, accepted=1, emitted=2, seconds=0.03)
@@ -73,7 +75,7 @@ def test_source_key_buckets_lookups_by_match_length():
     from types import SimpleNamespace
 
     from decoding.drafters import HYBRID_MIN_MATCH
-    from decoding.metrics import source_key
+    from decoding.trace.metrics import source_key
 
     def record(source, match=None, draft=(1,)):
         return SimpleNamespace(draft=list(draft), extra={"chain": {"source": source, "match_length": match}})

@@ -20,7 +20,7 @@ from decoding.ppd.train import cached_insertion_step, decayed_kl, insertion_forw
 from decoding.ppd.tree import dynamic_trees, make_tree, tree_buffers
 from decoding.methods import METHODS
 from decoding.strategies import RunConfig
-from decoding.trace import IterationRecord
+from decoding.trace.record import IterationRecord
 from decoding.warp import SamplingConfig
 
 PROMPT = "the quick brown fox"

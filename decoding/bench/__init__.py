@@ -7,7 +7,7 @@ per prompt category and overall.
 - `runs.py`     one run of any variant
 - `hf_peer.py`  HF generate() and assisted generation (a draft model or prompt lookup)
 - `memory.py`   peak memory of each variant in its own process
-- `stats.py`    the figures of each variant and category (definitions: `decoding/metrics.py`)
+- `stats.py`    the figures of each variant and category (definitions: `decoding/trace/metrics.py`)
 - `report.py`   markdown tables and charts
 - `driver.py`   the protocol of one run (warm-up, interleaved repeats, quality runs)
 - `cli.py`      the command line

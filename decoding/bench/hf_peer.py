@@ -13,7 +13,7 @@ import time
 
 import torch
 
-from ..metrics import RunCounts
+from ..trace.metrics import RunCounts
 from ..scoring import teacher_forced_logprob
 from ..warp import SamplingConfig
 from .variants import RunStats, Variant

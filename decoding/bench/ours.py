@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from ..metrics import RunCounts
+from ..trace.metrics import RunCounts
 from .variants import GAMMA_SCHEDULES, RunStats, Variant
 
 

@@ -1,5 +1,5 @@
 """The benchmark's figures: one row per variant, speedups against the baselines, per-category
-tables and the standing goals, all from the metrics' definitions (`decoding/metrics.py`)."""
+tables and the standing goals, all from the metrics' definitions (`decoding/trace/metrics.py`)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import statistics
 
 from .. import theory
 from ..energy import energy_per_token, weight_bytes_per_token
-from ..metrics import RunCounts, c_step
+from ..trace.metrics import RunCounts, c_step
 from .variants import RunStats, Variant
 
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..methods import METHODS
-from ..metrics import RunCounts
+from ..trace.metrics import RunCounts
 
 GAMMA_SCHEDULES = ("auto", "heuristic")
 

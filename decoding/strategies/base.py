@@ -16,7 +16,7 @@ import torch
 from ..acceptance import validate_lenience
 from ..devices import sync
 from ..gamma_policy import MAX_GAMMA
-from ..trace import Candidate, EmittedToken, IterationRecord, Timings
+from ..trace.record import Candidate, EmittedToken, IterationRecord, Timings
 from ..warp import SamplingConfig
 
 

@@ -30,8 +30,8 @@ import torch
 from ..acceptance import ChainVerdict
 from ..mentored import kl_divergence, mentored_decide
 from ..method_settings import knob
-from ..plain import ByName, MayBeInfinite
-from ..trace import IterationRecord, StepData
+from ..trace.plain import ByName, MayBeInfinite
+from ..trace.record import IterationRecord, StepData
 from .base import RunConfig, RunState
 from .speculative import ChainSettings, chain_loop, strict_verify
 

@@ -35,8 +35,8 @@ from ..cached_lm import CachedLM
 from ..drafters import ModelDrafter
 from ..joint import MAX_BEAMS, beam_draft, joint_verify, likelihood_sampling
 from ..method_settings import MethodSettings, knob
-from ..plain import ByName, MayBeInfinite
-from ..trace import ACCEPTED, BONUS, CORRECTION, DraftToken, IterationRecord, StepData, TreeNode
+from ..trace.plain import ByName, MayBeInfinite
+from ..trace.record import ACCEPTED, BONUS, CORRECTION, DraftToken, IterationRecord, StepData, TreeNode
 from ..warp import warp_logits
 from .base import RunConfig, RunState, raw_logprobs
 from .speculative import _shared_width

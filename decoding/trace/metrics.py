@@ -76,7 +76,7 @@ def source_key(record) -> str | None:
         return "none"
     if chain["source"] != "lookup":
         return chain["source"]
-    from .drafters import DraftSource
+    from .source import DraftSource
 
     return DraftSource("lookup", chain.get("match_length") or 0).key
 

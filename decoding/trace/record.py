@@ -5,7 +5,7 @@ as one JSON line, the benchmark aggregates it and the tests assert on it. Record
 (dataclasses of numbers, strings and lists) so `to_dict` / `from_dict` round-trip through JSON,
 which is also the format of a saved run (the CLI's `--json` output) that the app can replay.
 
-Counting conventions (`decoding/metrics.py`): `accepted_length` counts accepted *draft* tokens only;
+Counting conventions (`decoding/trace/metrics.py`): `accepted_length` counts accepted *draft* tokens only;
 "tokens per target call" adds the one correction/bonus token.
 """
 
