@@ -16,7 +16,7 @@ from decoding.methods import METHODS, MethodSpec, method_spec
 from decoding.pair import PROMPT_LOOKUP
 from decoding.strategies import RunConfig
 from decoding.trace.record import RunSummary
-from decoding.warp import SamplingConfig
+from decoding.rules.warp import SamplingConfig
 
 # A coarse bound on the prompt's characters; the exact limit is in tokens, checked once the model is
 # loaded: the prompt and max new tokens must fit the model's context (`live.start`).

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import gradio as gr
 
-from decoding import theory
+from decoding.rules import theory
 from decoding.methods import METHODS
 from decoding.trace.metrics import RunCounts
 

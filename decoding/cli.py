@@ -160,7 +160,7 @@ def cmd_generate(args) -> int:
     from .pair import load_pair
     from .runner import decode, summarize
     from .strategies import RunConfig
-    from .warp import SamplingConfig
+    from .rules.warp import SamplingConfig
 
     if not args.prompt.strip():
         raise UsageError("the prompt is empty")
@@ -221,7 +221,7 @@ def method_extra(args, methods=None) -> dict:
 
 
 def cmd_sample(args) -> int:
-    from .lab import EXAMPLE_P, EXAMPLE_Q, parse_distribution, run_sampling_lab
+    from .rules.lab import EXAMPLE_P, EXAMPLE_Q, parse_distribution, run_sampling_lab
 
     p = parse_distribution(args.p, "--p") if args.p else EXAMPLE_P
     q = parse_distribution(args.q, "--q") if args.q else EXAMPLE_Q
@@ -245,7 +245,7 @@ def cmd_sample(args) -> int:
 
 
 def cmd_theory(args) -> int:
-    from . import theory
+    from .rules import theory
 
     c_hat = args.c if args.c_hat is None else args.c_hat
     best = theory.optimal_gamma(args.alpha, args.c)

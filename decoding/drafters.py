@@ -18,7 +18,7 @@ import torch
 
 from .cached_lm import CachedLM
 from .trace.source import HYBRID_MIN_MATCH, MODEL_SOURCE, DraftSource
-from .warp import SamplingConfig, warp_logits
+from .rules.warp import SamplingConfig, warp_logits
 
 PROMPT_LOOKUP = "prompt-lookup"
 HYBRID = "hybrid"

@@ -65,7 +65,7 @@ def target_side(target: LoadedModel, prompts: list[str], max_new_tokens: int, ch
     """The target's sampled (T=1) and greedy continuations of every prompt (cached on disk)."""
     from .runner import generate
     from .strategies import RunConfig
-    from .warp import SamplingConfig
+    from .rules.warp import SamplingConfig
 
     path = cache_dir() / "eval-draft" / f"{_cache_key(target, prompts, max_new_tokens, chat, seed)}.json"
     if use_cache and path.is_file():
@@ -184,7 +184,7 @@ def _engine_check(target, draft, side: TargetSide, prompts: list[str], chat: boo
     draft = as_draft(draft)
     from .runner import generate
     from .strategies import RunConfig
-    from .warp import SamplingConfig
+    from .rules.warp import SamplingConfig
 
     tokens = calls = 0
     replay_tokens = replay_calls = 0

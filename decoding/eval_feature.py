@@ -44,7 +44,7 @@ def feature_probs(target, draft, prompt: list[int], cont: list[int], width: int)
 def measure_feature_c(target, draft, context: list[int], repeats: int = 20) -> dict:
     """Median step times of the draft (one pair through its layer, then its head) and of the
     target (one token), interleaved at the same context."""
-    from .warp import SamplingConfig
+    from .rules.warp import SamplingConfig
 
     lm = CachedLM(target.model, target.device, target.vocab_size)
     drafter = draft.drafter(target)

@@ -28,7 +28,7 @@ from .cached_lm import CachedLM
 from .drafters import CATCH_UP_TOKENS, Proposal
 from .trace.source import MODEL_SOURCE, DraftSource
 from .output_head import OutputHead, load_head
-from .warp import SamplingConfig, warp_logits
+from .rules.warp import SamplingConfig, warp_logits
 
 KIND = "feature"
 CONFIG_FILE = "config.json"

@@ -50,7 +50,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from . import theory
+from .rules import theory
 from .trace.source import COPY_KINDS, MODEL_SOURCE, DraftSource
 from .trace.metrics import c_step
 

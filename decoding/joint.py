@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 import torch
 
 from .cached_lm import CachedLM
-from .warp import SamplingConfig, warp_logits
+from .rules.warp import SamplingConfig, warp_logits
 
 MAX_BEAMS = 8
 

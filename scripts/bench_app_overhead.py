@@ -30,7 +30,7 @@ def main() -> None:
     from decoding.models import load_draft, load_model_cached
     from decoding.runner import decode
     from decoding.strategies import RunConfig
-    from decoding.warp import SamplingConfig
+    from decoding.rules.warp import SamplingConfig
 
     from app.session import _presets
 

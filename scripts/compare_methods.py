@@ -36,7 +36,7 @@ import torch  # noqa: E402
 from decoding.models import load_draft, load_model  # noqa: E402
 from decoding.runner import decode  # noqa: E402
 from decoding.strategies import RunConfig  # noqa: E402
-from decoding.warp import SamplingConfig  # noqa: E402
+from decoding.rules.warp import SamplingConfig  # noqa: E402
 
 
 def int8_draft(target):

@@ -37,7 +37,7 @@ def main(argv=None) -> int:
     from decoding.runner import decode
     from decoding.strategies import RunConfig
     from decoding.strategies.speculative import ChainStep
-    from decoding.warp import SamplingConfig
+    from decoding.rules.warp import SamplingConfig
 
     torch.set_num_threads(args.threads)
     wanted = {c.strip() for c in args.categories.split(",")}

@@ -114,7 +114,7 @@ def main(argv=None) -> int:
     from decoding.prompt_files import read_prompt_rows
     from decoding.runner import decode
     from decoding.strategies import RunConfig
-    from decoding.warp import SamplingConfig
+    from decoding.rules.warp import SamplingConfig
 
     torch.set_num_threads(args.threads)
     target, _ = load_pair("default", "prompt-lookup", dtype=args.dtype)

@@ -52,7 +52,7 @@ def main(argv=None) -> int:
     from decoding.pair import load_pair
     from decoding.prompt_files import read_prompt_rows
     from decoding.strategies import RunConfig
-    from decoding.warp import SamplingConfig
+    from decoding.rules.warp import SamplingConfig
 
     torch.set_num_threads(args.threads)
     rows = read_prompt_rows(args.prompts)

@@ -41,7 +41,7 @@ def main(argv=None) -> int:
     import torch
 
     from decoding.devices import usable_cores
-    from decoding.warp import SamplingConfig
+    from decoding.rules.warp import SamplingConfig
     from decoding.pair import load_pair
     from decoding.runner import generate
     from decoding.strategies import RunConfig

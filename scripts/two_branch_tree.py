@@ -53,7 +53,7 @@ def main(argv=None) -> int:
     from decoding.prompt_files import read_prompt_rows
     from decoding.strategies import RunConfig
     from decoding.strategies.speculative import speculative
-    from decoding.warp import SamplingConfig
+    from decoding.rules.warp import SamplingConfig
 
     torch.set_num_threads(args.threads)
     wanted = {c.strip() for c in args.categories.split(",")}

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from decoding.acceptance import (
+from decoding.rules.acceptance import (
     acceptance_threshold,
     greedy_lenient_accept,
     lenient_output_distribution,

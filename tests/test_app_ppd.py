@@ -217,7 +217,7 @@ def test_the_app_keeps_the_tuning_of_the_first_record():
 def _decode(target, temperature=0.0, n=12):
     from decoding.runner import decode
     from decoding.strategies import RunConfig
-    from decoding.warp import SamplingConfig
+    from decoding.rules.warp import SamplingConfig
 
     config = RunConfig(method="ppd", max_new_tokens=n, sampling=SamplingConfig(temperature), stop_at_eos=False,
                        extra={"tree_size": 8})

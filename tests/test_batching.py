@@ -80,7 +80,7 @@ def test_concurrent_runs_with_batching_give_the_tokens_of_runs_one_at_a_time(tin
     from decoding.models import load_model
     from decoding.runner import generate
     from decoding.strategies import RunConfig
-    from decoding.warp import SamplingConfig
+    from decoding.rules.warp import SamplingConfig
 
     target, draft = load_model(str(tiny_target_dir), device="cpu", dtype="float32"), load_model(str(tiny_draft_dir))
     jobs = [(method, f"prompt {i} is", i, temperature) for i in range(3) for temperature in (0.0, 0.8)
@@ -202,7 +202,7 @@ def test_concurrent_runs_with_a_feature_draft_share_passes_and_keep_their_tokens
     from decoding.pair import load_draft_value
     from decoding.runner import generate
     from decoding.strategies import RunConfig
-    from decoding.warp import SamplingConfig
+    from decoding.rules.warp import SamplingConfig
 
     target = load_model(str(tiny_target_dir), device="cpu", dtype="float32")
     feature = load_draft_value(str(tiny_feature_dir), target, "float32")

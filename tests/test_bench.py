@@ -11,7 +11,7 @@ from decoding.cli import main
 from decoding.gamma_policy import GammaPolicy
 from decoding.runner import decode
 from decoding.strategies import RunConfig
-from decoding.warp import SamplingConfig
+from decoding.rules.warp import SamplingConfig
 
 GREEDY = SamplingConfig(temperature=0.0)
 PROMPTS = ['{"prompt": "hello world, the cat sat"}', '{"prompt": "abc abc abc abc"}']
@@ -270,7 +270,7 @@ def test_bench_tags_each_prompt_for_the_gallery(tmp_path, tiny_target_dir, tiny_
 
 
 def test_two_rate_expected_tokens():
-    from decoding import theory
+    from decoding.rules import theory
 
     assert theory.expected_tokens_two_rates(0.6, 0.6, 4) == pytest.approx(theory.expected_tokens_per_call(0.6, 4))
     assert theory.expected_tokens_two_rates(0.5, 1.0, 3) == pytest.approx(2.5)  # 1 + 0.5 * 3

@@ -17,7 +17,7 @@ from decoding.pair import Draft, load_draft_value
 from decoding.runner import decode
 from decoding.strategies import RunConfig
 from decoding.strategies.speculative import ChainStep
-from decoding.warp import SamplingConfig
+from decoding.rules.warp import SamplingConfig
 
 import test_engine
 

@@ -28,7 +28,7 @@ from decoding.pair import Draft
 from decoding.ppd.engine import compact_cache, tree_forward, verify_greedy
 from decoding.ppd.prompts import untrained_prompt_tokens
 from decoding.ppd.tree import make_tree, tree_buffers
-from decoding.warp import SamplingConfig
+from decoding.rules.warp import SamplingConfig
 
 NO_CUDA_REASON = "no CUDA device here: the GPU path is checked by `make gpu-check` on a CUDA machine"
 pytestmark = [pytest.mark.cuda, pytest.mark.skipif(not torch.cuda.is_available(), reason=NO_CUDA_REASON)]

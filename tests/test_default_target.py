@@ -8,7 +8,7 @@ import pytest
 
 from decoding.runner import decode
 from decoding.strategies import RunConfig
-from decoding.warp import SamplingConfig
+from decoding.rules.warp import SamplingConfig
 
 DEV = Path(__file__).resolve().parents[1] / "benchmarks" / "dev.jsonl"
 FALLBACK_PROMPTS = ["Explain why the sky is blue in two sentences.", "Write a haiku about autumn leaves."]

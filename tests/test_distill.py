@@ -16,7 +16,7 @@ from decoding.paths import SHIPPED_DRAFT
 from decoding.models import check_same_vocabulary, load_model
 from decoding.runner import generate
 from decoding.strategies import RunConfig
-from decoding.warp import SamplingConfig, warp_logits
+from decoding.rules.warp import SamplingConfig, warp_logits
 from distill.config import SMOKE
 from distill.data import generate as generate_data
 from distill.export import MAX_BYTES, export, write_card

@@ -11,7 +11,7 @@ import torch
 from decoding.drafters import ModelDrafter
 from decoding.models import default_dtype, load_draft, load_model, resolve_draft_dtype
 from decoding.strategies import RunConfig
-from decoding.warp import SamplingConfig, warp_logits
+from decoding.rules.warp import SamplingConfig, warp_logits
 
 import test_engine
 from test_engine import GREEDY, PROMPT, _tokens

@@ -17,7 +17,7 @@ from decoding.runner import decode, generate, summarize
 from decoding.strategies import RunConfig
 from decoding.trace.record import IterationRecord, RunSummary
 from decoding.trace_file import load_trace_lines
-from decoding.warp import SamplingConfig, warp_logits
+from decoding.rules.warp import SamplingConfig, warp_logits
 
 GREEDY = SamplingConfig(temperature=0.0)
 PROMPT = "hello world, the cat"

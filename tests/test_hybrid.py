@@ -14,7 +14,7 @@ from decoding.pair import Draft, load_draft_value
 from decoding.runner import decode
 from decoding.strategies import RunConfig
 from decoding.strategies.speculative import ChainStep
-from decoding.warp import SamplingConfig, warp_logits
+from decoding.rules.warp import SamplingConfig, warp_logits
 
 import test_engine
 

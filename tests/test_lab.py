@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from decoding.lab import EXAMPLE_P, EXAMPLE_Q, run_sampling_lab
+from decoding.rules.lab import EXAMPLE_P, EXAMPLE_Q, run_sampling_lab
 
 N = 200_000
 PAIRS = {

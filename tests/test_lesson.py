@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from decoding import theory
-from decoding.acceptance import acceptance_threshold
-from decoding.lab import EXAMPLE_P, EXAMPLE_Q
+from decoding.rules import theory
+from decoding.rules.acceptance import acceptance_threshold
+from decoding.rules.lab import EXAMPLE_P, EXAMPLE_Q
 
 from app import lesson, lesson_values
 from app.controls import control_order

@@ -7,9 +7,9 @@ import pytest
 import torch
 from scipy.optimize import minimize
 
-from decoding.acceptance import acceptance_threshold, residual_distribution
-from decoding.lab import EXAMPLE_P, EXAMPLE_Q, one_step_samples, run_sampling_lab
-from decoding.mentored import (
+from decoding.rules.acceptance import acceptance_threshold, residual_distribution
+from decoding.rules.lab import EXAMPLE_P, EXAMPLE_Q, one_step_samples, run_sampling_lab
+from decoding.rules.mentored import (
     kl_divergence,
     mentored_decide,
     mentored_one_step_samples,
@@ -175,7 +175,7 @@ def _gen(pair, method, sampling, **extra):
 
 @pytest.mark.parametrize("temperature", [0.0, 1.0])
 def test_engine_d_zero_reproduces_speculative(tiny_pair, temperature):
-    from decoding.warp import SamplingConfig
+    from decoding.rules.warp import SamplingConfig
 
     sampling = SamplingConfig(temperature, top_k=10)
     rec_m, sum_m = _gen(tiny_pair, "mentored", sampling, kl_bound=0.0)
@@ -188,7 +188,7 @@ def test_engine_d_zero_reproduces_speculative(tiny_pair, temperature):
 @pytest.mark.parametrize("temperature", [0.0, 1.0])
 def test_engine_trace_fields(tiny_pair, temperature):
     from decoding.trace_file import load_trace_lines
-    from decoding.warp import SamplingConfig
+    from decoding.rules.warp import SamplingConfig
     import json
 
     records, summary = _gen(tiny_pair, "mentored", SamplingConfig(temperature), kl_bound=0.5)

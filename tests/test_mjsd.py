@@ -11,7 +11,7 @@ from decoding.joint import beam_draft, joint_verify, likelihood_sampling, select
 from decoding.runner import decode, generate, summarize
 from decoding.strategies import RunConfig
 from decoding.trace_file import load_trace_lines
-from decoding.warp import SamplingConfig, warp_logits
+from decoding.rules.warp import SamplingConfig, warp_logits
 
 PROMPT = "the cat sat on"
 

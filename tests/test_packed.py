@@ -8,7 +8,7 @@ from app.footprint import deep_bytes
 from app.packed import PackedRecords, pack
 from decoding.runner import generate
 from decoding.strategies import RunConfig
-from decoding.warp import SamplingConfig
+from decoding.rules.warp import SamplingConfig
 
 
 @pytest.fixture(scope="module")

@@ -21,7 +21,7 @@ from decoding.ppd.tree import dynamic_trees, make_tree, tree_buffers
 from decoding.methods import METHODS
 from decoding.strategies import RunConfig
 from decoding.trace.record import IterationRecord
-from decoding.warp import SamplingConfig
+from decoding.rules.warp import SamplingConfig
 
 PROMPT = "the quick brown fox"
 

@@ -1,11 +1,11 @@
-"""Closed forms of decoding.theory against values computed by hand (Leviathan et al.)."""
+"""Closed forms of decoding.rules.theory against values computed by hand (Leviathan et al.)."""
 
 import math
 
 import pytest
 import torch
 
-from decoding import theory as T
+from decoding.rules import theory as T
 
 # The worked example (docs/papers.md; p target, q draft).
 P4 = [0.4, 0.3, 0.2, 0.1]

@@ -9,7 +9,7 @@ from transformers.generation.logits_process import (
     TopPLogitsWarper,
 )
 
-from decoding.warp import SamplingConfig, warp_logits
+from decoding.rules.warp import SamplingConfig, warp_logits
 
 
 @pytest.mark.parametrize("t,k,top_p", [(1.0, 0, 1.0), (0.7, 5, 1.0), (1.3, 0, 0.9), (0.8, 20, 0.5), (1.0, 3, 0.3)])

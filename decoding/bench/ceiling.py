@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..drafters import match_length, suffix_match
-from ..theory import expected_tokens_per_call
+from ..rules.theory import expected_tokens_per_call
 
 MAX_RUN = 64  # the longest copy any rule proposes
 

@@ -90,7 +90,7 @@ def run_cli(args) -> int:
     from ..models import ModelLoadError
     from ..pair import default_draft_spec, load_draft_value, load_pair
     from ..prompt_files import read_prompt_rows
-    from ..warp import SamplingConfig
+    from ..rules.warp import SamplingConfig
     from .driver import run_bench
     from .report import markdown_report, markdown_table, write_outputs
     from .variants import parse_gammas

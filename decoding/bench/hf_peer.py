@@ -15,7 +15,7 @@ import torch
 
 from ..trace.metrics import RunCounts
 from ..scoring import teacher_forced_logprob
-from ..warp import SamplingConfig
+from ..rules.warp import SamplingConfig
 from .variants import RunStats, Variant
 
 HF_DEFAULT_PROMPT_LOOKUP_TOKENS = 10  # the value HF's docs use; generate() has no default for it

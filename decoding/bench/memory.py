@@ -14,7 +14,7 @@ import torch
 
 from ..paths import REPO
 from ..procstat import status_kb
-from ..warp import SamplingConfig
+from ..rules.warp import SamplingConfig
 from .runs import run_variant
 from .variants import Variant
 

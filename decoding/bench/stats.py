@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 import statistics
 
-from .. import theory
+from ..rules import theory
 from ..energy import energy_per_token, weight_bytes_per_token
 from ..trace.metrics import RunCounts, c_step
 from .variants import RunStats, Variant

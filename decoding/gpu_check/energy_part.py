@@ -45,7 +45,7 @@ def run(settings: CheckSettings) -> dict:
     from ..prompt_files import read_prompt_rows
     from ..runner import decode
     from ..strategies import RunConfig
-    from ..warp import SamplingConfig
+    from ..rules.warp import SamplingConfig
 
     pairs, _ = check_pairs()
     if not pairs:

@@ -67,7 +67,7 @@ def tokens_per_step(target, prompt_ids_list, sizes, max_new_tokens: int = 32, em
     Also returns the records of the largest size (for the acceptance table)."""
     from ..strategies.base import RunConfig
     from ..strategies.ppd import ppd
-    from ..warp import SamplingConfig
+    from ..rules.warp import SamplingConfig
 
     out, records_last = {}, []
     for n in sizes:

@@ -17,7 +17,7 @@ import time
 def _run(target, method, ids, n, extra):
     from ..methods import METHODS
     from ..strategies import RunConfig
-    from ..warp import SamplingConfig
+    from ..rules.warp import SamplingConfig
 
     config = RunConfig(method=method, max_new_tokens=n, sampling=SamplingConfig(0.0), stop_at_eos=False, lean=True,
                        extra=extra)

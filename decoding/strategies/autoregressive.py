@@ -10,7 +10,7 @@ import torch
 from ..cached_lm import CachedLM
 from ..method_settings import MethodSettings
 from ..trace.record import TARGET, IterationRecord
-from ..warp import warp_logits
+from ..rules.warp import warp_logits
 from .base import RunConfig, RunState, raw_logprobs
 
 

@@ -13,11 +13,11 @@ from dataclasses import asdict, dataclass, field
 
 import torch
 
-from ..acceptance import validate_lenience
+from ..rules.acceptance import validate_lenience
 from ..devices import sync
 from ..gamma_policy import MAX_GAMMA
 from ..trace.record import Candidate, EmittedToken, IterationRecord, Timings
-from ..warp import SamplingConfig
+from ..rules.warp import SamplingConfig
 
 
 @dataclass

@@ -1,5 +1,5 @@
 """Mentored decoding (Tran-Thien, docs/papers.md): speculative sampling whose per-token rule maximizes acceptance
-subject to KL(p || output) <= D (the derivation, in our notation, is in `decoding/mentored.py`).
+subject to KL(p || output) <= D (the derivation, in our notation, is in `decoding/rules/mentored.py`).
 
 The loop is speculative sampling's (`speculative.chain_loop`, Steps 1, 2 and 5); only Steps 3-4
 differ: each draft token x_i is accepted iff u_i <= r_i(x_i), the mentored acceptance probability,
@@ -9,7 +9,7 @@ a position with KL(p || q) <= D accepts directly. The bonus token after a fully 
 comes from p, as in the strict rule.
 
 D = 0 delegates to the strict rule itself, so it reproduces `speculative` token for token (same
-coins, same residual). At temperature 0 (p, q one-hot, see `decoding/mentored.py`) a draft token
+coins, same residual). At temperature 0 (p, q one-hot, see `decoding/rules/mentored.py`) a draft token
 that is not the target's argmax is accepted with probability 1 - exp(-D), using the run's seeded
 coins; D = 0 is exactly greedy speculative decoding.
 
@@ -27,8 +27,8 @@ from typing import Iterator
 
 import torch
 
-from ..acceptance import ChainVerdict
-from ..mentored import kl_divergence, mentored_decide
+from ..rules.acceptance import ChainVerdict
+from ..rules.mentored import kl_divergence, mentored_decide
 from ..method_settings import knob
 from ..trace.plain import ByName, MayBeInfinite
 from ..trace.record import IterationRecord, StepData

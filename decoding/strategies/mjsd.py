@@ -37,7 +37,7 @@ from ..joint import MAX_BEAMS, beam_draft, joint_verify, likelihood_sampling
 from ..method_settings import MethodSettings, knob
 from ..trace.plain import ByName, MayBeInfinite
 from ..trace.record import ACCEPTED, BONUS, CORRECTION, DraftToken, IterationRecord, StepData, TreeNode
-from ..warp import warp_logits
+from ..rules.warp import warp_logits
 from .base import RunConfig, RunState, raw_logprobs
 from .speculative import _shared_width
 

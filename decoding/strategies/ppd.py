@@ -41,7 +41,7 @@ from ..ppd.engine import (TYPICAL_DELTA, TYPICAL_EPSILON, compact_cache, prompt_
 from ..ppd.prompts import load_prompt_tokens
 from ..ppd.tree import dynamic_trees, tree_buffers
 from ..trace.record import ACCEPTED, BONUS, CORRECTION, TARGET, DraftToken, IterationRecord, StepData, TreeNode
-from ..warp import warp_logits
+from ..rules.warp import warp_logits
 from .base import RunConfig, RunState, raw_logprobs
 
 DEFAULT_TREE_SIZE = 12

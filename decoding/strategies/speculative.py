@@ -18,12 +18,12 @@ from typing import Callable, Iterator
 
 import torch
 
-from ..acceptance import ChainVerdict, verify_chain
+from ..rules.acceptance import ChainVerdict, verify_chain
 from ..cached_lm import CachedLM
 from ..gamma_policy import SCHEDULES, GammaPolicy
 from ..method_settings import MethodSettings, knob
 from ..trace.record import ACCEPTED, BONUS, CORRECTION, DraftToken, IterationRecord, Residual, StepData, TreeNode
-from ..warp import warp_logits
+from ..rules.warp import warp_logits
 from .base import RunConfig, RunState, raw_logprobs
 
 VerifyFn = Callable[..., ChainVerdict]

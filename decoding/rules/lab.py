@@ -75,7 +75,7 @@ def run_sampling_lab(p: Sequence[float], q: Sequence[float], lenience: float = 1
                      kl_bound: float | None = None) -> dict:
     """Everything the CLI's `sample` prints and the app's exactness lab draws, as plain data.
 
-    With `kl_bound` D the rule is mentored decoding (`decoding.mentored`) instead of the strict /
+    With `kl_bound` D the rule is mentored decoding (`decoding.rules.mentored`) instead of the strict /
     lenient one: "expected", "empirical", "alpha", "acceptance_rate" and "residual" then describe
     the mentored rule, "strict_alpha" is the strict rule's alpha for comparison, and
     "kl_to_target" is KL(p || expected), the divergence that D bounds.
