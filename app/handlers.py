@@ -14,7 +14,7 @@ from pathlib import Path
 
 import gradio as gr
 
-from decoding.batching import sharing
+from decoding.lm.batching import sharing
 
 from . import charts
 from decoding.methods import METHODS
@@ -63,7 +63,7 @@ def pacing_seconds(value) -> float:
 
 
 def shared_note(before: tuple[int, int]) -> str:
-    """What a run's speed means when the server batched it with other runs (decoding/batching.py),
+    """What a run's speed means when the server batched it with other runs (decoding/lm/batching.py),
     from the batcher's (passes, calls) at the run's start; "" when it ran (almost) alone."""
     passes, calls = (now - then for now, then in zip(sharing(), before))
     if passes <= 0 or calls / passes < 1.05:

@@ -42,7 +42,7 @@ from .settings import MAX_GAMMA, MAX_NEW_TOKENS, MAX_PROMPT_CHARS, PRECISIONS
 
 def precision_label() -> str:
     """The precision control's label, naming what "auto" means on this machine."""
-    from decoding.devices import default_dtype, dtype_name, resolve_device
+    from decoding.lm.devices import default_dtype, dtype_name, resolve_device
 
     try:
         auto = dtype_name(default_dtype(resolve_device(None)))

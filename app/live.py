@@ -37,7 +37,7 @@ def settings_from_values(values: dict, method: str | None = None) -> Settings:
 def load_models(target_spec: str, draft_spec: str, need_draft: bool, progress=None, dtype: str = "auto"):
     """The (memoized) target in `dtype` and its pair.Draft (None when not needed); gr.Error with the
     loader's reason."""
-    from decoding.models import ModelLoadError
+    from decoding.lm.models import ModelLoadError
 
     def reporter(offset, label):
         def report(fraction, message):

@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from decoding.models import DEFAULT_TARGET
+from decoding.lm.models import DEFAULT_TARGET
 from decoding.pair import FEATURE, HYBRID, PROMPT_LOOKUP
 from decoding.paths import SHIPPED_DRAFT, SHIPPED_FEATURE_DRAFT
 
@@ -221,7 +221,7 @@ def fitting_preset(method: str, label: str, custom_draft: str = "") -> tuple[Pre
 
 def preset_for_models(target_name: str | None, draft_name: str | None) -> Preset | None:
     """The preset whose target and draft a saved run used (by the names a trace records), or None."""
-    from decoding.models import DEFAULT_TARGET_HUB_ID
+    from decoding.lm.models import DEFAULT_TARGET_HUB_ID
 
     def name(spec: str) -> str:
         return Path(DEFAULT_TARGET_HUB_ID).name if spec == DEFAULT_TARGET else Path(spec).name

@@ -1,6 +1,6 @@
 """Per-session state: everything one browser session owns, held in a gr.State with a time to live.
 
-No Gradio here. Models are memoized for the process by `decoding.models.load_model_cached`
+No Gradio here. Models are memoized for the process by `decoding.lm.models.load_model_cached`
 (read-only, shared by all users); a session holds its run's records, summary and settings. A live
 run also holds its decode generator (its KV caches, the target's kept hidden states, the drafter);
 once it has finished, `release_run` drops all of that and packs the records (`packed.py`), so an

@@ -75,7 +75,7 @@ def race_seconds(a, b) -> int:
 
 def _target_params(spec: str) -> float:
     """The loaded target's parameter count (models are loaded at start-up), else a 2B guess."""
-    from decoding.models import cached_model
+    from decoding.lm.models import cached_model
 
     model = cached_model(spec)
     return float(model.n_params) if model is not None else 2e9
@@ -128,7 +128,7 @@ def whole_race(a, b, recorded: dict):
 def preload(pairs: list[tuple[str, str]]) -> list[str]:
     """Load the preset pairs on the GPU at start-up, as ZeroGPU requires (it places the weights on
     the GPU of each call); returns a line per pair that could not be loaded (the app still starts)."""
-    from decoding.models import ModelLoadError
+    from decoding.lm.models import ModelLoadError
 
     problems = []
     for target, draft in pairs:

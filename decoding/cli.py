@@ -156,7 +156,7 @@ def _print_json(obj) -> None:
 def cmd_generate(args) -> int:
     from .energy import make_meter
     from .methods import method_spec
-    from .models import ModelLoadError
+    from .lm.models import ModelLoadError
     from .pair import load_pair
     from .runner import decode, summarize
     from .strategies import RunConfig

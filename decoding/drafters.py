@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .cached_lm import CachedLM
+from .lm.cached_lm import CachedLM
 from .trace.source import HYBRID_MIN_MATCH, MODEL_SOURCE, DraftSource
 from .rules.warp import SamplingConfig, warp_logits
 

@@ -32,7 +32,8 @@ from typing import Callable
 
 import torch
 
-from .devices import sync
+from .lm.devices import sync
+from .lm.models.loaded import model_weight_bytes  # defined beside the loader that reports it
 
 __all__ = [
     "EnergyReading",
@@ -454,8 +455,3 @@ def weight_bytes_per_token(
     """weight_bytes_read / tokens (see PROXY_LABEL); None for zero tokens."""
     total = weight_bytes_read(target_calls, target_bytes, draft_calls, draft_bytes)
     return None if tokens <= 0 else total / tokens
-
-
-def model_weight_bytes(model: torch.nn.Module) -> int:
-    """Bytes of a model's parameters (tied weights counted once)."""
-    return sum(p.numel() * p.element_size() for p in model.parameters())

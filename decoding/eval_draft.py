@@ -38,10 +38,10 @@ import torch
 
 from .drafters import PROMPT_LOOKUP, PromptLookupDrafter
 from .trace.metrics import c_step
-from .models import LoadedModel, cache_dir, check_same_vocabulary
+from .lm.models import LoadedModel, cache_dir, check_same_vocabulary
 from .paths import display_path
-from .prompt_files import read_prompts
-from .scoring import teacher_forced_probs as _probs
+from .lm.prompt_files import read_prompts
+from .lm.scoring import teacher_forced_probs as _probs
 
 GAMMA = 4
 
@@ -107,8 +107,8 @@ def replay_greedy(matches: list[bool], gamma: int = GAMMA) -> tuple[int, int]:
 
 
 def _time_step(model: LoadedModel, context: list[int], repeats: int, head=None) -> list[float]:
-    from .cached_lm import CachedLM
-    from .devices import sync
+    from .lm.cached_lm import CachedLM
+    from .lm.devices import sync
 
     lm = CachedLM(model.model, model.device, model.vocab_size, head)
     lm.extend(context)
@@ -369,7 +369,7 @@ def add_parser(sub) -> None:
 def run_cli(args) -> int:
     import sys
 
-    from .models import ModelLoadError
+    from .lm.models import ModelLoadError
     from .pair import load_draft_value, load_pair
     from .paths import SHIPPED_DRAFT
 

@@ -16,8 +16,8 @@ import time
 
 import torch
 
-from .cached_lm import CachedLM
-from .devices import sync
+from .lm.cached_lm import CachedLM
+from .lm.devices import sync
 from .trace.metrics import c_step
 from .paths import display_path
 
@@ -77,7 +77,7 @@ def eval_feature_draft(target, draft, side, timing_repeats: int = 20) -> dict:
     mins, n_alpha, agree, n_greedy = 0.0, 0, 0, 0
     for prompt, samp, greedy in zip(side.prompt_ids, side.sampled, side.greedy):
         if samp:
-            from .scoring import teacher_forced_probs
+            from .lm.scoring import teacher_forced_probs
 
             p = teacher_forced_probs(target, prompt, samp, width)
             q = feature_probs(target, draft, prompt, samp, width)

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import torch
 
-from .cached_lm import CachedLM
+from .lm.cached_lm import CachedLM
 from .drafters import CATCH_UP_TOKENS, Proposal
 from .trace.source import MODEL_SOURCE, DraftSource
 from .output_head import OutputHead, load_head

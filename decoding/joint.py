@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .cached_lm import CachedLM
+from .lm.cached_lm import CachedLM
 from .rules.warp import SamplingConfig, warp_logits
 
 MAX_BEAMS = 8

@@ -13,7 +13,7 @@ from __future__ import annotations
 import torch
 
 from .drafters import HYBRID_MAX_MATCH, suffix_match
-from .scoring import teacher_forced_probs
+from .lm.scoring import teacher_forced_probs
 
 BUCKETS = ((1, 1), (2, 2), (3, 3), (4, 4), (5, 7), (8, 15), (16, HYBRID_MAX_MATCH))
 

@@ -24,7 +24,7 @@ from .corpus import TextCorpus, load_corpus
 from .drafters import HYBRID, PROMPT_LOOKUP, HybridDrafter, ModelDrafter, PromptLookupDrafter
 from .errors import ModelLoadError
 from .feature_draft import FeatureDraftModel, FeatureDrafter, is_feature_draft, load_feature_draft
-from .models import DEFAULT_TARGET, LoadedModel, check_same_vocabulary, load_draft, load_model, load_model_cached
+from .lm.models import DEFAULT_TARGET, LoadedModel, check_same_vocabulary, load_draft, load_model, load_model_cached
 from .output_head import OutputHead, load_head
 from .paths import SHIPPED_CORPUS, SHIPPED_DRAFT, SHIPPED_FEATURE_DRAFT, display_path
 
@@ -226,7 +226,7 @@ def _load_draft_value(spec: str, target: LoadedModel, dtype, draft_dtype, cached
     if spec == FEATURE:
         spec = str(SHIPPED_FEATURE_DRAFT)
     if is_feature_draft(spec):
-        from .devices import resolve_draft_dtype
+        from .lm.devices import resolve_draft_dtype
 
         try:
             layer, head = load_feature_draft(spec, target.model, resolve_draft_dtype(draft_dtype, dtype, target.device),

@@ -10,11 +10,11 @@ from __future__ import annotations
 import math
 from typing import Iterator
 
-from . import batching
+from .lm import batching
 from .methods import method_spec
-from .devices import dtype_name
+from .lm.devices import dtype_name
 from .trace.metrics import RunCounts
-from .models import LoadedModel
+from .lm.models import LoadedModel
 from .pair import as_draft
 from .strategies import RunConfig
 from .trace.record import IterationRecord, RunSummary

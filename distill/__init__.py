@@ -10,7 +10,7 @@ Three resumable stages, each a module with a `main()` and each driven by one `Di
                     top-k, plus a little cross-entropy on the sampled token); fixed seeds; a
                     checkpoint every few minutes that an interrupted run resumes from.
 3. `distill.export` write the draft (config.json + fp16 safetensors + tokenizer + model card)
-                    to `assets/draft-smollm2-135m/`, loadable by `decoding.models.load_model`.
+                    to `assets/draft-smollm2-135m/`, loadable by `decoding.lm.models.load_model`.
 
 Optional: `python -m distill data --onpolicy CKPT` samples continuations from a draft checkpoint
 and has the target score them in one teacher-forced pass (on-policy data, DistillSpec-style);

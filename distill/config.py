@@ -21,7 +21,7 @@ REPO = Path(__file__).resolve().parent.parent
 @dataclass
 class DistillConfig:
     # --- models and files -------------------------------------------------------------------
-    target: str = "default"  # any decoding.models.load_model spec
+    target: str = "default"  # any decoding.lm.models.load_model spec
     prompts: str = "distill/prompts_train.jsonl"  # one file, or several joined by commas (read in order)
     data_dir: str = "data/distill"  # generated shards (gitignored)
     ckpt_dir: str = "checkpoints/distill"  # training checkpoints (gitignored)
@@ -75,7 +75,7 @@ class DistillConfig:
 
     def prompt_texts(self) -> list[str]:
         """Every training prompt, in order (the files of `prompts`, one after the other)."""
-        from decoding.prompt_files import read_prompts
+        from decoding.lm.prompt_files import read_prompts
 
         out = []
         for part in str(self.prompts).split(","):
@@ -133,7 +133,7 @@ def get_config(name: str = "full", **overrides) -> DistillConfig:
 
 def stage_device(text: str) -> torch.device:
     """A stage's --device (cpu, cuda, cuda:N, auto) as a torch.device; ConfigError if unusable here."""
-    from decoding.models import ModelLoadError, resolve_device
+    from decoding.lm.models import ModelLoadError, resolve_device
 
     try:
         return resolve_device(text)

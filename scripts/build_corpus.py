@@ -39,8 +39,8 @@ def main(argv=None) -> int:
     from tqdm import tqdm
 
     from decoding.corpus import TextCorpus
-    from decoding.models import load_model
-    from decoding.prompt_files import read_prompt_rows
+    from decoding.lm.models import load_model
+    from decoding.lm.prompt_files import read_prompt_rows
 
     try:
         rows = [row for path in args.prompts.split(",") for row in read_prompt_rows(path.strip())]

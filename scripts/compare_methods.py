@@ -33,7 +33,7 @@ sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
 
-from decoding.models import load_draft, load_model  # noqa: E402
+from decoding.lm.models import load_draft, load_model  # noqa: E402
 from decoding.runner import decode  # noqa: E402
 from decoding.strategies import RunConfig  # noqa: E402
 from decoding.rules.warp import SamplingConfig  # noqa: E402

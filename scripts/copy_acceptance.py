@@ -33,7 +33,7 @@ def main(argv=None) -> int:
     import torch
 
     from decoding.pair import load_pair
-    from decoding.prompt_files import read_prompt_rows
+    from decoding.lm.prompt_files import read_prompt_rows
     from decoding.runner import decode
     from decoding.strategies import RunConfig
     from decoding.strategies.speculative import ChainStep

@@ -111,7 +111,7 @@ def main(argv=None) -> int:
 
     from decoding.bench.ceiling import Replay, markdown, needed_decode_speedup, replay, runs_by_match, with_prefill
     from decoding.pair import load_pair
-    from decoding.prompt_files import read_prompt_rows
+    from decoding.lm.prompt_files import read_prompt_rows
     from decoding.runner import decode
     from decoding.strategies import RunConfig
     from decoding.rules.warp import SamplingConfig

@@ -50,7 +50,7 @@ def main(argv=None) -> int:
     from decoding.trace.metrics import RunCounts
     from decoding.methods import method_spec
     from decoding.pair import load_pair
-    from decoding.prompt_files import read_prompt_rows
+    from decoding.lm.prompt_files import read_prompt_rows
     from decoding.strategies import RunConfig
     from decoding.rules.warp import SamplingConfig
 

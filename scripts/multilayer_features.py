@@ -42,7 +42,7 @@ def extract(data_dir: Path, layers: list[int], threads: int) -> Path:
     from safetensors.torch import load_file
     from tqdm import tqdm
 
-    from decoding.models import load_model
+    from decoding.lm.models import load_model
     from distill.config import get_config
 
     path = data_dir / ("states-" + "-".join(map(str, layers)) + ".pt")
@@ -105,7 +105,7 @@ def train_arm(arm: str, states: Path, epochs: float, lr: float, out: Path) -> No
     import torch
 
     from decoding.feature_draft import load_feature_draft
-    from decoding.models import load_model
+    from decoding.lm.models import load_model
     from distill import feature_train as ft
     from distill.config import get_config
     from distill.train import holdout_set, make_batches

@@ -137,11 +137,11 @@ def attention_section() -> list[str]:
              f"Command: `python scripts/attention_kernels.py --out docs/bench/attention-kernels.json` "
              f"({machine['cpu']}, {machine.get('cpu_capability', '?')}, {machine['threads']} thread, torch {machine['torch']}, median of "
              f"{data['repeats']}). One target pass, in ms, with each kernel; the last column is the split kernel "
-             "the loader gives a bfloat16 or float16 model on the CPU (`decoding/models/attention.py`): "
+             "the loader gives a bfloat16 or float16 model on the CPU (`decoding/lm/models/attention.py`): "
              "SDPA, with one-token steps run on float32 copies of q, k and v, and masked passes of several tokens "
              "(verify, tree and batched passes) with the query heads of each key/value head stacked, so the cache is "
              "not copied per query head. float32 models keep SDPA. Every kernel runs on the in-place KV cache "
-             "(`decoding/kv_cache.py`).", "",
+             "(`decoding/lm/kv_cache.py`).", "",
              "| dtype | cached tokens | pass | " + " | ".join(kernels) + " |", "|" + "---|" * (len(kernels) + 3)]
     for r in data["rows"]:
         prefill = r["pass"] == "prefill"
@@ -300,7 +300,7 @@ def baseline_section(results: dict) -> list[str]:
              f"{old['date']}: {BASELINE_KEY}, drafts {old['models']['draft']}); the rows below it come from "
              f"`docs/bench/spec-bench-bfloat16/` ({new['date']}). Each speedup is against our autoregressive "
              "decoding in its own run. The baseline run predates the split attention kernel "
-             "(`decoding/models/attention.py`), which made plain decoding's one-token steps on long prompts "
+             "(`decoding/lm/models/attention.py`), which made plain decoding's one-token steps on long prompts "
              "about a third faster and verify passes no faster: its ratios are against a slower plain decoding "
              "than the rows below it.", "",
              "| variant | " + " | ".join(CATEGORY_NAMES[c] for c in cats) + " | all |", "|" + "---|" * (len(cats) + 2)]
@@ -337,7 +337,7 @@ def verify_section() -> list[str]:
                      for key, value in five.items() if value is not None)
     lines += [f"A pass over gamma + 1 = 5 tokens costs, relative to one step: {said}. Speculative decoding's speed "
               "rests on that ratio (Leviathan et al. assume about 1x): it is why bfloat16 is the default on CPUs with "
-              "native bf16 (`decoding/devices.py`), and float32 stays the reference for exactness. On a long cache "
+              "native bf16 (`decoding/lm/devices.py`), and float32 stays the reference for exactness. On a long cache "
               "the ratio grows, so long prompts gain less per accepted token.", ""]
     return lines
 

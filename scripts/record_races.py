@@ -108,7 +108,7 @@ def main(argv=None) -> int:
     from decoding.bench.driver import machine_info
     from decoding.errors import ModelLoadError
     from decoding.methods import METHODS
-    from decoding.models import DEFAULT_TARGET
+    from decoding.lm.models import DEFAULT_TARGET
     from decoding.pair import default_drafter_spec, load_pair
 
     from app.race import drafter_spec

@@ -7,7 +7,7 @@ the offline default pair in the machine's fast precision, greedy) in one process
   sequential    one run after the other, torch on all usable cores;
   parallel      the runs spread over one worker per core, torch on one thread;
   batched-tN    the runs spread over --batch workers with cross-run batching on
-                (decoding/batching.py), torch on N threads (1 and all cores);
+                (decoding/lm/batching.py), torch on N threads (1 and all cores);
 and prints each wall time, its speedup over sequential, and how many runs' greedy tokens equal the
 sequential ones (batched passes round differently in bfloat16, so a few may part ways).
 
@@ -40,7 +40,7 @@ def main(argv=None) -> int:
         return 2
     import torch
 
-    from decoding.devices import usable_cores
+    from decoding.lm.devices import usable_cores
     from decoding.rules.warp import SamplingConfig
     from decoding.pair import load_pair
     from decoding.runner import generate
@@ -55,7 +55,7 @@ def main(argv=None) -> int:
     def one(prompt: str) -> list[int]:
         return generate(target, draft, prompt, config)[1].token_ids
 
-    from decoding import batching
+    from decoding.lm import batching
 
     def layout(threads: int, workers: int, batched: bool) -> tuple[float, list[list[int]]]:
         torch.set_num_threads(threads)

@@ -50,7 +50,7 @@ def main(argv=None) -> int:
     from decoding.bench.cli import draft_label
     from decoding.drafters import copy_proposal, lookup_source
     from decoding.pair import load_pair
-    from decoding.prompt_files import read_prompt_rows
+    from decoding.lm.prompt_files import read_prompt_rows
     from decoding.strategies import RunConfig
     from decoding.strategies.speculative import speculative
     from decoding.rules.warp import SamplingConfig

@@ -1,5 +1,5 @@
 """Shared test fixtures: tiny random Llama models written to disk and loaded through the real
-loader (`decoding.models.load_model`), and the `requires_embedded_target` marker.
+loader (`decoding.lm.models.load_model`), and the `requires_embedded_target` marker.
 
 Tiny models: a character-level tokenizer (lowercase letters, digits, space, newline,
 punctuation, ChatML special tokens, ``<|endoftext|>`` as eos) and random fp32 Llama weights with
@@ -21,7 +21,7 @@ if str(ROOT) not in sys.path:
 
 import torch  # noqa: E402
 
-from decoding.models import find_embedded_gguf, load_model  # noqa: E402
+from decoding.lm.models import find_embedded_gguf, load_model  # noqa: E402
 
 # Tiny models are dominated by per-op overhead, which extra threads only add to (and on a shared
 # 2-core machine they fight each other): one intra-op thread makes the suite several times faster.
@@ -208,7 +208,7 @@ def embedded_target():
     """The real SmolLM2-135M-Instruct `LoadedModel` on cpu (memoized; converted once per machine
     into the normal cache dir). Skips or fails like the `requires_embedded_target` marker."""
     _skip_or_fail_without_embedded_target()
-    from decoding.models import DEFAULT_TARGET, load_model_cached
+    from decoding.lm.models import DEFAULT_TARGET, load_model_cached
 
     return load_model_cached(DEFAULT_TARGET, device="cpu", dtype="float32")
 
@@ -218,6 +218,6 @@ def embedded_target_dtype():
     """The embedded target's dtype as the exactness tests load it (None without the package)."""
     if _embedded_target_missing() is not None:
         return None
-    from decoding.models import DEFAULT_TARGET, load_model_cached
+    from decoding.lm.models import DEFAULT_TARGET, load_model_cached
 
     return load_model_cached(DEFAULT_TARGET, device="cpu", dtype="float32").dtype

@@ -1,13 +1,13 @@
-"""The split attention kernel (`decoding/models/attention.py`): which models get it, that passes of
+"""The split attention kernel (`decoding/lm/models/attention.py`): which models get it, that passes of
 several tokens run plain SDPA, and that a one-token step in float32 is as exact as bfloat16 holds,
 whatever mask it comes with."""
 
 import pytest
 import torch
 
-from decoding.cached_lm import CachedLM
-from decoding.models import load_model
-from decoding.models.attention import NAME
+from decoding.lm.cached_lm import CachedLM
+from decoding.lm.models import load_model
+from decoding.lm.models.attention import NAME
 
 
 @pytest.fixture(scope="module")
@@ -93,7 +93,7 @@ def test_one_token_steps_are_as_exact_as_bfloat16_can_hold(mask_kind, cached):
     (fast there too) rounds the scores and is not, which is why the split kernel does not use it."""
     from transformers.models.llama.modeling_llama import eager_attention_forward
 
-    from decoding.models.attention import split_attention
+    from decoding.lm.models.attention import split_attention
 
     q_len = 1
     q, k, v = _attention_inputs(q_len, cached)
@@ -137,7 +137,7 @@ def test_several_token_passes_read_the_cache_once_per_group(mask_kind, q_len):
     row, for a batch of two with different masks (a padded batch, a tree)."""
     from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
-    from decoding.models.attention import split_attention
+    from decoding.lm.models.attention import split_attention
 
     cached = 300
     q, k, v = (torch.cat([t, t.roll(1, dims=2)]) for t in _attention_inputs(q_len, cached))

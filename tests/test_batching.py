@@ -1,4 +1,4 @@
-"""Cross-run batching (decoding/batching.py): a batched pass equals solo passes, concurrent runs
+"""Cross-run batching (decoding/lm/batching.py): a batched pass equals solo passes, concurrent runs
 with batching on give the tokens of runs one at a time, and errors reach the caller."""
 
 import time
@@ -7,8 +7,8 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 import torch
 
-from decoding import batching
-from decoding.cached_lm import CachedLM
+from decoding.lm import batching
+from decoding.lm.cached_lm import CachedLM
 from decoding.output_head import subset_head
 
 
@@ -32,7 +32,7 @@ def _caches_equal(a, b):
 
 @pytest.mark.parametrize("with_head", [False, True])
 def test_a_batched_pass_equals_each_run_alone(tiny_target_dir, with_head):
-    from decoding.models import load_model
+    from decoding.lm.models import load_model
 
     target = load_model(str(tiny_target_dir), device="cpu", dtype="float32")
     head = subset_head(target.model, list(range(0, target.vocab_size, 2))) if with_head else None
@@ -58,7 +58,7 @@ def test_a_batched_pass_equals_each_run_alone(tiny_target_dir, with_head):
 def test_prefills_batch_together_even_beside_a_filled_cache(tiny_target_dir):
     """Long calls are batched with long calls: empty caches of different prompt lengths, and one run
     whose cache is already filled, in one pass."""
-    from decoding.models import load_model
+    from decoding.lm.models import load_model
 
     target = load_model(str(tiny_target_dir), device="cpu", dtype="float32")
     fresh = lambda: CachedLM(target.model, target.device, target.vocab_size)  # noqa: E731
@@ -77,7 +77,7 @@ def test_prefills_batch_together_even_beside_a_filled_cache(tiny_target_dir):
 
 def test_concurrent_runs_with_batching_give_the_tokens_of_runs_one_at_a_time(tiny_target_dir, tiny_draft_dir,
                                                                               batching_on):
-    from decoding.models import load_model
+    from decoding.lm.models import load_model
     from decoding.runner import generate
     from decoding.strategies import RunConfig
     from decoding.rules.warp import SamplingConfig
@@ -110,7 +110,7 @@ def test_concurrent_runs_with_batching_give_the_tokens_of_runs_one_at_a_time(tin
 
 def test_a_run_alone_gets_no_sharing_note(tiny_target_dir, batching_on):
     from app.handlers import shared_note
-    from decoding.models import load_model
+    from decoding.lm.models import load_model
     from decoding.runner import generate
     from decoding.strategies import RunConfig
 
@@ -126,7 +126,7 @@ def test_a_run_alone_gets_no_sharing_note(tiny_target_dir, batching_on):
 def test_a_batched_pass_keeps_each_runs_hidden_states(tiny_target_dir):
     """Runs whose target keeps its hidden states (a feature draft reads them) batch with each other
     and with runs that keep none: each stores exactly the rows of its own tokens, as alone."""
-    from decoding.models import load_model
+    from decoding.lm.models import load_model
 
     target = load_model(str(tiny_target_dir), device="cpu", dtype="float32")
     prompts = [[5, 6, 7], [8, 9, 10, 11, 12, 13, 14], [15, 16, 17, 18, 19]]
@@ -165,7 +165,7 @@ def test_a_batched_pass_of_the_feature_draft_layer_equals_each_run_alone(tiny_ta
     """The feature draft's own layer (fed [feature; embedding] vectors, returning predicted
     features) batches across runs: each run's predictions and cache are those of its solo passes."""
     from decoding.feature_draft import FeatureDraftLM
-    from decoding.models import load_model
+    from decoding.lm.models import load_model
     from decoding.pair import load_draft_value
 
     target = load_model(str(tiny_target_dir), device="cpu", dtype="float32")
@@ -198,7 +198,7 @@ def test_concurrent_runs_with_a_feature_draft_share_passes_and_keep_their_tokens
     """The app's default kind of pair (the hybrid with a feature draft, and the feature draft alone):
     concurrent float32 runs with batching on give the tokens of runs one at a time, and passes of
     the target and of the feature draft's layer each served several runs."""
-    from decoding.models import load_model
+    from decoding.lm.models import load_model
     from decoding.pair import load_draft_value
     from decoding.runner import generate
     from decoding.strategies import RunConfig
@@ -235,7 +235,7 @@ def test_concurrent_runs_with_a_feature_draft_share_passes_and_keep_their_tokens
 
 
 def test_a_failed_pass_reaches_its_caller_and_the_worker_goes_on(tiny_target_dir, batching_on):
-    from decoding.models import load_model
+    from decoding.lm.models import load_model
 
     target = load_model(str(tiny_target_dir), device="cpu", dtype="float32")
     lm = CachedLM(target.model, target.device, target.vocab_size)
@@ -250,7 +250,7 @@ def test_a_failed_pass_reaches_its_caller_and_the_worker_goes_on(tiny_target_dir
 def test_a_model_that_refuses_the_batched_pass_runs_its_calls_alone(tiny_target_dir, batching_on, monkeypatch):
     """A model whose caches cannot be padded (e.g. sliding-window layers) keeps working: the
     worker runs each call alone, and the caches are those of solo passes."""
-    from decoding.models import load_model
+    from decoding.lm.models import load_model
 
     target = load_model(str(tiny_target_dir), device="cpu", dtype="float32")
     calls = [batching.Call(_lm(target, [5, 6, 7]), [8], None), batching.Call(_lm(target, [9, 10]), [11, 12], None)]
@@ -276,7 +276,7 @@ def test_enable_refuses_bad_settings():
 def test_a_paused_run_is_not_waited_for(tiny_target_dir, batching_on):
     """A run paused between records for longer than the window (a Step run waiting for its next
     click) is not waited for: it must not make every pass wait out the window."""
-    from decoding.models import load_model
+    from decoding.lm.models import load_model
     from decoding.runner import decode
     from decoding.strategies import RunConfig
 

@@ -21,8 +21,8 @@ import test_feature_draft
 import test_hybrid
 import test_ppd
 from test_distill import smoke_run  # noqa: F401  (the smoke distillation pipeline, a fixture)
-from decoding.cached_lm import CachedLM
-from decoding.models import load_model
+from decoding.lm.cached_lm import CachedLM
+from decoding.lm.models import load_model
 from decoding.output_head import subset_head
 from decoding.pair import Draft
 from decoding.ppd.engine import compact_cache, tree_forward, verify_greedy

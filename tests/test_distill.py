@@ -13,7 +13,7 @@ import torch
 from decoding.drafters import ModelDrafter
 from decoding.eval_draft import evaluate, replay_greedy
 from decoding.paths import SHIPPED_DRAFT
-from decoding.models import check_same_vocabulary, load_model
+from decoding.lm.models import check_same_vocabulary, load_model
 from decoding.runner import generate
 from decoding.strategies import RunConfig
 from decoding.rules.warp import SamplingConfig, warp_logits

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from decoding.drafters import ModelDrafter
-from decoding.models import default_dtype, load_draft, load_model, resolve_draft_dtype
+from decoding.lm.models import default_dtype, load_draft, load_model, resolve_draft_dtype
 from decoding.strategies import RunConfig
 from decoding.rules.warp import SamplingConfig, warp_logits
 
@@ -22,12 +22,12 @@ def test_resolve_draft_dtype_rules(monkeypatch):
     assert resolve_draft_dtype(None, "float32", "cpu") == torch.float32  # follows a chosen --dtype
     assert resolve_draft_dtype("auto", "bfloat16", "cpu") == torch.bfloat16
     monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX512")
-    monkeypatch.setattr("decoding.devices.cpu_has_native_bf16", lambda: False)
+    monkeypatch.setattr("decoding.lm.devices.cpu_has_native_bf16", lambda: False)
     assert resolve_draft_dtype(None, None, "cpu") == torch.float16
-    monkeypatch.setattr("decoding.devices.cpu_has_native_bf16", lambda: True)  # bfloat16 native: as the target
+    monkeypatch.setattr("decoding.lm.devices.cpu_has_native_bf16", lambda: True)  # bfloat16 native: as the target
     assert resolve_draft_dtype(None, None, "cpu") == default_dtype(torch.device("cpu")) == torch.bfloat16
     monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX2")
-    monkeypatch.setattr("decoding.devices.cpu_has_native_bf16", lambda: False)
+    monkeypatch.setattr("decoding.lm.devices.cpu_has_native_bf16", lambda: False)
     assert resolve_draft_dtype(None, None, "cpu") == default_dtype(torch.device("cpu")) == torch.float32
 
 
@@ -45,7 +45,7 @@ def half_close_pair(tiny_target_dir, tiny_close_draft_dir):
 
 def test_load_draft_applies_the_rule(tiny_draft_dir, monkeypatch):
     monkeypatch.setattr(torch.backends.cpu, "get_cpu_capability", lambda: "AVX512")
-    monkeypatch.setattr("decoding.devices.cpu_has_native_bf16", lambda: False)
+    monkeypatch.setattr("decoding.lm.devices.cpu_has_native_bf16", lambda: False)
     assert load_draft(str(tiny_draft_dir), "cpu").model.dtype == torch.float16
     assert load_draft(str(tiny_draft_dir), "cpu", dtype="float32").model.dtype == torch.float32
     assert load_draft(str(tiny_draft_dir), "cpu", draft_dtype="bf16", cached=True).model.dtype == torch.bfloat16

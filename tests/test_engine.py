@@ -11,7 +11,7 @@ import pytest
 import torch
 from scipy.stats import chisquare
 
-from decoding.cached_lm import CachedLM
+from decoding.lm.cached_lm import CachedLM
 from decoding.drafters import ModelDrafter, PromptLookupDrafter
 from decoding.runner import decode, generate, summarize
 from decoding.strategies import RunConfig

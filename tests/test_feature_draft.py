@@ -13,7 +13,7 @@ import pytest
 
 import torch
 
-from decoding.cached_lm import CachedLM
+from decoding.lm.cached_lm import CachedLM
 from decoding.drafters import HybridDrafter
 from decoding.errors import ModelLoadError
 from decoding.feature_draft import FeatureDraftModel, FeatureDrafter, draft_layer_config, is_feature_draft
@@ -55,7 +55,7 @@ def test_a_feature_draft_folder_loads_as_one(feature, feature_dir, tiny_pair):
 
 
 def test_a_feature_draft_for_another_width_is_refused(tmp_path, tiny_pair, tiny_draft_dir):
-    from decoding.models import load_model
+    from decoding.lm.models import load_model
 
     target, _ = tiny_pair
     other = load_model(str(tiny_draft_dir), device="cpu", dtype="float32")  # 32 wide, the target 64

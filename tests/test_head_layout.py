@@ -1,13 +1,13 @@
-"""The LM-head layout workaround (decoding/models/head_layout.py): every loaded model's head gets
+"""The LM-head layout workaround (decoding/lm/models/head_layout.py): every loaded model's head gets
 its input laid out afresh, and the logits do not change."""
 
 import torch
 
-from decoding.models import head_layout
+from decoding.lm.models import head_layout
 
 
 def test_the_head_sees_fresh_strides_and_the_logits_do_not_change(tiny_target_dir):
-    from decoding.models import load_model
+    from decoding.lm.models import load_model
 
     target = load_model(str(tiny_target_dir), device="cpu", dtype="float32")
     head = target.model.get_output_embeddings()

@@ -327,7 +327,7 @@ def test_default_drafter_is_the_fastest_measured_one_for_the_embedded_target(tin
     """With no --draft, the embedded target drafts with the hybrid over the feature draft (the app's default
     preset, the fastest configuration on Spec-Bench); MJSD, which beam-searches a draft model, gets the
     distilled draft; any other target gets prompt lookup, as before."""
-    from decoding.models import DEFAULT_TARGET
+    from decoding.lm.models import DEFAULT_TARGET
     from decoding.pair import default_draft_spec, default_drafter_spec
     from decoding.paths import SHIPPED_DRAFT, SHIPPED_FEATURE_DRAFT
 

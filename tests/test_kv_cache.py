@@ -1,13 +1,13 @@
-"""The in-place KV cache (`decoding/kv_cache.py`) holds exactly what transformers' DynamicCache holds
+"""The in-place KV cache (`decoding/lm/kv_cache.py`) holds exactly what transformers' DynamicCache holds
 through every operation the engine makes on it: passes, crops after a rejection, growth past the
 buffer, compaction from outside (PPD), and model passes through it give the same logits."""
 
 import torch
 from transformers import DynamicCache
 
-from decoding.cached_lm import CachedLM
-from decoding.kv_cache import MIN_CAPACITY, GrowingLayer, growing_cache
-from decoding.models import load_model
+from decoding.lm.cached_lm import CachedLM
+from decoding.lm.kv_cache import MIN_CAPACITY, GrowingLayer, growing_cache
+from decoding.lm.models import load_model
 from decoding.ppd.engine import compact_cache
 
 

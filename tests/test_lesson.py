@@ -222,7 +222,7 @@ def test_the_method_panels_and_a_bad_widget():
 
 
 def test_no_lesson_event_loads_a_model(monkeypatch):
-    import decoding.models as models
+    import decoding.lm.models as models
     from app import lesson_tab
 
     def refuse(*args, **kwargs):

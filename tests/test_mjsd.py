@@ -6,7 +6,7 @@ import math
 import pytest
 import torch
 
-from decoding.cached_lm import CachedLM
+from decoding.lm.cached_lm import CachedLM
 from decoding.joint import beam_draft, joint_verify, likelihood_sampling, select_expansions
 from decoding.runner import decode, generate, summarize
 from decoding.strategies import RunConfig

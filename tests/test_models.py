@@ -1,4 +1,4 @@
-"""Tests of decoding.models: tiny random models through the real loader, the error messages a
+"""Tests of decoding.lm.models: tiny random models through the real loader, the error messages a
 user sees, and the embedded SmolLM2 target (converted once per machine into the normal cache)."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from decoding import models
-from decoding.models import (
+from decoding.lm import models
+from decoding.lm.models import (
     DEFAULT_TARGET,
     LoadedModel,
     ModelLoadError,
@@ -201,7 +201,7 @@ def test_resolve_device():
 
 def test_default_dtype(monkeypatch):
     """The default precision follows the device's capabilities (faked here), and the environment."""
-    from decoding import devices
+    from decoding.lm import devices
 
     monkeypatch.delenv(devices.DTYPE_ENV, raising=False)
     monkeypatch.setattr(devices, "cpu_has_native_bf16", lambda: False)
@@ -223,7 +223,7 @@ def test_default_dtype(monkeypatch):
 
 
 def test_native_bf16_is_read_from_the_cpu_flags(monkeypatch, tmp_path):
-    from decoding import devices
+    from decoding.lm import devices
 
     flags = {"AVX512": True, "AVX2": False, "AMX": True}
     for capability, _ in flags.items():
@@ -253,7 +253,7 @@ def test_exactness_tests_do_not_depend_on_the_default_precision(monkeypatch, tin
                                                                  tiny_close_pair, embedded_target_dtype):
     """The exactness tests pass float32 explicitly: with the default forced to bfloat16 their models
     still load in float32, and the fixtures they use are float32."""
-    from decoding import devices
+    from decoding.lm import devices
 
     monkeypatch.setenv(devices.DTYPE_ENV, "bfloat16")
     assert default_dtype(torch.device("cpu")) == torch.bfloat16

@@ -11,7 +11,7 @@ import pytest
 import torch
 from transformers import DynamicCache
 
-from decoding.cached_lm import CachedLM
+from decoding.lm.cached_lm import CachedLM
 from decoding.ppd.engine import compact_cache, prompt_predictions, tree_forward, typical_threshold, verify_greedy, verify_typical
 from decoding.ppd.hardware import acceptance_table, choose_tree_size, measure_latency
 from decoding.ppd.tuning import cached_choice, save_tuning
@@ -228,7 +228,7 @@ def test_tune_cli(tiny_target_dir, tmp_path, monkeypatch, capsys):
                  "--json"]) == 0
     entry = json.loads(capsys.readouterr().out)
     assert entry["tree_size"] in (1, 4) and (tmp_path / "ppd" / "tuning.json").exists()
-    from decoding.models import load_model
+    from decoding.lm.models import load_model
     from decoding.ppd.tuning import tuning_curves
 
     curves = tuning_curves(load_model(str(tiny_target_dir), device="cpu"))  # the tune CLI's default dtype
@@ -315,7 +315,7 @@ def test_cached_training_step_matches_full_pass_and_greedy_chain(tiny):
 
 
 def test_training_smoke_resume_and_export(tiny_target_dir, tmp_path):
-    from decoding.models import load_model
+    from decoding.lm.models import load_model
     from decoding.ppd.__main__ import build_parser
     from decoding.ppd.train import train
 

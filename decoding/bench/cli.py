@@ -87,9 +87,9 @@ def run_cli(args) -> int:
     import torch
 
     from ..methods import METHODS
-    from ..models import ModelLoadError
+    from ..lm.models import ModelLoadError
     from ..pair import default_draft_spec, load_draft_value, load_pair
-    from ..prompt_files import read_prompt_rows
+    from ..lm.prompt_files import read_prompt_rows
     from ..rules.warp import SamplingConfig
     from .driver import run_bench
     from .report import markdown_report, markdown_table, write_outputs

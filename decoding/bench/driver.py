@@ -20,7 +20,7 @@ import statistics
 import sys
 import time
 
-from ..devices import usable_cores
+from ..lm.devices import usable_cores
 from ..drafters import HYBRID
 from ..energy import PROXY_LABEL, make_meter
 from ..paths import display_path

@@ -14,7 +14,7 @@ import time
 import torch
 
 from ..trace.metrics import RunCounts
-from ..scoring import teacher_forced_logprob
+from ..lm.scoring import teacher_forced_logprob
 from ..rules.warp import SamplingConfig
 from .variants import RunStats, Variant
 

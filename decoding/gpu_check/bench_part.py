@@ -15,7 +15,7 @@ import re
 
 from ..errors import UsageError
 from ..paths import display_path
-from ..models import DEFAULT_TARGET
+from ..lm.models import DEFAULT_TARGET
 from .choice import fastest_drafter
 from .pairs import Pair, check_pairs, half_dtype
 from .settings import CheckSettings

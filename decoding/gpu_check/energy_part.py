@@ -42,7 +42,7 @@ def above_idle(row: dict, idle_watts: float | None) -> float | None:
 def run(settings: CheckSettings) -> dict:
     from ..bench.cli import spread
     from ..pair import load_pair
-    from ..prompt_files import read_prompt_rows
+    from ..lm.prompt_files import read_prompt_rows
     from ..runner import decode
     from ..strategies import RunConfig
     from ..rules.warp import SamplingConfig

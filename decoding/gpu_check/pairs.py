@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..models import DEFAULT_TARGET, find_embedded_gguf
+from ..lm.models import DEFAULT_TARGET, find_embedded_gguf
 from ..paths import SHIPPED_DRAFT, display_path
 from .choice import DRAFTERS
 

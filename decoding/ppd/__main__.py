@@ -43,7 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def cmd_tune(args) -> dict:
-    from ..models import load_model
+    from ..lm.models import load_model
     from .hardware import acceptance_table, choose_tree_size, measure_latency, tokens_per_step
     from .tuning import device_key, save_tuning
     from .prompts import load_prompt_tokens
@@ -87,7 +87,7 @@ def main(argv=None) -> int:
                       (f" (saved to {entry['saved_to']})" if "saved_to" in entry else ""))
             return 0
         if args.command == "report":
-            from ..models import load_model
+            from ..lm.models import load_model
             from .report import load_prompt_ids, markdown, ppd_table
 
             target = load_model(args.target, device=args.device, dtype=args.dtype)

@@ -15,7 +15,7 @@ import time
 
 import torch
 
-from ..devices import sync
+from ..lm.devices import sync
 from .engine import compact_cache, tree_forward
 from .tree import dynamic_trees, tree_buffers
 
@@ -28,7 +28,7 @@ def measure_latency(target, prompts, sizes, context: int = 64, reps: int = 11) -
     The sizes are timed round-robin (one pass of each size per round, the starting size rotating),
     so a burst of noise on a shared machine lands on every size instead of on the one being timed;
     a size-by-size loop let one noisy stretch flip n* between runs."""
-    from ..cached_lm import CachedLM
+    from ..lm.cached_lm import CachedLM
 
     lm = CachedLM(target.model, target.device, target.vocab_size)
     ids = [int(target.tokenizer.eos_token_id or 0)] * context

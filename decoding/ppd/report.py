@@ -84,6 +84,6 @@ def markdown(result: dict) -> str:
 
 
 def load_prompt_ids(target, path, limit: int | None = None) -> list[list[int]]:
-    from ..prompt_files import read_prompts
+    from ..lm.prompt_files import read_prompts
 
     return [target.encode_prompt(p, True) for p in read_prompts(path)[:limit]]

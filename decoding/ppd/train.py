@@ -45,7 +45,7 @@ from pathlib import Path
 import torch
 
 from ..paths import DEV_PROMPTS, display_path
-from ..prompt_files import read_prompts
+from ..lm.prompt_files import read_prompts
 from .engine import additive_mask
 from .prompts import PromptTokens, asset_path, untrained_prompt_tokens
 
@@ -310,7 +310,7 @@ def dev_sequences(target, path, new_tokens: int) -> list[tuple[int, list[int]]]:
 # ---- the loop --------------------------------------------------------------------------------
 
 def train(args, log=print) -> dict:
-    from ..models import load_model
+    from ..lm.models import load_model
 
     t_start = time.time()
     target = load_model(args.target, device=args.device, dtype=args.dtype)

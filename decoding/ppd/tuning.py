@@ -14,7 +14,7 @@ from pathlib import Path
 
 import torch
 
-from ..models import cache_dir
+from ..lm.models import cache_dir
 from .tree import dynamic_trees
 
 

@@ -7,7 +7,7 @@ from typing import Iterator
 
 import torch
 
-from ..cached_lm import CachedLM
+from ..lm.cached_lm import CachedLM
 from ..method_settings import MethodSettings
 from ..trace.record import TARGET, IterationRecord
 from ..rules.warp import warp_logits

@@ -14,7 +14,7 @@ from dataclasses import asdict, dataclass, field
 import torch
 
 from ..rules.acceptance import validate_lenience
-from ..devices import sync
+from ..lm.devices import sync
 from ..gamma_policy import MAX_GAMMA
 from ..trace.record import Candidate, EmittedToken, IterationRecord, Timings
 from ..rules.warp import SamplingConfig

@@ -31,7 +31,7 @@ from typing import Iterator
 
 import torch
 
-from ..cached_lm import CachedLM
+from ..lm.cached_lm import CachedLM
 from ..drafters import ModelDrafter
 from ..joint import MAX_BEAMS, beam_draft, joint_verify, likelihood_sampling
 from ..method_settings import MethodSettings, knob

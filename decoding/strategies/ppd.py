@@ -34,7 +34,7 @@ from typing import Iterator
 
 import torch
 
-from ..cached_lm import CachedLM
+from ..lm.cached_lm import CachedLM
 from ..method_settings import MethodSettings, knob
 from ..ppd.engine import (TYPICAL_DELTA, TYPICAL_EPSILON, compact_cache, prompt_predictions, tree_forward,
                           verify_greedy, verify_typical)

@@ -19,7 +19,7 @@ from typing import Callable, Iterator
 import torch
 
 from ..rules.acceptance import ChainVerdict, verify_chain
-from ..cached_lm import CachedLM
+from ..lm.cached_lm import CachedLM
 from ..gamma_policy import SCHEDULES, GammaPolicy
 from ..method_settings import MethodSettings, knob
 from ..trace.record import ACCEPTED, BONUS, CORRECTION, DraftToken, IterationRecord, Residual, StepData, TreeNode

@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from ..energy import model_weight_bytes
 from .attention import use_fast_cpu_attention
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -159,3 +158,8 @@ def build_loaded(model, tokenizer, spec: str, name: str, source: str, device: to
         n_params=sum(p.numel() for p in params),
         weight_bytes=model_weight_bytes(model),
     )
+
+
+def model_weight_bytes(model: torch.nn.Module) -> int:
+    """Bytes of a model's parameters (tied weights counted once)."""
+    return sum(p.numel() * p.element_size() for p in model.parameters())

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import torch
 
-from ..errors import ModelLoadError
-from ..paths import cache_dir
+from ...errors import ModelLoadError
+from ...paths import cache_dir
 from .loaded import LoadedModel, build_loaded
 from .local import from_pretrained_model, one_line
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import torch
 
-from ..errors import ModelLoadError
+from ...errors import ModelLoadError
 from .loaded import LoadedModel, build_loaded
 
 

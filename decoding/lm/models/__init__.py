@@ -18,7 +18,7 @@ Every failure a user can cause is raised as `ModelLoadError` with a one-line mes
 
 The package: `loaded.py` (the LoadedModel), `local.py` (from_pretrained on a directory), `hub.py`
 (hub ids, offline detection), `gguf.py` (GGUF files and their converted cache); devices and dtypes
-are in `decoding/devices.py`.
+are in `decoding/lm/devices.py`.
 """
 
 from __future__ import annotations
@@ -31,8 +31,8 @@ from typing import Callable
 import torch
 
 from ..devices import default_draft_dtype, default_dtype, resolve_device, resolve_draft_dtype, resolve_dtype
-from ..errors import ModelLoadError
-from ..paths import cache_dir
+from ...errors import ModelLoadError
+from ...paths import cache_dir
 from . import head_layout
 from .gguf import EMBEDDED_NAME, find_embedded_gguf, gguf_display_name, load_gguf
 from .hub import load_hub

@@ -8,7 +8,7 @@ import re
 
 import torch
 
-from .errors import ModelLoadError
+from ..errors import ModelLoadError
 
 __all__ = ["resolve_device", "resolve_dtype", "default_dtype", "default_draft_dtype", "resolve_draft_dtype", "sync",
            "pick_device", "cpu_has_native_bf16", "dtype_name", "usable_cores", "DTYPE_ENV"]

@@ -9,7 +9,7 @@ import re
 import socket
 import threading
 
-from ..errors import ModelLoadError
+from ...errors import ModelLoadError
 from .loaded import LoadedModel, build_loaded
 from .local import from_pretrained_model, one_line
 
