@@ -167,7 +167,7 @@ def check_custom_spec(spec: str) -> None:
 def draft_is_model(spec: str) -> bool:
     """Whether the draft `spec` is a draft model of its own (what MJSD beam-searches): not prompt
     lookup, not the hybrid (lookup first), not a feature draft (one layer over the target's states)."""
-    from decoding.feature_draft import is_feature_draft
+    from decoding.drafters.feature import is_feature_draft
 
     spec = (spec or "").strip()
     if not spec or spec == PROMPT_LOOKUP or spec == FEATURE:

@@ -11,7 +11,7 @@ import html
 from collections import defaultdict
 
 from decoding.trace.source import COPY_KINDS
-from decoding.drafters import HYBRID_LOOKUP_TOKENS
+from decoding.drafters.hybrid import HYBRID_LOOKUP_TOKENS
 from decoding.trace.metrics import RunCounts
 from decoding.strategies.ppd import PPDStep
 from decoding.strategies.speculative import ChainStep

@@ -1,4 +1,4 @@
-"""eval-draft's figures for a feature draft (feature_draft.py): alpha, greedy agreement, tokens
+"""eval-draft's figures for a feature draft (drafters/feature.py): alpha, greedy agreement, tokens
 per call and c, comparable with a draft model's.
 
 alpha and greedy agreement are teacher-forced as for a draft model, here from the target's true

@@ -1,7 +1,7 @@
 """How long must the context repeat itself before copying beats the draft model?
 
 Over the target's greedy continuations of a prompt file, at every position: the longest earlier
-match of the context's suffix (`drafters.suffix_match`), whether the token after that match is the
+match of the context's suffix (`drafters.lookup.suffix_match`), whether the token after that match is the
 target's greedy token (what lookup would propose), and whether the draft model's argmax is (what
 the model would propose, teacher-forced). Grouped by match length, this gives the hybrid drafter's
 minimum match N: the shortest match from which copying is right at least as often as the model.
@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import torch
 
-from .drafters import HYBRID_MAX_MATCH, suffix_match
+from .drafters.hybrid import HYBRID_MAX_MATCH, suffix_match
 from .lm.scoring import teacher_forced_probs
 
 BUCKETS = ((1, 1), (2, 2), (3, 3), (4, 4), (5, 7), (8, 15), (16, HYBRID_MAX_MATCH))

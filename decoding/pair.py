@@ -8,7 +8,7 @@ share a vocabulary" path of the CLI, the benchmark and the app.
 
 Draft specs: a hub id, a directory or a .gguf file (a model); "prompt-lookup"; "distilled" (the
 shipped draft); "feature" (the shipped feature draft, which drafts from the target's own hidden
-states: feature_draft.py) or the directory of another; "hybrid" (lookup + the target's default
+states: drafters/feature.py) or the directory of another; "hybrid" (lookup + the target's default
 draft model) or "hybrid:<model spec>", e.g. "hybrid:feature"; "hybrid+corpus[:<model spec>]" adds a
 lookup in the default target's shipped corpus of its own answers (corpus.py), "hybrid+corpus=<dir>:..."
 in a corpus built for another target (scripts/build_corpus.py).
@@ -20,12 +20,12 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from .corpus import TextCorpus, load_corpus
-from .drafters import HYBRID, PROMPT_LOOKUP, HybridDrafter, ModelDrafter, PromptLookupDrafter
+from .drafters.corpus import TextCorpus, load_corpus
+from .drafters.hybrid import HYBRID, PROMPT_LOOKUP, HybridDrafter, ModelDrafter, PromptLookupDrafter
 from .errors import ModelLoadError
-from .feature_draft import FeatureDraftModel, FeatureDrafter, is_feature_draft, load_feature_draft
+from .drafters.feature import FeatureDraftModel, FeatureDrafter, is_feature_draft, load_feature_draft
 from .lm.models import DEFAULT_TARGET, LoadedModel, check_same_vocabulary, load_draft, load_model, load_model_cached
-from .output_head import OutputHead, load_head
+from .drafters.output_head import OutputHead, load_head
 from .paths import SHIPPED_CORPUS, SHIPPED_DRAFT, SHIPPED_FEATURE_DRAFT, display_path
 
 __all__ = ["Draft", "as_draft", "default_draft_spec", "default_drafter_spec", "load_pair", "PROMPT_LOOKUP", "HYBRID",
@@ -46,7 +46,7 @@ class Draft:
     spec: str  # as the user gave it: a path, a hub id, "prompt-lookup", "hybrid"
     model: LoadedModel | None = None
     head: OutputHead | None = None  # a restricted output head of the model (output_head.py)
-    feature: FeatureDraftModel | None = None  # a feature draft instead of `model` (feature_draft.py)
+    feature: FeatureDraftModel | None = None  # a feature draft instead of `model` (drafters/feature.py)
     corpus: TextCorpus | None = None  # a hybrid's corpus of the target's own answers (corpus.py)
 
     def __post_init__(self) -> None:

@@ -40,8 +40,8 @@ def export(cfg: DistillConfig, target=None, log=print) -> Path:
     tmp.mkdir(parents=True)
     model.save_pretrained(tmp, safe_serialization=True)
     target.tokenizer.save_pretrained(tmp)
-    if "head" in state:  # a restricted, untied output head (decoding/output_head.py reads it)
-        from decoding.output_head import OutputHead
+    if "head" in state:  # a restricted, untied output head (decoding/drafters/output_head.py reads it)
+        from decoding.drafters.output_head import OutputHead
 
         OutputHead(torch.tensor(state["head_tokens"]), state["head"].to(getattr(torch, cfg.export_dtype))).save(tmp)
     training = {

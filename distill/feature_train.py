@@ -1,4 +1,4 @@
-"""Train a feature draft (decoding/feature_draft.py) on the target's features (`distill features`).
+"""Train a feature draft (decoding/drafters/feature.py) on the target's features (`distill features`).
 
 EAGLE's objective (arXiv:2401.15077, section 3.3): for every position t the draft reads the
 target's feature f_t (with uniform noise, so it learns to read its own imprecise predictions at
@@ -213,9 +213,9 @@ def train(cfg: DistillConfig, out_dir: Path, epochs: float, batch_tokens: int, l
           max_seconds: float = 0.0, fresh: bool = False, target=None, log=print, cls_weight: float = CLS_WEIGHT,
           noise: float = NOISE, layers: int = 1, steps: int = 1, init: Path | None = None,
           device: str | torch.device = "cpu") -> dict:
-    from decoding.feature_draft import FeatureDraftModel, draft_layer_config
+    from decoding.drafters.feature import FeatureDraftModel, draft_layer_config
     from decoding.lm.models import load_model
-    from decoding.output_head import OutputHead, frequent_tokens
+    from decoding.drafters.output_head import OutputHead, frequent_tokens
 
     setup_threads()
     ckpt = cfg.path("ckpt_dir") / f"feature-{out_dir.name}.pt"  # one checkpoint per output folder
@@ -228,7 +228,7 @@ def train(cfg: DistillConfig, out_dir: Path, epochs: float, batch_tokens: int, l
         raise SystemExit("train-features: no features; run `python -m distill features` first")
     embedding = target.model.get_input_embeddings()
     if init is not None:  # go on from a finished feature draft: its layers, and its head's tokens
-        from decoding.feature_draft import load_feature_draft
+        from decoding.drafters.feature import load_feature_draft
 
         model, init_head = load_feature_draft(init, target.model, torch.float32, device)
         ids = init_head.token_ids.tolist()
@@ -345,7 +345,7 @@ def main(argv: list[str] | None = None) -> int:
         ap.error("--cls-weight and --noise must be >= 0")
     init = None
     if args.init:
-        from decoding.feature_draft import is_feature_draft
+        from decoding.drafters.feature import is_feature_draft
 
         init = Path(args.init) if Path(args.init).is_absolute() else REPO / args.init
         if not is_feature_draft(init):

@@ -1,5 +1,5 @@
 """Training a draft whose output head covers only the tokens the target writes most (FR-Spec:
-Zhao et al., 2025, arXiv:2502.14856; `decoding/output_head.py` uses the result).
+Zhao et al., 2025, arXiv:2502.14856; `decoding/drafters/output_head.py` uses the result).
 
 The head's tokens S are the `head_tokens` most frequent ids of the target's generated tokens in
 the training shards (plus its end-of-sequence ids). Its weights start as S's rows of the tied
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import torch
 
-from decoding.output_head import frequent_tokens
+from decoding.drafters.output_head import frequent_tokens
 
 
 def choose_tokens(examples, k: int, eos_ids) -> list[int]:

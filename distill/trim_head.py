@@ -5,7 +5,7 @@ A draft step reads its whole output head; for the shipped draft (4 layers, hidde
 et al., 2025, "FR-Spec: Accelerating Large-Vocabulary Language Models via Frequency-Ranked
 Speculative Sampling", arXiv:2502.14856) keeps only the rows of the most frequent tokens, with no
 retraining: the draft's q then puts explicit zeros on every other token and the residual
-max(0, p - q) gives the target's mass there back, so the rule stays exact (`decoding/output_head.py`).
+max(0, p - q) gives the target's mass there back, so the rule stays exact (`decoding/drafters/output_head.py`).
 
 The K tokens are the most frequent generated tokens of the target in the distillation data's
 training shards (the holdout prompts excluded), plus the end-of-sequence ids. `head.safetensors`,
@@ -41,7 +41,7 @@ def trim(cfg, draft_dir: Path, k: int, out: Path, target=None, log=print, comman
     import torch
 
     from decoding.lm.models import load_model
-    from decoding.output_head import HEAD_FILE, subset_head
+    from decoding.drafters.output_head import HEAD_FILE, subset_head
 
     from .head import choose_tokens, covered_mass
     from .train import list_shards, load_examples

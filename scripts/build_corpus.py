@@ -1,4 +1,4 @@
-"""Build a corpus of the target's own answers for the hybrid's corpus lookup (`decoding/corpus.py`).
+"""Build a corpus of the target's own answers for the hybrid's corpus lookup (`decoding/drafters/corpus.py`).
 
 Decodes every prompt of the given files greedily with the target (batched, left-padded, through
 transformers' generate) and keeps each answer up to its end of sequence. The shipped corpus:
@@ -38,7 +38,7 @@ def main(argv=None) -> int:
     import torch
     from tqdm import tqdm
 
-    from decoding.corpus import TextCorpus
+    from decoding.drafters.corpus import TextCorpus
     from decoding.lm.models import load_model
     from decoding.lm.prompt_files import read_prompt_rows
 

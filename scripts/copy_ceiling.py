@@ -33,7 +33,7 @@ def rules(alpha: float, c: float, extra_alphas: list[float]):
     """(key, name, rule, model) rows, in the order the table shows them; the key names a row for
     readers of the JSON (scripts/performance_report.py), the name is what the table shows."""
     from decoding.bench import ceiling as cl
-    from decoding.corpus import load_corpus
+    from decoding.drafters.corpus import load_corpus
     from decoding.paths import SHIPPED_CORPUS
 
     corpus = load_corpus(str(SHIPPED_CORPUS))

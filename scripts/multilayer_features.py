@@ -104,7 +104,7 @@ def train_arm(arm: str, states: Path, epochs: float, lr: float, out: Path) -> No
     """One arm, one thread: fine-tune from the shipped draft, evaluating on the holdout as it goes."""
     import torch
 
-    from decoding.feature_draft import load_feature_draft
+    from decoding.drafters.feature import load_feature_draft
     from decoding.lm.models import load_model
     from distill import feature_train as ft
     from distill.config import get_config

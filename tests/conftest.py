@@ -149,11 +149,11 @@ def tiny_pair(tiny_target_dir, tiny_draft_dir):
 
 @pytest.fixture(scope="session")
 def tiny_feature_dir(tmp_path_factory, tiny_pair) -> Path:
-    """A random feature draft (feature_draft.py) for the tiny target, started from the target's last
+    """A random feature draft (drafters/feature.py) for the tiny target, started from the target's last
     layer, its head over all but the target's 3 likeliest first tokens after "hello world, the cat"
     (so p has mass outside the head), saved and found as a feature draft."""
-    from decoding.feature_draft import FeatureDraftModel, draft_layer_config
-    from decoding.output_head import OutputHead
+    from decoding.drafters.feature import FeatureDraftModel, draft_layer_config
+    from decoding.drafters.output_head import OutputHead
 
     target, _ = tiny_pair
     torch.manual_seed(5)

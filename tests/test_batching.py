@@ -9,7 +9,7 @@ import torch
 
 from decoding.lm import batching
 from decoding.lm.cached_lm import CachedLM
-from decoding.output_head import subset_head
+from decoding.drafters.output_head import subset_head
 
 
 @pytest.fixture
@@ -164,7 +164,7 @@ def test_a_batched_pass_keeps_each_runs_hidden_states(tiny_target_dir):
 def test_a_batched_pass_of_the_feature_draft_layer_equals_each_run_alone(tiny_target_dir, tiny_feature_dir):
     """The feature draft's own layer (fed [feature; embedding] vectors, returning predicted
     features) batches across runs: each run's predictions and cache are those of its solo passes."""
-    from decoding.feature_draft import FeatureDraftLM
+    from decoding.drafters.feature import FeatureDraftLM
     from decoding.lm.models import load_model
     from decoding.pair import load_draft_value
 

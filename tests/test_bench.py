@@ -8,7 +8,7 @@ import torch
 
 from decoding.bench import Variant, measure_memory, parse_gammas
 from decoding.cli import main
-from decoding.gamma_policy import GammaPolicy
+from decoding.drafters.gamma_policy import GammaPolicy
 from decoding.runner import decode
 from decoding.strategies import RunConfig
 from decoding.rules.warp import SamplingConfig
@@ -168,7 +168,7 @@ def test_auto_draft_stopper_threshold_and_rule():
 
 
 def test_model_drafter_stops_when_told(tiny_pair):
-    from decoding.drafters import ModelDrafter
+    from decoding.drafters.hybrid import ModelDrafter
 
     target, draft = tiny_pair
     drafter = ModelDrafter(draft.model, draft.device, min(target.vocab_size, draft.vocab_size), draft.name)

@@ -122,7 +122,7 @@ def test_script_rejects_bad_arguments_before_loading_anything(capsys):
 
 
 def test_hybrid_copy_rule_prefers_a_long_repeat_then_the_corpus():
-    from decoding.corpus import TextCorpus
+    from decoding.drafters.corpus import TextCorpus
 
     corpus = TextCorpus([[7, 8, 9, 4, 4]])
     seq = [1, 2, 3, 0, 1, 2, 3, 7, 8, 9, 4, 4]  # t=6: 1 2 3 repeats; t=9: 7 8 9 is in the corpus

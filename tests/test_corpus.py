@@ -8,9 +8,9 @@ autoregressive in float32, the target's two-token distribution when sampled (chi
 import pytest
 import torch
 
-from decoding.corpus import TextCorpus
+from decoding.drafters.corpus import TextCorpus
 from decoding.trace.source import MODEL_SOURCE
-from decoding.drafters import HybridDrafter, ModelDrafter
+from decoding.drafters.hybrid import HybridDrafter, ModelDrafter
 from decoding.errors import ModelLoadError
 from decoding.trace.metrics import source_key
 from decoding.pair import Draft, load_draft_value

@@ -23,7 +23,7 @@ import test_ppd
 from test_distill import smoke_run  # noqa: F401  (the smoke distillation pipeline, a fixture)
 from decoding.lm.cached_lm import CachedLM
 from decoding.lm.models import load_model
-from decoding.output_head import subset_head
+from decoding.drafters.output_head import subset_head
 from decoding.pair import Draft
 from decoding.ppd.engine import compact_cache, tree_forward, verify_greedy
 from decoding.ppd.prompts import untrained_prompt_tokens

@@ -14,10 +14,10 @@ import pytest
 import torch
 
 from decoding.lm.cached_lm import CachedLM
-from decoding.drafters import HybridDrafter
+from decoding.drafters.hybrid import HybridDrafter
 from decoding.errors import ModelLoadError
-from decoding.feature_draft import FeatureDraftModel, FeatureDrafter, draft_layer_config, is_feature_draft
-from decoding.output_head import OutputHead
+from decoding.drafters.feature import FeatureDraftModel, FeatureDrafter, draft_layer_config, is_feature_draft
+from decoding.drafters.output_head import OutputHead
 from decoding.pair import Draft, load_draft_value
 from decoding.runner import decode
 from decoding.strategies import RunConfig
@@ -204,7 +204,7 @@ def test_unrolled_training_steps_see_what_a_draft_sees_at_inference():
     at inference, fed the true pairs up to s - k + 1 in one pass and then its own predictions."""
     from transformers import DynamicCache, LlamaConfig
 
-    from decoding.feature_draft import FeatureDraftModel
+    from decoding.drafters.feature import FeatureDraftModel
     from distill.feature_train import unroll, unrolled_mask
 
     # step 2 on 3 positions: query s sees the step-1 keys j <= s - 1 and its own step-2 key
@@ -401,7 +401,7 @@ def test_unroll_folds_several_layers_through_a_fuse_and_regresses_on_the_final_s
 
     from transformers import LlamaConfig
 
-    from decoding.feature_draft import FeatureDraftModel
+    from decoding.drafters.feature import FeatureDraftModel
     from distill.feature_train import collate, losses, unroll
 
     spec = importlib.util.spec_from_file_location(

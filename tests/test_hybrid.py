@@ -8,8 +8,8 @@ trace equal to the q each token was drawn from.
 import pytest
 import torch
 
-from decoding.drafters import HybridDrafter, ModelDrafter, suffix_match
-from decoding.output_head import frequent_tokens, load_head, subset_head
+from decoding.drafters.hybrid import HybridDrafter, ModelDrafter, suffix_match
+from decoding.drafters.output_head import frequent_tokens, load_head, subset_head
 from decoding.pair import Draft, load_draft_value
 from decoding.runner import decode
 from decoding.strategies import RunConfig
@@ -109,7 +109,7 @@ class ScriptedModel:
 
     def propose(self, sequence, gamma, sampling, generator, keep_going=None, source=None, exact=False,
                 stop_after=None):
-        from decoding.drafters import Proposal
+        from decoding.drafters.hybrid import Proposal
 
         tokens = []
         for i in range(gamma):

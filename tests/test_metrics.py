@@ -74,7 +74,7 @@ def test_source_tally_adds_up_and_reports_per_iteration():
 def test_source_key_buckets_lookups_by_match_length():
     from types import SimpleNamespace
 
-    from decoding.drafters import HYBRID_MIN_MATCH
+    from decoding.drafters.hybrid import HYBRID_MIN_MATCH
     from decoding.trace.metrics import source_key
 
     def record(source, match=None, draft=(1,)):

@@ -6,7 +6,7 @@ proposed tokens equal to what comes next. Replaying the output under a rule, wit
 time of a target pass over n new tokens (`VerifyCost`), gives that rule's speed without running
 it. Rules that know the answer (oracles) bound what any copying drafter can reach:
 
-- `lookup_rule`: the engine's prompt lookup (`drafters.suffix_match`: the most recent longest
+- `lookup_rule`: the engine's prompt lookup (`drafters.lookup.suffix_match`: the most recent longest
   suffix match), a fixed number of copied tokens. It checks the replay against the benchmark.
 - `oracle_gate`: the same copy, proposed only where its first token is right.
 - `oracle_length`: the same occurrence, exactly as many tokens as will be accepted.
@@ -29,7 +29,7 @@ from bisect import bisect_left
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..drafters import match_length, suffix_match
+from ..drafters.hybrid import match_length, suffix_match
 from ..rules.theory import expected_tokens_per_call
 
 MAX_RUN = 64  # the longest copy any rule proposes

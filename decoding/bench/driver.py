@@ -21,7 +21,7 @@ import sys
 import time
 
 from ..lm.devices import usable_cores
-from ..drafters import HYBRID
+from ..drafters.hybrid import HYBRID
 from ..energy import PROXY_LABEL, make_meter
 from ..paths import display_path
 from .hf_peer import HF_DEFAULT_PROMPT_LOOKUP_TOKENS

@@ -19,7 +19,7 @@ run the final hidden states of its own tokens: a target that a feature draft rea
 (`CachedLM.keep_features`), and the output heads then score only the rows the runs asked for, one
 matmul per head over all runs' rows (the head of a 135M model is a third of its weights: read once
 per pass, not once per run). The feature draft's
-own layer (`feature_draft.FeatureDraftLM`, fed [feature; embedding] vectors rather than token ids)
+own layer (`drafters.feature.FeatureDraftLM`, fed [feature; embedding] vectors rather than token ids)
 is batched the same way: the runs of a class share every pass of both models.
 """
 

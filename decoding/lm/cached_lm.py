@@ -6,12 +6,12 @@ prefix of the committed sequence; `extend(sequence)` feeds whatever part of `seq
 lacks plus `extra` tokens in one forward pass, so prefill, single steps and gamma+1-token
 verification are the same call.
 A draft with a restricted output head (`output_head.py`) computes its logits with that head.
-A target that a feature draft reads from (`feature_draft.py`) keeps its final hidden states
+A target that a feature draft reads from (`drafters/feature.py`) keeps its final hidden states
 (`keep_features`): `features[t]` is the hidden state at position t, valid for t < length.
 When cross-run batching is on (`batching.py`, the app's classes), concurrent runs' calls on one
 model share a forward pass; each run still sees exactly its own cache and keeps its own features.
 A subclass may feed input vectors instead of token ids and return hidden states instead of
-logits (`returns_hidden`; the feature draft's layer, `feature_draft.FeatureDraftLM`): `_body` is
+logits (`returns_hidden`; the feature draft's layer, `drafters.feature.FeatureDraftLM`): `_body` is
 the one place that calls the model, for a solo pass and for a batched one alike.
 """
 

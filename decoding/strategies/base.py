@@ -15,7 +15,7 @@ import torch
 
 from ..rules.acceptance import validate_lenience
 from ..lm.devices import sync
-from ..gamma_policy import MAX_GAMMA
+from ..drafters.gamma_policy import MAX_GAMMA
 from ..trace.record import Candidate, EmittedToken, IterationRecord, Timings
 from ..rules.warp import SamplingConfig
 

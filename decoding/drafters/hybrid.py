@@ -16,9 +16,9 @@ from dataclasses import dataclass
 
 import torch
 
-from .lm.cached_lm import CachedLM
-from .trace.source import HYBRID_MIN_MATCH, MODEL_SOURCE, DraftSource
-from .rules.warp import SamplingConfig, warp_logits
+from ..lm.cached_lm import CachedLM
+from ..trace.source import HYBRID_MIN_MATCH, MODEL_SOURCE, DraftSource
+from ..rules.warp import SamplingConfig, warp_logits
 
 PROMPT_LOOKUP = "prompt-lookup"
 HYBRID = "hybrid"

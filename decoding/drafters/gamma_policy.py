@@ -50,9 +50,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .rules import theory
-from .trace.source import COPY_KINDS, MODEL_SOURCE, DraftSource
-from .trace.metrics import c_step
+from ..rules import theory
+from ..trace.source import COPY_KINDS, MODEL_SOURCE, DraftSource
+from ..trace.metrics import c_step
 
 SCHEDULES = ("fixed", "auto", "heuristic")
 MAX_GAMMA = 64  # the longest draft any run may ask for

@@ -24,11 +24,11 @@ from pathlib import Path
 
 import torch
 
-from .lm.cached_lm import CachedLM
-from .drafters import CATCH_UP_TOKENS, Proposal
-from .trace.source import MODEL_SOURCE, DraftSource
+from ..lm.cached_lm import CachedLM
+from .hybrid import CATCH_UP_TOKENS, Proposal
+from ..trace.source import MODEL_SOURCE, DraftSource
 from .output_head import OutputHead, load_head
-from .rules.warp import SamplingConfig, warp_logits
+from ..rules.warp import SamplingConfig, warp_logits
 
 KIND = "feature"
 CONFIG_FILE = "config.json"
