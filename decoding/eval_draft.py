@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 import torch
 
-from .drafters.hybrid import PROMPT_LOOKUP, PromptLookupDrafter
+from .drafters.lookup import PROMPT_LOOKUP, PromptLookupDrafter
 from .trace.metrics import c_step
 from .lm.models import LoadedModel, cache_dir, check_same_vocabulary
 from .paths import display_path

@@ -21,7 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .drafters.corpus import TextCorpus, load_corpus
-from .drafters.hybrid import HYBRID, PROMPT_LOOKUP, HybridDrafter, ModelDrafter, PromptLookupDrafter
+from .drafters.hybrid import HYBRID, HybridDrafter
+from .drafters.lookup import PROMPT_LOOKUP, PromptLookupDrafter
+from .drafters.model import ModelDrafter
 from .errors import ModelLoadError
 from .drafters.feature import FeatureDraftModel, FeatureDrafter, is_feature_draft, load_feature_draft
 from .lm.models import DEFAULT_TARGET, LoadedModel, check_same_vocabulary, load_draft, load_model, load_model_cached

@@ -48,7 +48,7 @@ def main(argv=None) -> int:
 
     from decoding.bench.ceiling import leading_equal
     from decoding.bench.cli import draft_label
-    from decoding.drafters.hybrid import copy_proposal, lookup_source
+    from decoding.drafters.lookup import copy_proposal, lookup_source
     from decoding.pair import load_pair
     from decoding.lm.prompt_files import read_prompt_rows
     from decoding.strategies import RunConfig

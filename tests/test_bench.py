@@ -168,7 +168,7 @@ def test_auto_draft_stopper_threshold_and_rule():
 
 
 def test_model_drafter_stops_when_told(tiny_pair):
-    from decoding.drafters.hybrid import ModelDrafter
+    from decoding.drafters.model import ModelDrafter
 
     target, draft = tiny_pair
     drafter = ModelDrafter(draft.model, draft.device, min(target.vocab_size, draft.vocab_size), draft.name)

@@ -10,7 +10,8 @@ import torch
 
 from decoding.drafters.corpus import TextCorpus
 from decoding.trace.source import MODEL_SOURCE
-from decoding.drafters.hybrid import HybridDrafter, ModelDrafter
+from decoding.drafters.hybrid import HybridDrafter
+from decoding.drafters.model import ModelDrafter
 from decoding.errors import ModelLoadError
 from decoding.trace.metrics import source_key
 from decoding.pair import Draft, load_draft_value

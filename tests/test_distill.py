@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from decoding.drafters.hybrid import ModelDrafter
+from decoding.drafters.model import ModelDrafter
 from decoding.eval_draft import evaluate, replay_greedy
 from decoding.paths import SHIPPED_DRAFT
 from decoding.lm.models import check_same_vocabulary, load_model

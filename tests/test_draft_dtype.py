@@ -8,7 +8,7 @@ trace is the float32 softmax of the float16 draft's own logits.
 import pytest
 import torch
 
-from decoding.drafters.hybrid import ModelDrafter
+from decoding.drafters.model import ModelDrafter
 from decoding.lm.models import default_dtype, load_draft, load_model, resolve_draft_dtype
 from decoding.strategies import RunConfig
 from decoding.rules.warp import SamplingConfig, warp_logits

@@ -12,7 +12,8 @@ import torch
 from scipy.stats import chisquare
 
 from decoding.lm.cached_lm import CachedLM
-from decoding.drafters.hybrid import ModelDrafter, PromptLookupDrafter
+from decoding.drafters.model import ModelDrafter
+from decoding.drafters.lookup import PromptLookupDrafter
 from decoding.runner import decode, generate, summarize
 from decoding.strategies import RunConfig
 from decoding.trace.record import IterationRecord, RunSummary

@@ -8,7 +8,9 @@ trace equal to the q each token was drawn from.
 import pytest
 import torch
 
-from decoding.drafters.hybrid import HybridDrafter, ModelDrafter, suffix_match
+from decoding.drafters.hybrid import HybridDrafter
+from decoding.drafters.model import ModelDrafter
+from decoding.drafters.lookup import suffix_match
 from decoding.drafters.output_head import frequent_tokens, load_head, subset_head
 from decoding.pair import Draft, load_draft_value
 from decoding.runner import decode
@@ -109,7 +111,7 @@ class ScriptedModel:
 
     def propose(self, sequence, gamma, sampling, generator, keep_going=None, source=None, exact=False,
                 stop_after=None):
-        from decoding.drafters.hybrid import Proposal
+        from decoding.drafters.base import Proposal
 
         tokens = []
         for i in range(gamma):

@@ -25,6 +25,9 @@ from pathlib import Path
 
 import torch
 
+from ..trace.source import DraftSource
+from .base import Proposal, one_hot_rows
+
 TOKENS_FILE = "corpus.safetensors"
 META_FILE = "corpus.json"
 GRAM_LENGTHS = (6, 5, 4, 3)  # longest first: a longer match is right more often
@@ -124,3 +127,18 @@ class TextCorpus:
 def load_corpus(directory: str) -> TextCorpus:
     """A corpus loaded once per process (its index takes about a second to build)."""
     return TextCorpus.load(directory)
+
+
+# --------------------------------------------------------------------------- as a draft source
+def corpus_source(corpus, sequence: list[int]) -> DraftSource | None:
+    """The corpus source of the context's longest suffix the corpus holds (a `TextCorpus`)."""
+    found = corpus.find(sequence) if corpus is not None else None
+    if found is None or found.available < 1:
+        return None
+    return DraftSource("corpus", found.length, found.start, found.available)
+
+
+def corpus_proposal(corpus, source: DraftSource, n: int, width: int, device) -> Proposal:
+    """Up to n tokens of what followed the match in the corpus; q is one-hot on each."""
+    tokens = corpus.continuation(source, n)
+    return Proposal(tokens, one_hot_rows(tokens, width, device), "corpus", source.match_length)

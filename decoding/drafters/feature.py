@@ -25,7 +25,7 @@ from pathlib import Path
 import torch
 
 from ..lm.cached_lm import CachedLM
-from .hybrid import CATCH_UP_TOKENS, Proposal
+from .base import CATCH_UP_TOKENS, Proposal
 from ..trace.source import MODEL_SOURCE, DraftSource
 from .output_head import OutputHead, load_head
 from ..rules.warp import SamplingConfig, warp_logits

@@ -32,7 +32,7 @@ from typing import Iterator
 import torch
 
 from ..lm.cached_lm import CachedLM
-from ..drafters.hybrid import ModelDrafter
+from ..drafters.model import ModelDrafter
 from ..joint import MAX_BEAMS, beam_draft, joint_verify, likelihood_sampling
 from ..method_settings import MethodSettings, knob
 from ..trace.plain import ByName, MayBeInfinite
