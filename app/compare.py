@@ -8,7 +8,7 @@ import html
 
 import gradio as gr
 
-from decoding.methods import METHODS
+from decoding.methods.registry import METHODS
 
 from .controls import with_run_inputs
 from .texts import greedy_texts_note

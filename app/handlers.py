@@ -17,7 +17,7 @@ import gradio as gr
 from decoding.lm.batching import sharing
 
 from . import charts
-from decoding.methods import METHODS
+from decoding.methods.registry import METHODS
 
 from .controls import controls_from_settings, visible_for, with_run_inputs
 from .errors import Status, status_html

@@ -14,7 +14,7 @@ from __future__ import annotations
 import gradio as gr
 
 from decoding.rules.lab import EXAMPLE_P, EXAMPLE_Q, EXAMPLE_VOCAB
-from decoding.methods import METHODS
+from decoding.methods.registry import METHODS
 from decoding.pair import PROMPT_LOOKUP
 from decoding.paths import APP_CSS, ASSETS
 

@@ -17,11 +17,11 @@ from typing import Callable
 import torch
 
 from decoding.rules import theory
-from decoding.joint import joint_verify
+from decoding.methods.mjsd.joint import joint_verify
 from decoding.rules.acceptance import acceptance_threshold, residual_distribution
 from decoding.rules.lab import EXAMPLE_P, EXAMPLE_Q, EXAMPLE_VOCAB, run_sampling_lab
 from decoding.trace.metrics import RunCounts
-from decoding.strategies.mjsd import MjsdStep
+from decoding.methods.mjsd.generator import MjsdStep
 from decoding.trace.record import BONUS, CORRECTION
 from decoding.trace_file import read_trace
 

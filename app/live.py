@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import gradio as gr
 
-from decoding.methods import METHODS
+from decoding.methods.registry import METHODS
 
 from .presets import MAX_PARAMS, fitting_preset, pair_problem, presets, resolve_pair
 from .session import Session

@@ -182,7 +182,7 @@ def pair_problem(method: str, draft_spec: str) -> str:
     has a requirement here: PPD drafts with the target's own prompt tokens (trained ones where the
     target ships them, untrained ones otherwise) and ignores the draft; the other methods take any
     drafter."""
-    from decoding.methods import METHODS
+    from decoding.methods.registry import METHODS
 
     spec = METHODS.get(method)
     if spec is not None and spec.needs_draft_model and not draft_is_model(draft_spec):

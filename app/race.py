@@ -17,7 +17,7 @@ from pathlib import Path
 
 import gradio as gr
 
-from decoding.methods import METHODS
+from decoding.methods.registry import METHODS
 from decoding.pair import HYBRID, HYBRID_CORPUS, PROMPT_LOOKUP
 
 from .controls import with_run_inputs

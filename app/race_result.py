@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from decoding.methods import METHODS
+from decoding.methods.registry import METHODS
 from decoding.pair import HYBRID, PROMPT_LOOKUP
 from decoding.paths import SHIPPED_DRAFT
 from decoding.trace.record import RunSummary

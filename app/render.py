@@ -13,8 +13,8 @@ from collections import defaultdict
 from decoding.trace.source import COPY_KINDS
 from decoding.drafters.hybrid import HYBRID_LOOKUP_TOKENS
 from decoding.trace.metrics import RunCounts
-from decoding.strategies.ppd import PPDStep
-from decoding.strategies.speculative import ChainStep
+from decoding.methods.ppd.generator import PPDStep
+from decoding.methods.speculative import ChainStep
 from decoding.trace.record import ACCEPTED, BONUS, CORRECTION, TARGET, Candidate, IterationRecord, RunSummary
 
 from .html_text import attr as _attr, fmt, special_name, token_html, visible

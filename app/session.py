@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from decoding.methods import METHODS
+from decoding.methods.registry import METHODS
 from decoding.paths import EXAMPLES
 from decoding.trace.record import IterationRecord, RunSummary
 from decoding.trace_file import read_trace, write_trace

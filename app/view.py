@@ -10,7 +10,7 @@ from __future__ import annotations
 import gradio as gr
 
 from decoding.rules import theory
-from decoding.methods import METHODS
+from decoding.methods.registry import METHODS
 from decoding.trace.metrics import RunCounts
 
 from . import charts, render

@@ -92,7 +92,7 @@ def load_run_pair(target_spec: str, draft_spec: str, need_draft: bool, dtype: st
 
 def _pair(settings):
     """The run's (target, draft), memoized: the handler loaded (or refused) them before this call."""
-    from decoding.methods import METHODS
+    from decoding.methods.registry import METHODS
 
     return load_run_pair(settings.target, settings.draft, METHODS[settings.method].uses_drafter, settings.dtype)
 

@@ -12,7 +12,7 @@ import json
 import sys
 
 from .errors import UsageError
-from .strategies import MAX_GAMMA
+from .methods.base import MAX_GAMMA
 
 EXIT_BAD_INPUT = 2
 
@@ -21,7 +21,8 @@ def _add_generate(sub, methods=None) -> None:
     g = sub.add_parser("generate", help="decode a prompt with one method, optionally as a JSON trace")
     g.add_argument("--prompt", required=True)
     g.add_argument("--chat", action="store_true", help="apply the model's chat template")
-    g.add_argument("--method", default="speculative", help="one of the registry's methods (decoding/methods.py): "
+    g.add_argument("--method", default="speculative",
+                   help="one of the registry's methods (decoding/methods/registry.py): "
                    "autoregressive | speculative | mentored | mjsd | ppd")
     g.add_argument("--gamma", type=int, default=4, help=f"draft length, 1..{MAX_GAMMA}")
     g.add_argument("--temperature", type=float, default=1.0, help="0 means greedy")
@@ -47,12 +48,12 @@ def _add_generate(sub, methods=None) -> None:
 
 
 def add_method_flags(parser, methods=None) -> None:
-    """One flag per knob of every method's settings dataclass (`decoding.methods`), defaults and help
+    """One flag per knob of every method's settings dataclass (`decoding.methods.registry`), defaults and help
     from the field; a knob that several methods share (the gamma schedule) is added once."""
     import dataclasses
     import typing
 
-    from .methods import METHODS
+    from .methods.registry import METHODS
 
     seen: dict[str, object] = {}
     for spec in (METHODS if methods is None else methods).values():
@@ -155,11 +156,11 @@ def _print_json(obj) -> None:
 
 def cmd_generate(args) -> int:
     from .energy import make_meter
-    from .methods import method_spec
+    from .methods.registry import method_spec
     from .lm.models import ModelLoadError
     from .pair import load_pair
     from .runner import decode, summarize
-    from .strategies import RunConfig
+    from .methods.base import RunConfig
     from .rules.warp import SamplingConfig
 
     if not args.prompt.strip():
@@ -214,7 +215,7 @@ def cmd_generate(args) -> int:
 
 def method_extra(args, methods=None) -> dict:
     """The chosen method's own settings (`RunConfig.extra`), read from the flags its dataclass declares."""
-    from .methods import method_spec
+    from .methods.registry import method_spec
 
     spec = method_spec(args.method, methods)
     return {f.name: getattr(args, f.name) for f, _ in spec.settings.knobs()}

@@ -64,7 +64,7 @@ def target_side(target: LoadedModel, prompts: list[str], max_new_tokens: int, ch
                 use_cache: bool = True, progress=None) -> TargetSide:
     """The target's sampled (T=1) and greedy continuations of every prompt (cached on disk)."""
     from .runner import generate
-    from .strategies import RunConfig
+    from .methods.base import RunConfig
     from .rules.warp import SamplingConfig
 
     path = cache_dir() / "eval-draft" / f"{_cache_key(target, prompts, max_new_tokens, chat, seed)}.json"
@@ -183,7 +183,7 @@ def _engine_check(target, draft, side: TargetSide, prompts: list[str], chat: boo
 
     draft = as_draft(draft)
     from .runner import generate
-    from .strategies import RunConfig
+    from .methods.base import RunConfig
     from .rules.warp import SamplingConfig
 
     tokens = calls = 0

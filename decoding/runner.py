@@ -11,12 +11,12 @@ import math
 from typing import Iterator
 
 from .lm import batching
-from .methods import method_spec
+from .methods.registry import method_spec
 from .lm.devices import dtype_name
 from .trace.metrics import RunCounts
 from .lm.models import LoadedModel
 from .pair import as_draft
-from .strategies import RunConfig
+from .methods.base import RunConfig
 from .trace.record import IterationRecord, RunSummary
 
 

@@ -96,7 +96,7 @@ def _at_least(value, low, where: str) -> None:
 
 def check_record(r: IterationRecord, previous: IterationRecord | None) -> None:
     """Ranges and consistency of one record (types were checked while reading it)."""
-    from .methods import STEP_DATA
+    from .methods.registry import STEP_DATA
 
     for name in ("iteration", "context_length", "gamma", "accepted_length", "target_calls", "draft_calls",
                  "generated"):

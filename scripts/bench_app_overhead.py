@@ -29,7 +29,7 @@ def main() -> None:
     from app.layout import build_demo, launch_kwargs
     from decoding.lm.models import load_draft, load_model_cached
     from decoding.runner import decode
-    from decoding.strategies import RunConfig
+    from decoding.methods.base import RunConfig
     from decoding.rules.warp import SamplingConfig
 
     from app.session import _presets

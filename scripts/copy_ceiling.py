@@ -113,7 +113,7 @@ def main(argv=None) -> int:
     from decoding.pair import load_pair
     from decoding.lm.prompt_files import read_prompt_rows
     from decoding.runner import decode
-    from decoding.strategies import RunConfig
+    from decoding.methods.base import RunConfig
     from decoding.rules.warp import SamplingConfig
 
     torch.set_num_threads(args.threads)

@@ -107,7 +107,7 @@ def main(argv=None) -> int:
 
     from decoding.bench.driver import machine_info
     from decoding.errors import ModelLoadError
-    from decoding.methods import METHODS
+    from decoding.methods.registry import METHODS
     from decoding.lm.models import DEFAULT_TARGET
     from decoding.pair import default_drafter_spec, load_pair
 

@@ -44,7 +44,7 @@ def main(argv=None) -> int:
     from decoding.rules.warp import SamplingConfig
     from decoding.pair import load_pair
     from decoding.runner import generate
-    from decoding.strategies import RunConfig
+    from decoding.methods.base import RunConfig
 
     cores = usable_cores()
     target, draft = load_pair(draft_spec=args.draft, cached=True)

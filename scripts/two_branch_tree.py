@@ -51,8 +51,8 @@ def main(argv=None) -> int:
     from decoding.drafters.lookup import copy_proposal, lookup_source
     from decoding.pair import load_pair
     from decoding.lm.prompt_files import read_prompt_rows
-    from decoding.strategies import RunConfig
-    from decoding.strategies.speculative import speculative
+    from decoding.methods.base import RunConfig
+    from decoding.methods.speculative import speculative
     from decoding.rules.warp import SamplingConfig
 
     torch.set_num_threads(args.threads)

@@ -291,7 +291,7 @@ def _strict_json(fig):
 
 def _engine_records(pair, method, extra, seed=0):
     from decoding.runner import decode
-    from decoding.strategies import RunConfig
+    from decoding.methods.base import RunConfig
     from decoding.rules.warp import SamplingConfig
 
     target, draft = pair

@@ -79,7 +79,7 @@ def test_concurrent_runs_with_batching_give_the_tokens_of_runs_one_at_a_time(tin
                                                                               batching_on):
     from decoding.lm.models import load_model
     from decoding.runner import generate
-    from decoding.strategies import RunConfig
+    from decoding.methods.base import RunConfig
     from decoding.rules.warp import SamplingConfig
 
     target, draft = load_model(str(tiny_target_dir), device="cpu", dtype="float32"), load_model(str(tiny_draft_dir))
@@ -112,7 +112,7 @@ def test_a_run_alone_gets_no_sharing_note(tiny_target_dir, batching_on):
     from app.handlers import shared_note
     from decoding.lm.models import load_model
     from decoding.runner import generate
-    from decoding.strategies import RunConfig
+    from decoding.methods.base import RunConfig
 
     target = load_model(str(tiny_target_dir), device="cpu", dtype="float32")
     before = batching.sharing()
@@ -201,7 +201,7 @@ def test_concurrent_runs_with_a_feature_draft_share_passes_and_keep_their_tokens
     from decoding.lm.models import load_model
     from decoding.pair import load_draft_value
     from decoding.runner import generate
-    from decoding.strategies import RunConfig
+    from decoding.methods.base import RunConfig
     from decoding.rules.warp import SamplingConfig
 
     target = load_model(str(tiny_target_dir), device="cpu", dtype="float32")
@@ -278,7 +278,7 @@ def test_a_paused_run_is_not_waited_for(tiny_target_dir, batching_on):
     click) is not waited for: it must not make every pass wait out the window."""
     from decoding.lm.models import load_model
     from decoding.runner import decode
-    from decoding.strategies import RunConfig
+    from decoding.methods.base import RunConfig
 
     target = load_model(str(tiny_target_dir), device="cpu", dtype="float32")
     seen = []

@@ -10,7 +10,7 @@ from decoding.bench import Variant, measure_memory, parse_gammas
 from decoding.cli import main
 from decoding.drafters.gamma_policy import GammaPolicy
 from decoding.runner import decode
-from decoding.strategies import RunConfig
+from decoding.methods.base import RunConfig
 from decoding.rules.warp import SamplingConfig
 
 GREEDY = SamplingConfig(temperature=0.0)

@@ -57,7 +57,7 @@ def test_concurrent_runs_sharing_the_models_give_the_tokens_of_runs_one_at_a_tim
 
     from decoding.lm.models import load_model
     from decoding.runner import generate
-    from decoding.strategies import RunConfig
+    from decoding.methods.base import RunConfig
     from decoding.rules.warp import SamplingConfig
 
     target, draft = load_model(str(tiny_target_dir)), load_model(str(tiny_draft_dir))

@@ -16,8 +16,8 @@ from decoding.errors import ModelLoadError
 from decoding.trace.metrics import source_key
 from decoding.pair import Draft, load_draft_value
 from decoding.runner import decode
-from decoding.strategies import RunConfig
-from decoding.strategies.speculative import ChainStep
+from decoding.methods.base import RunConfig
+from decoding.methods.speculative import ChainStep
 from decoding.rules.warp import SamplingConfig
 
 import test_engine

@@ -25,9 +25,9 @@ from decoding.lm.cached_lm import CachedLM
 from decoding.lm.models import load_model
 from decoding.drafters.output_head import subset_head
 from decoding.pair import Draft
-from decoding.ppd.engine import compact_cache, tree_forward, verify_greedy
-from decoding.ppd.prompts import untrained_prompt_tokens
-from decoding.ppd.tree import make_tree, tree_buffers
+from decoding.methods.ppd.engine import compact_cache, tree_forward, verify_greedy
+from decoding.methods.ppd.prompts import untrained_prompt_tokens
+from decoding.methods.ppd.tree import make_tree, tree_buffers
 from decoding.rules.warp import SamplingConfig
 
 NO_CUDA_REASON = "no CUDA device here: the GPU path is checked by `make gpu-check` on a CUDA machine"

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from decoding.runner import decode
-from decoding.strategies import RunConfig
+from decoding.methods.base import RunConfig
 from decoding.rules.warp import SamplingConfig
 
 DEV = Path(__file__).resolve().parents[1] / "benchmarks" / "dev.jsonl"

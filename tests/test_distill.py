@@ -15,7 +15,7 @@ from decoding.eval_draft import evaluate, replay_greedy
 from decoding.paths import SHIPPED_DRAFT
 from decoding.lm.models import check_same_vocabulary, load_model
 from decoding.runner import generate
-from decoding.strategies import RunConfig
+from decoding.methods.base import RunConfig
 from decoding.rules.warp import SamplingConfig, warp_logits
 from distill.config import SMOKE
 from distill.data import generate as generate_data

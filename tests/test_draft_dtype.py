@@ -10,7 +10,7 @@ import torch
 
 from decoding.drafters.model import ModelDrafter
 from decoding.lm.models import default_dtype, load_draft, load_model, resolve_draft_dtype
-from decoding.strategies import RunConfig
+from decoding.methods.base import RunConfig
 from decoding.rules.warp import SamplingConfig, warp_logits
 
 import test_engine

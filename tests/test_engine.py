@@ -15,7 +15,7 @@ from decoding.lm.cached_lm import CachedLM
 from decoding.drafters.model import ModelDrafter
 from decoding.drafters.lookup import PromptLookupDrafter
 from decoding.runner import decode, generate, summarize
-from decoding.strategies import RunConfig
+from decoding.methods.base import RunConfig
 from decoding.trace.record import IterationRecord, RunSummary
 from decoding.trace_file import load_trace_lines
 from decoding.rules.warp import SamplingConfig, warp_logits

@@ -20,8 +20,8 @@ from decoding.drafters.feature import FeatureDraftModel, FeatureDrafter, draft_l
 from decoding.drafters.output_head import OutputHead
 from decoding.pair import Draft, load_draft_value
 from decoding.runner import decode
-from decoding.strategies import RunConfig
-from decoding.strategies.speculative import ChainStep
+from decoding.methods.base import RunConfig
+from decoding.methods.speculative import ChainStep
 from decoding.rules.warp import SamplingConfig, warp_logits
 
 import test_engine

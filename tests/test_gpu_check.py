@@ -230,7 +230,7 @@ def test_energy_part_decodes_with_the_first_of_several_drafters(monkeypatch, tin
 
 
 def test_ppd_tune_command_line_and_summary():
-    from decoding.ppd.__main__ import build_parser
+    from decoding.methods.ppd.__main__ import build_parser
 
     args = build_parser().parse_args(tune_argv("default", "cuda", "float16"))
     assert (args.command, args.device, args.dtype, args.no_save, args.limit) == ("tune", "cuda", "float16", True, 8)

@@ -14,8 +14,8 @@ from decoding.drafters.lookup import suffix_match
 from decoding.drafters.output_head import frequent_tokens, load_head, subset_head
 from decoding.pair import Draft, load_draft_value
 from decoding.runner import decode
-from decoding.strategies import RunConfig
-from decoding.strategies.speculative import ChainStep
+from decoding.methods.base import RunConfig
+from decoding.methods.speculative import ChainStep
 from decoding.rules.warp import SamplingConfig, warp_logits
 
 import test_engine

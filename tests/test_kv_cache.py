@@ -8,7 +8,7 @@ from transformers import DynamicCache
 from decoding.lm.cached_lm import CachedLM
 from decoding.lm.kv_cache import MIN_CAPACITY, GrowingLayer, growing_cache
 from decoding.lm.models import load_model
-from decoding.ppd.engine import compact_cache
+from decoding.methods.ppd.engine import compact_cache
 
 
 def _states(n: int, seed: int):

@@ -165,7 +165,7 @@ def test_lab_validation():
 
 def _gen(pair, method, sampling, **extra):
     from decoding.runner import generate
-    from decoding.strategies import RunConfig
+    from decoding.methods.base import RunConfig
 
     target, draft = pair
     config = RunConfig(method=method, max_new_tokens=16, sampling=sampling, gamma=3, seed=5, stop_at_eos=False,
@@ -215,7 +215,7 @@ def test_engine_trace_fields(tiny_pair, temperature):
 
 def test_engine_validation(tiny_pair):
     from decoding.runner import decode
-    from decoding.strategies import RunConfig
+    from decoding.methods.base import RunConfig
 
     target, draft = tiny_pair
     with pytest.raises(ValueError, match="KL bound"):

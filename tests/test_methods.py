@@ -11,11 +11,11 @@ import gradio as gr
 import pytest
 
 from decoding.cli import build_parser, method_extra
-from decoding.method_settings import MethodSettings, knob
-from decoding.methods import METHODS, method_spec
-from decoding.strategies.mentored import MentoredSettings, MentoredStep
-from decoding.strategies.mjsd import MjsdSettings, MjsdStep
-from decoding.strategies.ppd import PPDSettings, PPDStep
+from decoding.methods.settings import MethodSettings, knob
+from decoding.methods.registry import METHODS, method_spec
+from decoding.methods.mentored import MentoredSettings, MentoredStep
+from decoding.methods.mjsd.generator import MjsdSettings, MjsdStep
+from decoding.methods.ppd.generator import PPDSettings, PPDStep
 from decoding.trace.record import StepData
 
 

@@ -7,9 +7,9 @@ import pytest
 import torch
 
 from decoding.lm.cached_lm import CachedLM
-from decoding.joint import beam_draft, joint_verify, likelihood_sampling, select_expansions
+from decoding.methods.mjsd.joint import beam_draft, joint_verify, likelihood_sampling, select_expansions
 from decoding.runner import decode, generate, summarize
-from decoding.strategies import RunConfig
+from decoding.methods.base import RunConfig
 from decoding.trace_file import load_trace_lines
 from decoding.rules.warp import SamplingConfig, warp_logits
 

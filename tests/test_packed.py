@@ -7,7 +7,7 @@ from app import packed
 from app.footprint import deep_bytes
 from app.packed import PackedRecords, pack
 from decoding.runner import generate
-from decoding.strategies import RunConfig
+from decoding.methods.base import RunConfig
 from decoding.rules.warp import SamplingConfig
 
 

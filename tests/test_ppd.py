@@ -12,14 +12,16 @@ import torch
 from transformers import DynamicCache
 
 from decoding.lm.cached_lm import CachedLM
-from decoding.ppd.engine import compact_cache, prompt_predictions, tree_forward, typical_threshold, verify_greedy, verify_typical
-from decoding.ppd.hardware import acceptance_table, choose_tree_size, measure_latency
-from decoding.ppd.tuning import cached_choice, save_tuning
-from decoding.ppd.prompts import load_prompt_tokens, untrained_prompt_tokens
-from decoding.ppd.train import cached_insertion_step, decayed_kl, insertion_forward
-from decoding.ppd.tree import dynamic_trees, make_tree, tree_buffers
-from decoding.methods import METHODS
-from decoding.strategies import RunConfig
+from decoding.methods.ppd.engine import (
+    compact_cache, prompt_predictions, tree_forward, typical_threshold, verify_greedy, verify_typical
+)
+from decoding.methods.ppd.hardware import acceptance_table, choose_tree_size, measure_latency
+from decoding.methods.ppd.tuning import cached_choice, save_tuning
+from decoding.methods.ppd.prompts import load_prompt_tokens, untrained_prompt_tokens
+from decoding.methods.ppd.train import cached_insertion_step, decayed_kl, insertion_forward
+from decoding.methods.ppd.tree import dynamic_trees, make_tree, tree_buffers
+from decoding.methods.registry import METHODS
+from decoding.methods.base import RunConfig
 from decoding.trace.record import IterationRecord
 from decoding.rules.warp import SamplingConfig
 
@@ -166,7 +168,7 @@ def test_cli_generate_ppd(tiny_target_dir, capsys):
 def test_embeddings_inside_the_repo_are_named_by_relative_path(tmp_path):
     """Traces and the tuning cache record the embeddings' source: repo files by repo-relative path."""
     from decoding.paths import PPD_ASSETS as ASSETS, display_path as _display_path
-    from decoding.ppd.prompts import PromptTokens
+    from decoding.methods.ppd.prompts import PromptTokens
 
     assert _display_path(ASSETS / "m" / "prompt_tokens.pt") == "assets/ppd/m/prompt_tokens.pt"
     outside = tmp_path / "prompt_tokens.pt"
@@ -202,7 +204,7 @@ def test_hardware_aware_tree_size(tiny, tmp_path, monkeypatch):
 def test_latency_is_timed_round_robin(tiny, monkeypatch):
     """Every round times each size once, starting one size later than the round before, so noise
     on a shared machine spreads over all sizes (after one untimed warm-up pass per size)."""
-    import decoding.ppd.hardware as hardware
+    import decoding.methods.ppd.hardware as hardware
 
     seen = []
     real = hardware.tree_forward
@@ -218,7 +220,7 @@ def test_latency_is_timed_round_robin(tiny, monkeypatch):
 
 
 def test_tune_cli(tiny_target_dir, tmp_path, monkeypatch, capsys):
-    from decoding.ppd.__main__ import main
+    from decoding.methods.ppd.__main__ import main
 
     monkeypatch.setenv("SPECDEC_CACHE", str(tmp_path))
     prompts = tmp_path / "dev.jsonl"
@@ -229,7 +231,7 @@ def test_tune_cli(tiny_target_dir, tmp_path, monkeypatch, capsys):
     entry = json.loads(capsys.readouterr().out)
     assert entry["tree_size"] in (1, 4) and (tmp_path / "ppd" / "tuning.json").exists()
     from decoding.lm.models import load_model
-    from decoding.ppd.tuning import tuning_curves
+    from decoding.methods.ppd.tuning import tuning_curves
 
     curves = tuning_curves(load_model(str(tiny_target_dir), device="cpu"))  # the tune CLI's default dtype
     assert curves["n"] == [1, 4] and curves["chosen"] == entry["tree_size"] and len(curves["latency_ms"]) == 2
@@ -237,7 +239,7 @@ def test_tune_cli(tiny_target_dir, tmp_path, monkeypatch, capsys):
 
 
 def test_report_table(tiny_target_dir, tmp_path, capsys):
-    from decoding.ppd.__main__ import main
+    from decoding.methods.ppd.__main__ import main
 
     prompts = tmp_path / "dev.jsonl"
     prompts.write_text(json.dumps({"prompt": PROMPT}) + "\n")
@@ -316,8 +318,8 @@ def test_cached_training_step_matches_full_pass_and_greedy_chain(tiny):
 
 def test_training_smoke_resume_and_export(tiny_target_dir, tmp_path):
     from decoding.lm.models import load_model
-    from decoding.ppd.__main__ import build_parser
-    from decoding.ppd.train import train
+    from decoding.methods.ppd.__main__ import build_parser
+    from decoding.methods.ppd.train import train
 
     prompts = tmp_path / "p.jsonl"
     prompts.write_text("".join(json.dumps({"prompt": p}) + "\n" for p in (PROMPT, "hello there", "abc")))

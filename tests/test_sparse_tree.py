@@ -4,8 +4,10 @@ sparse-tree construction (propositions 4.1-4.4 of Chen et al., PPD)."""
 import pytest
 import torch
 
-from decoding.ppd.tree import (allocate_prompts, candidate_tree, dynamic_trees, expected_accepted,
-                               last_accepted_probability, make_tree, tree_buffers)
+from decoding.methods.ppd.tree import (
+    allocate_prompts, candidate_tree, dynamic_trees, expected_accepted, last_accepted_probability, make_tree,
+    tree_buffers
+)
 
 
 def rows_to_mask(rows, n, prefix):

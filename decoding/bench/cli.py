@@ -86,7 +86,7 @@ def only_categories(prompts: list, categories: str) -> list:
 def run_cli(args) -> int:
     import torch
 
-    from ..methods import METHODS
+    from ..methods.registry import METHODS
     from ..lm.models import ModelLoadError
     from ..pair import default_draft_spec, load_draft_value, load_pair
     from ..lm.prompt_files import read_prompt_rows

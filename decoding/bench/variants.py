@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..methods import METHODS
+from ..methods.registry import METHODS
 from ..trace.metrics import RunCounts
 
 GAMMA_SCHEDULES = ("auto", "heuristic")

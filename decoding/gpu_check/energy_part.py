@@ -44,7 +44,7 @@ def run(settings: CheckSettings) -> dict:
     from ..pair import load_pair
     from ..lm.prompt_files import read_prompt_rows
     from ..runner import decode
-    from ..strategies import RunConfig
+    from ..methods.base import RunConfig
     from ..rules.warp import SamplingConfig
 
     pairs, _ = check_pairs()

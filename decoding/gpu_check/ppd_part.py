@@ -1,4 +1,4 @@
-"""The `ppd` part: the PPD hardware tune on this GPU (`python -m decoding.ppd tune`, not saved).
+"""The `ppd` part: the PPD hardware tune on this GPU (`python -m decoding.methods.ppd tune`, not saved).
 
 n* = argmax T(n) / L(n) was 4 in every CPU configuration measured (README, PPD section); the PPD
 paper finds L(n) nearly flat on GPUs for small trees, which would move n* up. This runs the tune's
@@ -29,7 +29,7 @@ def summarize_entry(dtype: str, entry: dict) -> dict:
 
 
 def run(settings: CheckSettings) -> dict:
-    from ..ppd.__main__ import build_parser, cmd_tune
+    from ..methods.ppd.__main__ import build_parser, cmd_tune
 
     pairs, _ = check_pairs()
     if not pairs:

@@ -2,7 +2,7 @@
 
 Each `MethodSpec` holds the method's generator (`run`), which common settings it uses (a drafter,
 gamma, lenience), its settings dataclass (fields carry default, range, help, CLI flag and app
-control: `method_settings.py`) and the dataclass of its per-iteration trace data. The CLI's flags,
+control: `settings.py`) and the dataclass of its per-iteration trace data. The CLI's flags,
 the app's controls and their checks, "copy as CLI command", the benchmark's variants and the app's
 method panels are all derived from `METHODS`; adding a method means one entry here and its own
 files (a strategy with its settings and trace data, and, if it has one, an app panel).
@@ -13,13 +13,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
-from .method_settings import MethodSettings
-from .strategies.autoregressive import AutoregressiveSettings, autoregressive
-from .strategies.mentored import MentoredSettings, MentoredStep, mentored
-from .strategies.mjsd import MjsdSettings, MjsdStep, mjsd
-from .strategies.ppd import PPDSettings, PPDStep, ppd
-from .strategies.speculative import ChainStep, SpeculativeSettings, speculative
-from .trace.record import IterationRecord, StepData
+from .settings import MethodSettings
+from .autoregressive import AutoregressiveSettings, autoregressive
+from .mentored import MentoredSettings, MentoredStep, mentored
+from .mjsd.generator import MjsdSettings, MjsdStep, mjsd
+from .ppd.generator import PPDSettings, PPDStep, ppd
+from .speculative import ChainStep, SpeculativeSettings, speculative
+from ..trace.record import IterationRecord, StepData
 
 __all__ = ["MethodSpec", "METHODS", "method_spec", "STEP_DATA"]
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from ..paths import PPD_ASSETS, display_path
+from ...paths import PPD_ASSETS, display_path
 
 DEFAULT_PROMPT_TOKENS = 3
 DEFAULT_EPT = 1

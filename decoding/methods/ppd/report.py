@@ -1,6 +1,6 @@
 """The PPD table for the README: per tree size, on validation prompts, greedy, fixed token counts.
 
-    python -m decoding.ppd report [--sizes 8,16,32] [--prompts benchmarks/dev.jsonl] [--max-new-tokens 64]
+    python -m decoding.methods.ppd report [--sizes 8,16,32] [--prompts benchmarks/dev.jsonl] [--max-new-tokens 64]
 
 Columns: mean accepted length (accepted candidate tokens per step; the target's own token not
 counted), tokens per target call (counted), tokens/s and speedup against our autoregressive
@@ -15,9 +15,9 @@ import time
 
 
 def _run(target, method, ids, n, extra):
-    from ..methods import METHODS
-    from ..strategies import RunConfig
-    from ..rules.warp import SamplingConfig
+    from ..registry import METHODS
+    from ..base import RunConfig
+    from ...rules.warp import SamplingConfig
 
     config = RunConfig(method=method, max_new_tokens=n, sampling=SamplingConfig(0.0), stop_at_eos=False, lean=True,
                        extra=extra)
@@ -84,6 +84,6 @@ def markdown(result: dict) -> str:
 
 
 def load_prompt_ids(target, path, limit: int | None = None) -> list[list[int]]:
-    from ..lm.prompt_files import read_prompts
+    from ...lm.prompt_files import read_prompts
 
     return [target.encode_prompt(p, True) for p in read_prompts(path)[:limit]]

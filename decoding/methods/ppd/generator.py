@@ -1,7 +1,7 @@
 """Parallel prompt decoding, PPD (Chen et al., docs/papers.md), one iteration per record:
 
   Step 1. Draft: the previous step's prompt tokens predicted distances 1..k beyond its last
-          accepted node; the dynamic sparse tree of state k (`decoding.ppd.tree.dynamic_trees`)
+          accepted node; the dynamic sparse tree of state k (`decoding.methods.ppd.tree.dynamic_trees`)
           turns their top-k lists into candidates (index paths), and prompt tokens are attached
           to the root and candidates as the tree allocates them.
   Step 2. ONE target pass over [uncached committed tokens (the root last), candidate tree,
@@ -23,7 +23,7 @@ probability of it, accepted = on the accepted path) and one node per (owner, dis
 token (kind "prompt", token = its top-1 guess, score = that guess's probability, accepted = its
 guesses seeded the next tree). record.extra["ppd"] is a `PPDStep`: the settings, the tree as
 index paths and the next predictions (top ids per distance); the first record also carries
-"tuning": the hardware-aware curves of `decoding.ppd.tuning.tuning_curves` (None when not tuned
+"tuning": the hardware-aware curves of `decoding.methods.ppd.tuning.tuning_curves` (None when not tuned
 here), so a saved trace carries them to the app.
 """
 
@@ -34,15 +34,16 @@ from typing import Iterator
 
 import torch
 
-from ..lm.cached_lm import CachedLM
-from ..method_settings import MethodSettings, knob
-from ..ppd.engine import (TYPICAL_DELTA, TYPICAL_EPSILON, compact_cache, prompt_predictions, tree_forward,
-                          verify_greedy, verify_typical)
-from ..ppd.prompts import load_prompt_tokens
-from ..ppd.tree import dynamic_trees, tree_buffers
-from ..trace.record import ACCEPTED, BONUS, CORRECTION, TARGET, DraftToken, IterationRecord, StepData, TreeNode
-from ..rules.warp import warp_logits
-from .base import RunConfig, RunState, raw_logprobs
+from ...lm.cached_lm import CachedLM
+from ..settings import MethodSettings, knob
+from .engine import (
+    TYPICAL_DELTA, TYPICAL_EPSILON, compact_cache, prompt_predictions, tree_forward, verify_greedy, verify_typical
+)
+from .prompts import load_prompt_tokens
+from .tree import dynamic_trees, tree_buffers
+from ...trace.record import ACCEPTED, BONUS, CORRECTION, TARGET, DraftToken, IterationRecord, StepData, TreeNode
+from ...rules.warp import warp_logits
+from ..base import RunConfig, RunState, raw_logprobs
 
 DEFAULT_TREE_SIZE = 12
 PREDICTION_TOP = 10  # top ids per distance kept for the trace / acceptance-table measurement
@@ -57,7 +58,7 @@ class PPDSettings(MethodSettings):
         ui_maximum=64, step=1, app_default=0, auto=0, what="tree size",
         label="Tree size n (PPD): 0 = auto, the n* tuned for this device (else 12)",
         help="ppd: candidate + prompt-token inputs per step (default: the size tuned for this device by "
-             "`python -m decoding.ppd tune`, else 12)")
+             "`python -m decoding.methods.ppd tune`, else 12)")
     ppd_embeddings: str | None = knob(None, flag="--ppd-embeddings", app=False, label="Prompt-token embeddings",
                                       help="ppd: prompt-token embeddings file (default: shipped asset)")
     prompt_tokens: int | None = knob(None, flag="--prompt-tokens", minimum=1, maximum=16, app=False,
@@ -121,7 +122,7 @@ def ppd(target, drafter, prompt_ids: list[int], config: RunConfig, meter=None) -
     """`drafter` is ignored: the target drafts for itself through its prompt tokens."""
     options = PPDSettings.from_config(config)  # validate before the first iteration
     prompts = load_prompt_tokens(target, options.ppd_embeddings, options.prompt_tokens, options.ept)
-    from ..ppd.tuning import cached_choice, cached_tuning_for
+    from .tuning import cached_choice, cached_tuning_for
 
     tuned = cached_tuning_for(target, prompts.source)
     acceptance = options.ppd_acceptance
@@ -148,9 +149,9 @@ _TUNING_MEMO: dict = {}
 
 def _tuning(target, prompts) -> dict | None:
     """The hardware-aware curves L(n), T(n), Speedup(n) of this device and model, for the trace
-    (None when `python -m decoding.ppd tune` has not been run here, or its cache is unreadable).
+    (None when `python -m decoding.methods.ppd tune` has not been run here, or its cache is unreadable).
     Memoized on the tuning file's mtime: benchmarks and `tune` itself start many runs."""
-    from ..ppd.tuning import device_key, tuning_curves, tuning_path
+    from .tuning import device_key, tuning_curves, tuning_path
 
     try:
         stamp = tuning_path().stat().st_mtime_ns

@@ -1,11 +1,11 @@
 """Multi-token joint speculative decoding, MJSD (Qin et al., Algorithm 1; docs/papers.md), one iteration per record:
 
   Step 1. The draft model runs B beams for gamma steps (beam search; beam sampling optional),
-          scoring prefixes by their joint draft likelihood q(x_1..t) (`decoding.joint.beam_draft`).
+          scoring prefixes by their joint draft likelihood q(x_1..t) (`decoding.methods.mjsd.joint.beam_draft`).
   Step 2. The target scores the uncached context plus the best beam x_1..x_gamma in ONE pass.
   Step 3. Every prefix x_1..x_j is checked: it passes iff min(1, p(x_1..j) / q(x_1..j)) > tau, with
           joint likelihoods after the run's top-k/top-p (temperature 0 reads as temperature 1 for
-          them, `decoding.joint.likelihood_sampling`). eta = the largest passing j, 0 if none (the
+          them, `decoding.methods.mjsd.joint.likelihood_sampling`). eta = the largest passing j, 0 if none (the
           ratio is not monotone in j; the paper's pseudo-code starts eta at -1 and assigns it a
           token id: we do what its text means).
   Step 4. One token is drawn from the target at position eta + 1 (its argmax at temperature 0);
@@ -31,15 +31,15 @@ from typing import Iterator
 
 import torch
 
-from ..lm.cached_lm import CachedLM
-from ..drafters.model import ModelDrafter
-from ..joint import MAX_BEAMS, beam_draft, joint_verify, likelihood_sampling
-from ..method_settings import MethodSettings, knob
-from ..trace.plain import ByName, MayBeInfinite
-from ..trace.record import ACCEPTED, BONUS, CORRECTION, DraftToken, IterationRecord, StepData, TreeNode
-from ..rules.warp import warp_logits
-from .base import RunConfig, RunState, raw_logprobs
-from .speculative import _shared_width
+from ...lm.cached_lm import CachedLM
+from ...drafters.model import ModelDrafter
+from .joint import MAX_BEAMS, beam_draft, joint_verify, likelihood_sampling
+from ..settings import MethodSettings, knob
+from ...trace.plain import ByName, MayBeInfinite
+from ...trace.record import ACCEPTED, BONUS, CORRECTION, DraftToken, IterationRecord, StepData, TreeNode
+from ...rules.warp import warp_logits
+from ..base import RunConfig, RunState, raw_logprobs
+from ..speculative import _shared_width
 
 
 @dataclass

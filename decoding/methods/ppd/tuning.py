@@ -1,6 +1,6 @@
 """The hardware-aware tuning cache: n*, L(n), T(n) and the acceptance table per device and model.
 
-`python -m decoding.ppd tune` (see `hardware.py` for the measurements) stores one entry per device
+`python -m decoding.methods.ppd tune` (see `hardware.py` for the measurements) stores one entry per device
 key (device, CPU architecture and thread count, weights' dtype) and model name in
 `<cache dir>/ppd/tuning.json`; `--method ppd` reads its default tree size and acceptance table
 from here, and the app plots the curves.
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import torch
 
-from ..lm.models import cache_dir
+from ...lm.models import cache_dir
 from .tree import dynamic_trees
 
 

@@ -29,7 +29,7 @@ import torch
 
 from ..rules.acceptance import ChainVerdict
 from ..rules.mentored import kl_divergence, mentored_decide
-from ..method_settings import knob
+from .settings import knob
 from ..trace.plain import ByName, MayBeInfinite
 from ..trace.record import IterationRecord, StepData
 from .base import RunConfig, RunState

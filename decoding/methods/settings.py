@@ -19,7 +19,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from .trace.plain import PlainDataError, check_value
+from ..trace.plain import PlainDataError, check_value
 
 __all__ = ["Knob", "knob", "MethodSettings", "SAME"]
 

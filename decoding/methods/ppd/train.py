@@ -1,7 +1,7 @@
 """Train PPD prompt-token embeddings by knowledge distillation against the frozen target
 (Chen et al., section 3.3). Resumable; uses the GPU when present.
 
-    python -m decoding.ppd train [--target default] [--out checkpoints/ppd] [--max-minutes 55]
+    python -m decoding.methods.ppd train [--target default] [--out checkpoints/ppd] [--max-minutes 55]
 
 Data: the target's own continuations of the training prompts (self-distillation): either read
 from the draft-distillation shards (`--shards data/distill`: prompt_ids + tokens per sample), or
@@ -44,8 +44,8 @@ from pathlib import Path
 
 import torch
 
-from ..paths import DEV_PROMPTS, display_path
-from ..lm.prompt_files import read_prompts
+from ...paths import DEV_PROMPTS, display_path
+from ...lm.prompt_files import read_prompts
 from .engine import additive_mask
 from .prompts import PromptTokens, asset_path, untrained_prompt_tokens
 
@@ -310,7 +310,7 @@ def dev_sequences(target, path, new_tokens: int) -> list[tuple[int, list[int]]]:
 # ---- the loop --------------------------------------------------------------------------------
 
 def train(args, log=print) -> dict:
-    from ..lm.models import load_model
+    from ...lm.models import load_model
 
     t_start = time.time()
     target = load_model(args.target, device=args.device, dtype=args.dtype)

@@ -8,7 +8,7 @@ from typing import Iterator
 import torch
 
 from ..lm.cached_lm import CachedLM
-from ..method_settings import MethodSettings
+from .settings import MethodSettings
 from ..trace.record import TARGET, IterationRecord
 from ..rules.warp import warp_logits
 from .base import RunConfig, RunState, raw_logprobs

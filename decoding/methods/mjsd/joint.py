@@ -21,8 +21,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .lm.cached_lm import CachedLM
-from .rules.warp import SamplingConfig, warp_logits
+from ...lm.cached_lm import CachedLM
+from ...rules.warp import SamplingConfig, warp_logits
 
 MAX_BEAMS = 8
 

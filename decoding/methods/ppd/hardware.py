@@ -5,7 +5,7 @@
         validation prompts (the paper's tau(n); not MJSD's tau);
   n*    = argmax_n T(n) / L(n), the default tree size of `--method ppd` on this device once tuned.
 
-`python -m decoding.ppd tune` measures both and stores n* in the tuning cache (`tuning.py`).
+`python -m decoding.methods.ppd tune` measures both and stores n* in the tuning cache (`tuning.py`).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import time
 
 import torch
 
-from ..lm.devices import sync
+from ...lm.devices import sync
 from .engine import compact_cache, tree_forward
 from .tree import dynamic_trees, tree_buffers
 
@@ -28,7 +28,7 @@ def measure_latency(target, prompts, sizes, context: int = 64, reps: int = 11) -
     The sizes are timed round-robin (one pass of each size per round, the starting size rotating),
     so a burst of noise on a shared machine lands on every size instead of on the one being timed;
     a size-by-size loop let one noisy stretch flip n* between runs."""
-    from ..lm.cached_lm import CachedLM
+    from ...lm.cached_lm import CachedLM
 
     lm = CachedLM(target.model, target.device, target.vocab_size)
     ids = [int(target.tokenizer.eos_token_id or 0)] * context
@@ -65,9 +65,9 @@ def tokens_per_step(target, prompt_ids_list, sizes, max_new_tokens: int = 32, em
                     acceptance=None) -> tuple[dict[int, float], list]:
     """T(n): emitted tokens / PPD steps (prefill step excluded) over greedy runs on the prompts.
     Also returns the records of the largest size (for the acceptance table)."""
-    from ..strategies.base import RunConfig
-    from ..strategies.ppd import ppd
-    from ..rules.warp import SamplingConfig
+    from ..base import RunConfig
+    from .generator import ppd
+    from ...rules.warp import SamplingConfig
 
     out, records_last = {}, []
     for n in sizes:
@@ -90,7 +90,7 @@ def tokens_per_step(target, prompt_ids_list, sizes, max_new_tokens: int = 32, em
 def acceptance_table(runs, m: int, ranks: int = 10) -> list[list[float]]:
     """P(rank-r prompt guess at distance d is the token actually emitted there), from PPD runs'
     records (PPDStep.next_predictions of each step vs the tokens emitted after its last one)."""
-    from ..strategies.ppd import PPDStep
+    from .generator import PPDStep
 
     hits = [[0] * ranks for _ in range(m)]
     total = [0] * m

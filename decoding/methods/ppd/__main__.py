@@ -1,4 +1,4 @@
-"""`python -m decoding.ppd {tune,report,train}`: see decoding/ppd/hardware.py, tuning.py, report.py and train.py."""
+"""`python -m decoding.methods.ppd {tune,report,train}`: see hardware.py, tuning.py, report.py and train.py beside it."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ import json
 import sys
 from pathlib import Path
 
-from ..paths import DEV_PROMPTS
+from ...paths import DEV_PROMPTS
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="python -m decoding.ppd", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m decoding.methods.ppd", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     t = sub.add_parser("tune", help="hardware-aware tree size: L(n) on this device, T(n) on validation prompts")
     t.add_argument("--target", default="default")
@@ -43,7 +43,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def cmd_tune(args) -> dict:
-    from ..lm.models import load_model
+    from ...lm.models import load_model
     from .hardware import acceptance_table, choose_tree_size, measure_latency, tokens_per_step
     from .tuning import device_key, save_tuning
     from .prompts import load_prompt_tokens
@@ -87,7 +87,7 @@ def main(argv=None) -> int:
                       (f" (saved to {entry['saved_to']})" if "saved_to" in entry else ""))
             return 0
         if args.command == "report":
-            from ..lm.models import load_model
+            from ...lm.models import load_model
             from .report import load_prompt_ids, markdown, ppd_table
 
             target = load_model(args.target, device=args.device, dtype=args.dtype)

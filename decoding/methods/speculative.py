@@ -21,7 +21,7 @@ import torch
 from ..rules.acceptance import ChainVerdict, verify_chain
 from ..lm.cached_lm import CachedLM
 from ..drafters.gamma_policy import SCHEDULES, GammaPolicy
-from ..method_settings import MethodSettings, knob
+from .settings import MethodSettings, knob
 from ..trace.record import ACCEPTED, BONUS, CORRECTION, DraftToken, IterationRecord, Residual, StepData, TreeNode
 from ..rules.warp import warp_logits
 from .base import RunConfig, RunState, raw_logprobs

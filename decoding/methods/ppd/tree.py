@@ -168,7 +168,7 @@ def tree_buffers(tree: PPDTree, prefix_length: int = 0, ept: int = 1) -> TreeBuf
 # ---- dynamic sparse trees (section 4.2, propositions 4.1-4.4) ------------------------------------
 
 # Acceptance probability of the rank-r token at distance d (row d-1, column r), used until a
-# validation table is measured (`decoding.ppd.hardware.acceptance_table`). Shaped like the paper's
+# validation table is measured (`decoding.methods.ppd.hardware.acceptance_table`). Shaped like the paper's
 # Table 2 for 1 EPT (top-1 about 0.5 / 0.27 at distances 1 / 2, top-5 about 0.8 / 0.6).
 PRIOR_ACCEPTANCE = (
     (0.50, 0.12, 0.06, 0.04, 0.03, 0.02, 0.02, 0.01, 0.01, 0.01),
