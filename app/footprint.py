@@ -24,7 +24,7 @@ def _shared(value) -> bool:
     if isinstance(value, _NOT_WALKED):
         return True
     from decoding.lm.models import LoadedModel
-    from decoding.pair import Draft
+    from decoding.run.pair import Draft
 
     return isinstance(value, (LoadedModel, Draft))
 

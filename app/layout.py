@@ -15,7 +15,7 @@ import gradio as gr
 
 from decoding.rules.lab import EXAMPLE_P, EXAMPLE_Q, EXAMPLE_VOCAB
 from decoding.methods.registry import METHODS
-from decoding.pair import PROMPT_LOOKUP
+from decoding.run.pair import PROMPT_LOOKUP
 from decoding.paths import APP_CSS, ASSETS
 
 from . import render, texts

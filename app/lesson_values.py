@@ -23,7 +23,7 @@ from decoding.rules.lab import EXAMPLE_P, EXAMPLE_Q, EXAMPLE_VOCAB, run_sampling
 from decoding.trace.metrics import RunCounts
 from decoding.methods.mjsd.generator import MjsdStep
 from decoding.trace.record import BONUS, CORRECTION
-from decoding.trace_file import read_trace
+from decoding.run.trace_file import read_trace
 
 from .race_file import read_race, shipped_races
 from .race_result import speedup

@@ -12,7 +12,7 @@ import html
 from dataclasses import dataclass
 
 from decoding.rules import theory
-from decoding.pair import PROMPT_LOOKUP
+from decoding.run.pair import PROMPT_LOOKUP
 from decoding.rules.lab import EXAMPLE_P, EXAMPLE_Q, EXAMPLE_VOCAB, run_sampling_lab
 
 from . import charts, charts_methods, render, render_methods

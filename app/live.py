@@ -77,7 +77,7 @@ def start(session: Session, settings: Settings, progress):
     a first iteration that fails raises gr.Error with the session untouched (its previous run still
     shown and on the timeline). Returns the first record (None when the run made none)."""
     from decoding.energy import make_meter
-    from decoding.runner import decode
+    from decoding.run.runner import decode
 
     need_draft = METHODS[settings.method].uses_drafter
     target, draft = load_models(settings.target, settings.draft, need_draft, progress, settings.dtype)
@@ -155,7 +155,7 @@ def finish(session: Session, stop_reason: str | None = None) -> None:
     caches, kept hidden states and drafter; the records packed), then hand the freed memory back
     to the system (`procstat.release_free_memory`)."""
     from decoding.procstat import release_free_memory
-    from decoding.runner import summarize
+    from decoding.run.runner import summarize
 
     if not session.records or session.target is None or session.settings is None:
         return

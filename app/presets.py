@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from decoding.lm.models import DEFAULT_TARGET
-from decoding.pair import FEATURE, HYBRID, PROMPT_LOOKUP
+from decoding.run.pair import FEATURE, HYBRID, PROMPT_LOOKUP
 from decoding.paths import SHIPPED_DRAFT, SHIPPED_FEATURE_DRAFT
 
 # Preset notes are shown under the pair's dropdown: whole sentences a student can read.

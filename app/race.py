@@ -18,7 +18,7 @@ from pathlib import Path
 import gradio as gr
 
 from decoding.methods.registry import METHODS
-from decoding.pair import HYBRID, HYBRID_CORPUS, PROMPT_LOOKUP
+from decoding.run.pair import HYBRID, HYBRID_CORPUS, PROMPT_LOOKUP
 
 from .controls import with_run_inputs
 from .gallery import DRAFTERS, gallery_item, lane_a_choice, tag_text

@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from decoding.methods.registry import METHODS
-from decoding.pair import HYBRID, PROMPT_LOOKUP
+from decoding.run.pair import HYBRID, PROMPT_LOOKUP
 from decoding.paths import SHIPPED_DRAFT
 from decoding.trace.record import RunSummary
 

@@ -20,7 +20,7 @@ from pathlib import Path
 from decoding.methods.registry import METHODS
 from decoding.paths import EXAMPLES
 from decoding.trace.record import IterationRecord, RunSummary
-from decoding.trace_file import read_trace, write_trace
+from decoding.run.trace_file import read_trace, write_trace
 
 from .packed import PackedRecords, pack
 from .settings import Settings

@@ -13,7 +13,7 @@ import shlex
 from dataclasses import dataclass, field
 
 from decoding.methods.registry import METHODS, MethodSpec, method_spec
-from decoding.pair import PROMPT_LOOKUP
+from decoding.run.pair import PROMPT_LOOKUP
 from decoding.methods.base import RunConfig
 from decoding.trace.record import RunSummary
 from decoding.rules.warp import SamplingConfig

@@ -84,7 +84,7 @@ def _target_params(spec: str) -> float:
 def load_run_pair(target_spec: str, draft_spec: str, need_draft: bool, dtype: str = "auto", **progress):
     """The memoized (target, pair.Draft) of a run, on this hardware's device and in `dtype` ("auto":
     the device's default); `progress`: load_pair's target_progress / draft_progress."""
-    from decoding.pair import load_pair
+    from decoding.run.pair import load_pair
 
     return load_pair(target_spec, draft_spec, need_draft=need_draft, cached=True, device=device(),
                      dtype=None if dtype == "auto" else dtype, **progress)
@@ -104,7 +104,7 @@ def whole_run(settings, lean: bool = False):
     import dataclasses
 
     from decoding.energy import make_meter
-    from decoding.runner import decode
+    from decoding.run.runner import decode
 
     target, draft = _pair(settings)
     prompt_ids = target.encode_prompt(settings.prompt, settings.chat)

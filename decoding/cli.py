@@ -158,8 +158,8 @@ def cmd_generate(args) -> int:
     from .energy import make_meter
     from .methods.registry import method_spec
     from .lm.models import ModelLoadError
-    from .pair import load_pair
-    from .runner import decode, summarize
+    from .run.pair import load_pair
+    from .run.runner import decode, summarize
     from .methods.base import RunConfig
     from .rules.warp import SamplingConfig
 

@@ -63,7 +63,7 @@ def _cache_key(target: LoadedModel, prompts: list[str], max_new_tokens: int, cha
 def target_side(target: LoadedModel, prompts: list[str], max_new_tokens: int, chat: bool, seed: int,
                 use_cache: bool = True, progress=None) -> TargetSide:
     """The target's sampled (T=1) and greedy continuations of every prompt (cached on disk)."""
-    from .runner import generate
+    from .run.runner import generate
     from .methods.base import RunConfig
     from .rules.warp import SamplingConfig
 
@@ -170,7 +170,7 @@ def eval_model_draft(target: LoadedModel, draft: LoadedModel, side: TargetSide, 
     }
     result.update(measure_c(target, draft, side.prompt_ids[0] + side.greedy[0][:32], timing_repeats, head))
     if engine_check and prompts:
-        from .pair import Draft
+        from .run.pair import Draft
 
         result["engine_check"] = _engine_check(target, Draft.of_model(draft, head), side, prompts, chat, engine_check)
     return result
@@ -179,10 +179,10 @@ def eval_model_draft(target: LoadedModel, draft: LoadedModel, side: TargetSide, 
 def _engine_check(target, draft, side: TargetSide, prompts: list[str], chat: bool, n: int) -> dict:
     """Run the engine's greedy speculative decoding (gamma 4) on the first n prompts; `draft` as
     `runner.decode` takes it."""
-    from .pair import as_draft
+    from .run.pair import as_draft
 
     draft = as_draft(draft)
-    from .runner import generate
+    from .run.runner import generate
     from .methods.base import RunConfig
     from .rules.warp import SamplingConfig
 
@@ -290,7 +290,7 @@ def evaluate(target: LoadedModel, drafts: list, prompts: list[str], max_new_toke
              timing_repeats: int = 20, progress=None) -> dict:
     """Evaluate each draft (a `pair.Draft`; a LoadedModel or "prompt-lookup" also do) against
     `target` on `prompts`."""
-    from .pair import as_draft
+    from .run.pair import as_draft
 
     t0 = time.perf_counter()
     side = target_side(target, prompts, max_new_tokens, chat, seed, use_cache, progress)
@@ -370,7 +370,7 @@ def run_cli(args) -> int:
     import sys
 
     from .lm.models import ModelLoadError
-    from .pair import load_draft_value, load_pair
+    from .run.pair import load_draft_value, load_pair
     from .paths import SHIPPED_DRAFT
 
     if args.max_new_tokens < 1:

@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
     report, command = None, ""
     if args.eval_prompts:
         from decoding.eval_draft import evaluate
-        from decoding.pair import load_draft_value, load_pair
+        from decoding.run.pair import load_draft_value, load_pair
         from decoding.lm.prompt_files import read_prompts
 
         target, _ = load_pair(cfg.target, need_draft=False)

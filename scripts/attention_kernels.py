@@ -42,7 +42,7 @@ def main(argv=None) -> int:
     from decoding.bench.driver import machine_info
     from decoding.lm.cached_lm import CachedLM
     from decoding.lm.models.attention import NAME
-    from decoding.pair import load_pair
+    from decoding.run.pair import load_pair
 
     torch.set_num_threads(args.threads)
     kernels = ("sdpa", "eager", NAME)

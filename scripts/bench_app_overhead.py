@@ -28,7 +28,7 @@ def main() -> None:
 
     from app.layout import build_demo, launch_kwargs
     from decoding.lm.models import load_draft, load_model_cached
-    from decoding.runner import decode
+    from decoding.run.runner import decode
     from decoding.methods.base import RunConfig
     from decoding.rules.warp import SamplingConfig
 

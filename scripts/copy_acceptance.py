@@ -32,9 +32,9 @@ def main(argv=None) -> int:
         return 2
     import torch
 
-    from decoding.pair import load_pair
+    from decoding.run.pair import load_pair
     from decoding.lm.prompt_files import read_prompt_rows
-    from decoding.runner import decode
+    from decoding.run.runner import decode
     from decoding.methods.base import RunConfig
     from decoding.methods.speculative import ChainStep
     from decoding.rules.warp import SamplingConfig

@@ -110,9 +110,9 @@ def main(argv=None) -> int:
     import torch
 
     from decoding.bench.ceiling import Replay, markdown, needed_decode_speedup, replay, runs_by_match, with_prefill
-    from decoding.pair import load_pair
+    from decoding.run.pair import load_pair
     from decoding.lm.prompt_files import read_prompt_rows
-    from decoding.runner import decode
+    from decoding.run.runner import decode
     from decoding.methods.base import RunConfig
     from decoding.rules.warp import SamplingConfig
 

@@ -31,7 +31,7 @@ def main(argv=None) -> int:
     import torch
 
     from decoding.lm.cached_lm import CachedLM
-    from decoding.pair import load_draft_value, load_pair
+    from decoding.run.pair import load_draft_value, load_pair
 
     torch.set_num_threads(args.threads)
     target, _ = load_pair("default", need_draft=False)

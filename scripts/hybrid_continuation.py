@@ -49,7 +49,7 @@ def main(argv=None) -> int:
     from decoding.bench.ours import timed_run
     from decoding.trace.metrics import RunCounts
     from decoding.methods.registry import method_spec
-    from decoding.pair import load_pair
+    from decoding.run.pair import load_pair
     from decoding.lm.prompt_files import read_prompt_rows
     from decoding.methods.base import RunConfig
     from decoding.rules.warp import SamplingConfig

@@ -109,7 +109,7 @@ def main(argv=None) -> int:
     from decoding.errors import ModelLoadError
     from decoding.methods.registry import METHODS
     from decoding.lm.models import DEFAULT_TARGET
-    from decoding.pair import default_drafter_spec, load_pair
+    from decoding.run.pair import default_drafter_spec, load_pair
 
     from app.race import drafter_spec
     from app.race_result import race_figures

@@ -42,8 +42,8 @@ def main(argv=None) -> int:
 
     from decoding.lm.devices import usable_cores
     from decoding.rules.warp import SamplingConfig
-    from decoding.pair import load_pair
-    from decoding.runner import generate
+    from decoding.run.pair import load_pair
+    from decoding.run.runner import generate
     from decoding.methods.base import RunConfig
 
     cores = usable_cores()

@@ -49,7 +49,7 @@ def main(argv=None) -> int:
     from decoding.bench.ceiling import leading_equal
     from decoding.bench.cli import draft_label
     from decoding.drafters.lookup import copy_proposal, lookup_source
-    from decoding.pair import load_pair
+    from decoding.run.pair import load_pair
     from decoding.lm.prompt_files import read_prompt_rows
     from decoding.methods.base import RunConfig
     from decoding.methods.speculative import speculative

@@ -215,7 +215,7 @@ def test_the_app_keeps_the_tuning_of_the_first_record():
 
 # ------------------------------------------------------------------------ real PPD runs (tiny target)
 def _decode(target, temperature=0.0, n=12):
-    from decoding.runner import decode
+    from decoding.run.runner import decode
     from decoding.methods.base import RunConfig
     from decoding.rules.warp import SamplingConfig
 

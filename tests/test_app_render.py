@@ -290,7 +290,7 @@ def _strict_json(fig):
 
 
 def _engine_records(pair, method, extra, seed=0):
-    from decoding.runner import decode
+    from decoding.run.runner import decode
     from decoding.methods.base import RunConfig
     from decoding.rules.warp import SamplingConfig
 

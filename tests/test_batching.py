@@ -78,7 +78,7 @@ def test_prefills_batch_together_even_beside_a_filled_cache(tiny_target_dir):
 def test_concurrent_runs_with_batching_give_the_tokens_of_runs_one_at_a_time(tiny_target_dir, tiny_draft_dir,
                                                                               batching_on):
     from decoding.lm.models import load_model
-    from decoding.runner import generate
+    from decoding.run.runner import generate
     from decoding.methods.base import RunConfig
     from decoding.rules.warp import SamplingConfig
 
@@ -111,7 +111,7 @@ def test_concurrent_runs_with_batching_give_the_tokens_of_runs_one_at_a_time(tin
 def test_a_run_alone_gets_no_sharing_note(tiny_target_dir, batching_on):
     from app.handlers import shared_note
     from decoding.lm.models import load_model
-    from decoding.runner import generate
+    from decoding.run.runner import generate
     from decoding.methods.base import RunConfig
 
     target = load_model(str(tiny_target_dir), device="cpu", dtype="float32")
@@ -166,7 +166,7 @@ def test_a_batched_pass_of_the_feature_draft_layer_equals_each_run_alone(tiny_ta
     features) batches across runs: each run's predictions and cache are those of its solo passes."""
     from decoding.drafters.feature import FeatureDraftLM
     from decoding.lm.models import load_model
-    from decoding.pair import load_draft_value
+    from decoding.run.pair import load_draft_value
 
     target = load_model(str(tiny_target_dir), device="cpu", dtype="float32")
     layer = load_draft_value(str(tiny_feature_dir), target, "float32").feature
@@ -199,8 +199,8 @@ def test_concurrent_runs_with_a_feature_draft_share_passes_and_keep_their_tokens
     concurrent float32 runs with batching on give the tokens of runs one at a time, and passes of
     the target and of the feature draft's layer each served several runs."""
     from decoding.lm.models import load_model
-    from decoding.pair import load_draft_value
-    from decoding.runner import generate
+    from decoding.run.pair import load_draft_value
+    from decoding.run.runner import generate
     from decoding.methods.base import RunConfig
     from decoding.rules.warp import SamplingConfig
 
@@ -277,7 +277,7 @@ def test_a_paused_run_is_not_waited_for(tiny_target_dir, batching_on):
     """A run paused between records for longer than the window (a Step run waiting for its next
     click) is not waited for: it must not make every pass wait out the window."""
     from decoding.lm.models import load_model
-    from decoding.runner import decode
+    from decoding.run.runner import decode
     from decoding.methods.base import RunConfig
 
     target = load_model(str(tiny_target_dir), device="cpu", dtype="float32")

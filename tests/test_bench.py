@@ -9,7 +9,7 @@ import torch
 from decoding.bench import Variant, measure_memory, parse_gammas
 from decoding.cli import main
 from decoding.drafters.gamma_policy import GammaPolicy
-from decoding.runner import decode
+from decoding.run.runner import decode
 from decoding.methods.base import RunConfig
 from decoding.rules.warp import SamplingConfig
 

@@ -56,7 +56,7 @@ def test_concurrent_runs_sharing_the_models_give_the_tokens_of_runs_one_at_a_tim
     from concurrent.futures import ThreadPoolExecutor
 
     from decoding.lm.models import load_model
-    from decoding.runner import generate
+    from decoding.run.runner import generate
     from decoding.methods.base import RunConfig
     from decoding.rules.warp import SamplingConfig
 

@@ -14,8 +14,8 @@ from decoding.drafters.hybrid import HybridDrafter
 from decoding.drafters.model import ModelDrafter
 from decoding.errors import ModelLoadError
 from decoding.trace.metrics import source_key
-from decoding.pair import Draft, load_draft_value
-from decoding.runner import decode
+from decoding.run.pair import Draft, load_draft_value
+from decoding.run.runner import decode
 from decoding.methods.base import RunConfig
 from decoding.methods.speculative import ChainStep
 from decoding.rules.warp import SamplingConfig

@@ -24,7 +24,7 @@ from test_distill import smoke_run  # noqa: F401  (the smoke distillation pipeli
 from decoding.lm.cached_lm import CachedLM
 from decoding.lm.models import load_model
 from decoding.drafters.output_head import subset_head
-from decoding.pair import Draft
+from decoding.run.pair import Draft
 from decoding.methods.ppd.engine import compact_cache, tree_forward, verify_greedy
 from decoding.methods.ppd.prompts import untrained_prompt_tokens
 from decoding.methods.ppd.tree import make_tree, tree_buffers
@@ -178,7 +178,7 @@ def test_feature_stages_run_on_cuda(smoke_run, tmp_path):
     import dataclasses
     import shutil
 
-    from decoding.pair import load_draft_value
+    from decoding.run.pair import load_draft_value
     from distill.feature_train import train as train_features
     from distill.features import run as run_features
 

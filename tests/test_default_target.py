@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from decoding.runner import decode
+from decoding.run.runner import decode
 from decoding.methods.base import RunConfig
 from decoding.rules.warp import SamplingConfig
 

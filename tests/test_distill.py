@@ -14,7 +14,7 @@ from decoding.drafters.model import ModelDrafter
 from decoding.eval_draft import evaluate, replay_greedy
 from decoding.paths import SHIPPED_DRAFT
 from decoding.lm.models import check_same_vocabulary, load_model
-from decoding.runner import generate
+from decoding.run.runner import generate
 from decoding.methods.base import RunConfig
 from decoding.rules.warp import SamplingConfig, warp_logits
 from distill.config import SMOKE
@@ -181,7 +181,7 @@ def test_shipped_draft_drafts_with_its_8192_token_head(embedded_target):
     the draft's own tied head; the app's load message says the draft proposes only those tokens."""
     from app.handlers import load_models
     from app.presets import presets
-    from decoding.pair import load_draft_value
+    from decoding.run.pair import load_draft_value
 
     draft = load_draft_value("distilled", embedded_target, "float32")
     assert draft.head is not None and draft.head.size == 8192
@@ -230,7 +230,7 @@ def test_smoke_onpolicy_scoring_matches_target(smoke_run):
 def test_smoke_restricted_head_trains_exports_and_stays_exact(smoke_run, tmp_path):
     """A draft with an untied head over its most frequent tokens only: warm-started from the smoke
     draft, trained, exported with head.safetensors, loaded with that head, and exact."""
-    from decoding.pair import load_draft_value
+    from decoding.run.pair import load_draft_value
 
     cfg, target, out, _, _, _ = smoke_run
     head_cfg = dataclasses.replace(cfg, head_tokens=12, ckpt_dir=str(tmp_path / "ckpt"), out_dir=str(tmp_path / "draft"))
@@ -259,7 +259,7 @@ def test_smoke_trim_head_keeps_the_most_frequent_tokens_and_stays_exact(smoke_ru
     draft loads with it, q is zero outside it, and greedy decoding still equals autoregressive."""
     from collections import Counter
 
-    from decoding.pair import load_draft_value
+    from decoding.run.pair import load_draft_value
     from distill.train import list_shards, load_examples
     from distill.trim_head import main as trim_main, trim
 

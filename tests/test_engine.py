@@ -14,10 +14,10 @@ from scipy.stats import chisquare
 from decoding.lm.cached_lm import CachedLM
 from decoding.drafters.model import ModelDrafter
 from decoding.drafters.lookup import PromptLookupDrafter
-from decoding.runner import decode, generate, summarize
+from decoding.run.runner import decode, generate, summarize
 from decoding.methods.base import RunConfig
 from decoding.trace.record import IterationRecord, RunSummary
-from decoding.trace_file import load_trace_lines
+from decoding.run.trace_file import load_trace_lines
 from decoding.rules.warp import SamplingConfig, warp_logits
 
 GREEDY = SamplingConfig(temperature=0.0)

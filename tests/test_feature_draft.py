@@ -18,8 +18,8 @@ from decoding.drafters.hybrid import HybridDrafter
 from decoding.errors import ModelLoadError
 from decoding.drafters.feature import FeatureDraftModel, FeatureDrafter, draft_layer_config, is_feature_draft
 from decoding.drafters.output_head import OutputHead
-from decoding.pair import Draft, load_draft_value
-from decoding.runner import decode
+from decoding.run.pair import Draft, load_draft_value
+from decoding.run.runner import decode
 from decoding.methods.base import RunConfig
 from decoding.methods.speculative import ChainStep
 from decoding.rules.warp import SamplingConfig, warp_logits
@@ -439,7 +439,7 @@ def test_unroll_folds_several_layers_through_a_fuse_and_regresses_on_the_final_s
 def test_the_app_loads_a_feature_draft_once_for_every_run(feature_dir, tiny_pair):
     """load_draft_value(cached=True), the app's path: every run of a class shares one feature draft
     (one copy of its layer and head rows; one model whose passes the cross-run batcher can share)."""
-    from decoding.pair import clear_draft_cache
+    from decoding.run.pair import clear_draft_cache
 
     target, _ = tiny_pair
     first = load_draft_value(f"hybrid:{feature_dir}", target, "float32", cached=True)

@@ -12,8 +12,8 @@ from decoding.drafters.hybrid import HybridDrafter
 from decoding.drafters.model import ModelDrafter
 from decoding.drafters.lookup import suffix_match
 from decoding.drafters.output_head import frequent_tokens, load_head, subset_head
-from decoding.pair import Draft, load_draft_value
-from decoding.runner import decode
+from decoding.run.pair import Draft, load_draft_value
+from decoding.run.runner import decode
 from decoding.methods.base import RunConfig
 from decoding.methods.speculative import ChainStep
 from decoding.rules.warp import SamplingConfig, warp_logits
@@ -231,7 +231,7 @@ def test_restricted_head_saves_loads_and_scores_only_its_tokens(tiny_pair, tmp_p
     with pytest.raises(ValueError, match="token ids only"):
         load_head(tmp_path, torch.float32, "cpu")
     # the energy proxy: a step reads the body and the head's 3 rows, not the whole output head
-    from decoding.pair import Draft
+    from decoding.run.pair import Draft
 
     out = draft.model.get_output_embeddings().weight
     rest = sum(p.numel() * p.element_size() for p in draft.model.parameters() if p is not out)
@@ -330,7 +330,7 @@ def test_default_drafter_is_the_fastest_measured_one_for_the_embedded_target(tin
     preset, the fastest configuration on Spec-Bench); MJSD, which beam-searches a draft model, gets the
     distilled draft; any other target gets prompt lookup, as before."""
     from decoding.lm.models import DEFAULT_TARGET
-    from decoding.pair import default_draft_spec, default_drafter_spec
+    from decoding.run.pair import default_draft_spec, default_drafter_spec
     from decoding.paths import SHIPPED_DRAFT, SHIPPED_FEATURE_DRAFT
 
     shipped = (SHIPPED_FEATURE_DRAFT / "config.json", SHIPPED_DRAFT / "config.json")

@@ -164,7 +164,7 @@ def test_lab_validation():
 # --- end to end on the tiny pair ----------------------------------------------------------------
 
 def _gen(pair, method, sampling, **extra):
-    from decoding.runner import generate
+    from decoding.run.runner import generate
     from decoding.methods.base import RunConfig
 
     target, draft = pair
@@ -187,7 +187,7 @@ def test_engine_d_zero_reproduces_speculative(tiny_pair, temperature):
 
 @pytest.mark.parametrize("temperature", [0.0, 1.0])
 def test_engine_trace_fields(tiny_pair, temperature):
-    from decoding.trace_file import load_trace_lines
+    from decoding.run.trace_file import load_trace_lines
     from decoding.rules.warp import SamplingConfig
     import json
 
@@ -214,7 +214,7 @@ def test_engine_trace_fields(tiny_pair, temperature):
 
 
 def test_engine_validation(tiny_pair):
-    from decoding.runner import decode
+    from decoding.run.runner import decode
     from decoding.methods.base import RunConfig
 
     target, draft = tiny_pair

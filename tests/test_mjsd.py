@@ -8,9 +8,9 @@ import torch
 
 from decoding.lm.cached_lm import CachedLM
 from decoding.methods.mjsd.joint import beam_draft, joint_verify, likelihood_sampling, select_expansions
-from decoding.runner import decode, generate, summarize
+from decoding.run.runner import decode, generate, summarize
 from decoding.methods.base import RunConfig
-from decoding.trace_file import load_trace_lines
+from decoding.run.trace_file import load_trace_lines
 from decoding.rules.warp import SamplingConfig, warp_logits
 
 PROMPT = "the cat sat on"

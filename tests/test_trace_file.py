@@ -8,7 +8,7 @@ import gradio as gr
 import pytest
 
 from decoding.paths import EXAMPLES
-from decoding.trace_file import MAX_TRACE_BYTES, TraceFileError, read_trace
+from decoding.run.trace_file import MAX_TRACE_BYTES, TraceFileError, read_trace
 
 EXAMPLE = EXAMPLES / "01_list_copy_speculative.jsonl"
 

@@ -88,7 +88,7 @@ def run_cli(args) -> int:
 
     from ..methods.registry import METHODS
     from ..lm.models import ModelLoadError
-    from ..pair import default_draft_spec, load_draft_value, load_pair
+    from ..run.pair import default_draft_spec, load_draft_value, load_pair
     from ..lm.prompt_files import read_prompt_rows
     from ..rules.warp import SamplingConfig
     from .driver import run_bench

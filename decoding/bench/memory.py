@@ -45,7 +45,7 @@ def measure_memory(variant: Variant, args, prompt: str, timeout: float = 600) ->
 def memory_child(spec_json: str) -> int:
     from types import SimpleNamespace
 
-    from ..pair import load_pair
+    from ..run.pair import load_pair
 
     spec = json.loads(spec_json)
     torch.set_num_threads(spec["threads"])

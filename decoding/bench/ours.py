@@ -26,7 +26,7 @@ def timed_run(records) -> tuple[list, RunCounts]:
 
 def run_ours(variant: Variant, target, draft, prompt_ids: list[int], args, timing: bool, meter=None) -> RunStats:
     """One run of our engine; timing runs ignore end-of-sequence (fixed token counts)."""
-    from ..runner import decode
+    from ..run.runner import decode
     from ..methods.base import RunConfig
 
     extra = {"gamma_schedule": variant.schedule} if variant.schedule in GAMMA_SCHEDULES else {}

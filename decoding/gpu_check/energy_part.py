@@ -41,9 +41,9 @@ def above_idle(row: dict, idle_watts: float | None) -> float | None:
 
 def run(settings: CheckSettings) -> dict:
     from ..bench.cli import spread
-    from ..pair import load_pair
+    from ..run.pair import load_pair
     from ..lm.prompt_files import read_prompt_rows
-    from ..runner import decode
+    from ..run.runner import decode
     from ..methods.base import RunConfig
     from ..rules.warp import SamplingConfig
 

@@ -13,7 +13,7 @@ import json
 import math
 from pathlib import Path
 
-from .trace.record import IterationRecord, RunSummary
+from ..trace.record import IterationRecord, RunSummary
 
 # A 256-token run with full top-k lists is a few hundred kB; a long CLI run with lean records less.
 MAX_TRACE_BYTES = 5 * 1024 * 1024
@@ -96,7 +96,7 @@ def _at_least(value, low, where: str) -> None:
 
 def check_record(r: IterationRecord, previous: IterationRecord | None) -> None:
     """Ranges and consistency of one record (types were checked while reading it)."""
-    from .methods.registry import STEP_DATA
+    from ..methods.registry import STEP_DATA
 
     for name in ("iteration", "context_length", "gamma", "accepted_length", "target_calls", "draft_calls",
                  "generated"):

@@ -10,14 +10,14 @@ from __future__ import annotations
 import math
 from typing import Iterator
 
-from .lm import batching
-from .methods.registry import method_spec
-from .lm.devices import dtype_name
-from .trace.metrics import RunCounts
-from .lm.models import LoadedModel
+from ..lm import batching
+from ..methods.registry import method_spec
+from ..lm.devices import dtype_name
+from ..trace.metrics import RunCounts
+from ..lm.models import LoadedModel
 from .pair import as_draft
-from .methods.base import RunConfig
-from .trace.record import IterationRecord, RunSummary
+from ..methods.base import RunConfig
+from ..trace.record import IterationRecord, RunSummary
 
 
 def decode(target: LoadedModel, draft, prompt_ids: list[int], config: RunConfig, meter=None) -> Iterator[IterationRecord]:

@@ -20,15 +20,15 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from .drafters.corpus import TextCorpus, load_corpus
-from .drafters.hybrid import HYBRID, HybridDrafter
-from .drafters.lookup import PROMPT_LOOKUP, PromptLookupDrafter
-from .drafters.model import ModelDrafter
-from .errors import ModelLoadError
-from .drafters.feature import FeatureDraftModel, FeatureDrafter, is_feature_draft, load_feature_draft
-from .lm.models import DEFAULT_TARGET, LoadedModel, check_same_vocabulary, load_draft, load_model, load_model_cached
-from .drafters.output_head import OutputHead, load_head
-from .paths import SHIPPED_CORPUS, SHIPPED_DRAFT, SHIPPED_FEATURE_DRAFT, display_path
+from ..drafters.corpus import TextCorpus, load_corpus
+from ..drafters.hybrid import HYBRID, HybridDrafter
+from ..drafters.lookup import PROMPT_LOOKUP, PromptLookupDrafter
+from ..drafters.model import ModelDrafter
+from ..errors import ModelLoadError
+from ..drafters.feature import FeatureDraftModel, FeatureDrafter, is_feature_draft, load_feature_draft
+from ..lm.models import DEFAULT_TARGET, LoadedModel, check_same_vocabulary, load_draft, load_model, load_model_cached
+from ..drafters.output_head import OutputHead, load_head
+from ..paths import SHIPPED_CORPUS, SHIPPED_DRAFT, SHIPPED_FEATURE_DRAFT, display_path
 
 __all__ = ["Draft", "as_draft", "default_draft_spec", "default_drafter_spec", "load_pair", "PROMPT_LOOKUP", "HYBRID",
            "HYBRID_CORPUS", "DISTILLED", "FEATURE"]
@@ -137,7 +137,7 @@ def as_draft(value) -> Draft:
         return Draft.prompt_lookup()
     if isinstance(value, LoadedModel):
         return Draft.of_model(value)
-    raise ValueError(f"unknown draft {value!r}: load it with decoding.pair.load_pair first")
+    raise ValueError(f"unknown draft {value!r}: load it with decoding.run.pair.load_pair first")
 
 
 def default_draft_spec(target_spec: str) -> str:
@@ -228,7 +228,7 @@ def _load_draft_value(spec: str, target: LoadedModel, dtype, draft_dtype, cached
     if spec == FEATURE:
         spec = str(SHIPPED_FEATURE_DRAFT)
     if is_feature_draft(spec):
-        from .lm.devices import resolve_draft_dtype
+        from ..lm.devices import resolve_draft_dtype
 
         try:
             layer, head = load_feature_draft(spec, target.model, resolve_draft_dtype(draft_dtype, dtype, target.device),
