@@ -16,7 +16,7 @@ import json
 import textwrap
 
 from decoding.rules import theory
-from decoding.energy import MIN_WINDOW_SECONDS, weight_bytes_per_token
+from decoding.eval.energy import MIN_WINDOW_SECONDS, weight_bytes_per_token
 from decoding.trace.metrics import tokens_per_second
 from decoding.trace.record import BONUS, CORRECTION, Candidate, IterationRecord
 

@@ -76,7 +76,7 @@ def start(session: Session, settings: Settings, progress):
     takes the run only then. All or nothing: a pair that cannot load, a prompt that does not fit or
     a first iteration that fails raises gr.Error with the session untouched (its previous run still
     shown and on the timeline). Returns the first record (None when the run made none)."""
-    from decoding.energy import make_meter
+    from decoding.eval.energy import make_meter
     from decoding.run.runner import decode
 
     need_draft = METHODS[settings.method].uses_drafter
@@ -154,7 +154,7 @@ def finish(session: Session, stop_reason: str | None = None) -> None:
     release what only the running decode needed (`Session.release_run`: its generator with the KV
     caches, kept hidden states and drafter; the records packed), then hand the freed memory back
     to the system (`procstat.release_free_memory`)."""
-    from decoding.procstat import release_free_memory
+    from decoding.eval.procstat import release_free_memory
     from decoding.run.runner import summarize
 
     if not session.records or session.target is None or session.settings is None:

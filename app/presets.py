@@ -2,7 +2,7 @@
 
 On a CPU the offline default is the hybrid drafter with the feature draft (measured below; the
 hybrid with the distilled draft where the feature draft is not shipped). On a GPU the first preset is
-the drafter the GPU check measured fastest there (`decoding/gpu_check/choice.py`,
+the drafter the GPU check measured fastest there (`decoding/eval/gpu_check/choice.py`,
 docs/gpu-choice.json), with what it measured in its note; until a check has run, the presets make
 no GPU speed claim and say how to measure one.
 """
@@ -107,7 +107,7 @@ def _gpu_order(*offline: Preset) -> tuple[Preset, ...]:
     """The offline presets as a GPU shows them: the measured fastest drafter first, labelled as the
     GPU default with what it measured, or, with no measurement, the same order and the default's
     note saying that none was made."""
-    from decoding.gpu_check.choice import read_choice
+    from decoding.eval.gpu_check.choice import read_choice
 
     choice = read_choice()
     if choice is None:

@@ -108,7 +108,7 @@ def race(session, values: dict, progress):
 
 
 def _machine() -> dict:
-    from decoding.bench.driver import machine_info
+    from decoding.eval.bench.driver import machine_info
 
     info = machine_info()
     return {k: info.get(k) for k in ("cpu", "cores", "usable_cores", "torch_threads", "cuda")}

@@ -103,7 +103,7 @@ def whole_run(settings, lean: bool = False):
     `lean` leaves out the top-k lists (for timing, as the comparison table does)."""
     import dataclasses
 
-    from decoding.energy import make_meter
+    from decoding.eval.energy import make_meter
     from decoding.run.runner import decode
 
     target, draft = _pair(settings)

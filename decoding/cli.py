@@ -102,12 +102,12 @@ def build_parser(methods=None) -> argparse.ArgumentParser:
     _add_generate(sub, methods)
     _add_sample(sub)
     _add_theory(sub)
-    from .eval_draft import add_parser as _add_eval_draft
+    from .eval.eval_draft import add_parser as _add_eval_draft
 
     _add_eval_draft(sub)
-    from .bench import add_parser as _add_bench
-    from .bench.verify_cost import add_parser as _add_verify_cost
-    from .gpu_check import add_parser as _add_gpu_check
+    from .eval.bench import add_parser as _add_bench
+    from .eval.bench.verify_cost import add_parser as _add_verify_cost
+    from .eval.gpu_check import add_parser as _add_gpu_check
 
     _add_bench(sub)
     _add_verify_cost(sub)
@@ -125,19 +125,19 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "theory":
             return cmd_theory(args)
         if args.command == "eval-draft":
-            from .eval_draft import run_cli
+            from .eval.eval_draft import run_cli
 
             return run_cli(args)
         if args.command == "bench":
-            from .bench import run_cli as run_bench_cli
+            from .eval.bench import run_cli as run_bench_cli
 
             return run_bench_cli(args)
         if args.command == "verify-cost":
-            from .bench.verify_cost import run_cli as run_verify_cost
+            from .eval.bench.verify_cost import run_cli as run_verify_cost
 
             return run_verify_cost(args)
         if args.command == "gpu-check":
-            from .gpu_check import run_cli as run_gpu_check
+            from .eval.gpu_check import run_cli as run_gpu_check
 
             return run_gpu_check(args)
     except (UsageError, ValueError) as exc:
@@ -155,7 +155,7 @@ def _print_json(obj) -> None:
 
 
 def cmd_generate(args) -> int:
-    from .energy import make_meter
+    from .eval.energy import make_meter
     from .methods.registry import method_spec
     from .lm.models import ModelLoadError
     from .run.pair import load_pair

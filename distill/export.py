@@ -79,7 +79,7 @@ def _prompt_count(prompts: str) -> int:
 def write_card(out: Path, eval_report=None, eval_command="", notes: list[str] = ()) -> None:
     """README.md model card from training.json (+ eval-draft reports: one dict or a list, with one
     command or a list of them)."""
-    from decoding.eval_draft import format_table
+    from decoding.eval.eval_draft import format_table
 
     tr = json.loads((out / "training.json").read_text())
     c = tr["config"]

@@ -40,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     out = export(cfg)
     report, command = None, ""
     if args.eval_prompts:
-        from decoding.eval_draft import evaluate
+        from decoding.eval.eval_draft import evaluate
         from decoding.run.pair import load_draft_value, load_pair
         from decoding.lm.prompt_files import read_prompts
 

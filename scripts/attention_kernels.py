@@ -39,7 +39,7 @@ def main(argv=None) -> int:
         return 2
     import torch
 
-    from decoding.bench.driver import machine_info
+    from decoding.eval.bench.driver import machine_info
     from decoding.lm.cached_lm import CachedLM
     from decoding.lm.models.attention import NAME
     from decoding.run.pair import load_pair

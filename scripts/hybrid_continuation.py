@@ -46,7 +46,7 @@ def main(argv=None) -> int:
         return 2
     import torch
 
-    from decoding.bench.ours import timed_run
+    from decoding.eval.bench.ours import timed_run
     from decoding.trace.metrics import RunCounts
     from decoding.methods.registry import method_spec
     from decoding.run.pair import load_pair

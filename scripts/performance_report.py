@@ -228,7 +228,7 @@ def feature_draft_gpu_section() -> list[str]:
 def sources_table(result: dict, key: str) -> list[str]:
     """Per draft source of one variant (rows) and category (columns): share of the iterations after
     the prefill / tokens emitted per iteration / draft tokens accepted per iteration."""
-    from decoding.bench.report import source_markdown
+    from decoding.eval.bench.report import source_markdown
 
     return source_markdown(result, key, ORDER, CATEGORY_NAMES, drafted=False).splitlines()
 
@@ -348,7 +348,7 @@ def ceiling_section(results: dict) -> list[str]:
     data = read_json(BENCH / "copy-ceiling.json")
     if data is None:
         return []
-    from decoding.bench.ceiling import markdown
+    from decoding.eval.bench.ceiling import markdown
 
     rows = {row["key"]: row for row in data["rows"]}
     lookup, oracle, model = rows.get("lookup"), rows.get("oracle-copy"), rows.get("model")

@@ -105,7 +105,7 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     import torch
 
-    from decoding.bench.driver import machine_info
+    from decoding.eval.bench.driver import machine_info
     from decoding.errors import ModelLoadError
     from decoding.methods.registry import METHODS
     from decoding.lm.models import DEFAULT_TARGET

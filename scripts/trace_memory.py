@@ -54,7 +54,7 @@ def main(argv=None) -> int:
     ap.add_argument("--opens", type=int, default=10)
     args = ap.parse_args(argv)
     from app.handlers import open_trace_file
-    from decoding.procstat import rss_mb
+    from decoding.eval.procstat import rss_mb
     from app.session import Session, delete_session
     from decoding.run.trace_file import MAX_TRACE_BYTES, read_trace
 

@@ -46,8 +46,8 @@ def main(argv=None) -> int:
         return 2
     import torch
 
-    from decoding.bench.ceiling import leading_equal
-    from decoding.bench.cli import draft_label
+    from decoding.eval.bench.ceiling import leading_equal
+    from decoding.eval.bench.cli import draft_label
     from decoding.drafters.lookup import copy_proposal, lookup_source
     from decoding.run.pair import load_pair
     from decoding.lm.prompt_files import read_prompt_rows

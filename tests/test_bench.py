@@ -6,7 +6,7 @@ import json
 import pytest
 import torch
 
-from decoding.bench import Variant, measure_memory, parse_gammas
+from decoding.eval.bench import Variant, measure_memory, parse_gammas
 from decoding.cli import main
 from decoding.drafters.gamma_policy import GammaPolicy
 from decoding.run.runner import decode

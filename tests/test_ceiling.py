@@ -1,10 +1,11 @@
-"""The replay of a fixed greedy output under drafting rules (decoding/bench/ceiling.py), on hand-written sequences."""
+"""The replay of a fixed greedy output under drafting rules (decoding/eval/bench/ceiling.py), on hand-written
+sequences."""
 
 import json
 
 import pytest
 
-from decoding.bench import ceiling as cl
+from decoding.eval.bench import ceiling as cl
 
 
 def flat_cost(ms: float = 10.0) -> cl.VerifyCost:

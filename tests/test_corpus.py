@@ -140,7 +140,7 @@ def test_the_shipped_corpus_is_the_default_targets_and_another_is_loaded_from_it
 
 
 def test_bench_names_the_corpus_hybrid():
-    from decoding.bench.cli import draft_label
+    from decoding.eval.bench.cli import draft_label
 
     assert draft_label("hybrid+corpus:feature") == "hybrid-corpus-feature"
     assert draft_label("hybrid+corpus") == "hybrid-corpus"

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from decoding.drafters.model import ModelDrafter
-from decoding.eval_draft import evaluate, replay_greedy
+from decoding.eval.eval_draft import evaluate, replay_greedy
 from decoding.paths import SHIPPED_DRAFT
 from decoding.lm.models import check_same_vocabulary, load_model
 from decoding.run.runner import generate

@@ -9,7 +9,7 @@ import types
 import pytest
 import torch
 
-from decoding import energy as E
+from decoding.eval import energy as E
 
 
 # --------------------------------------------------------------------------- this machine

@@ -272,7 +272,7 @@ def test_eval_draft_measures_a_feature_draft(feature_dir, tiny_target_dir, tmp_p
 
 def test_feature_probs_agree_with_the_drafter(tiny_pair, feature):
     """eval-draft's teacher-forced q of a continuation token is the engine drafter's first q there."""
-    from decoding.eval_feature import feature_probs
+    from decoding.eval.eval_feature import feature_probs
 
     target, _ = tiny_pair
     prompt = target.encode_prompt("hello there", chat=False)

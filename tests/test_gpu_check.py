@@ -19,15 +19,15 @@ import torch
 
 from decoding.cli import main
 from decoding.errors import UsageError
-from decoding.gpu_check import PARTS
-from decoding.gpu_check.cli import run_parts
-from decoding.gpu_check.energy_part import above_idle, measure_window
-from decoding.gpu_check.pairs import DEFAULT_PAIR_NAME, Pair, check_pairs
-from decoding.gpu_check.ppd_part import summarize_entry, tune_argv
-from decoding.gpu_check.report import _energy, merge, render, write_report
-from decoding.gpu_check.settings import CheckSettings, parse_parts, settings_from_args
-from decoding.gpu_check.tests_part import summary_counts, verdict
-from decoding.energy import EnergyReading
+from decoding.eval.gpu_check import PARTS
+from decoding.eval.gpu_check.cli import run_parts
+from decoding.eval.gpu_check.energy_part import above_idle, measure_window
+from decoding.eval.gpu_check.pairs import DEFAULT_PAIR_NAME, Pair, check_pairs
+from decoding.eval.gpu_check.ppd_part import summarize_entry, tune_argv
+from decoding.eval.gpu_check.report import _energy, merge, render, write_report
+from decoding.eval.gpu_check.settings import CheckSettings, parse_parts, settings_from_args
+from decoding.eval.gpu_check.tests_part import summary_counts, verdict
+from decoding.eval.energy import EnergyReading
 from decoding.paths import REPO
 
 import test_cuda
@@ -142,7 +142,7 @@ def test_pairs_without_and_with_the_default_target_package():
 
 
 def test_benchmark_command_line_is_the_bench_commands(tmp_path):
-    from decoding.gpu_check.bench_part import bench_argv, bench_parser
+    from decoding.eval.gpu_check.bench_part import bench_argv, bench_parser
 
     pair = Pair("default pair", "default", "distilled,hybrid", "SmolLM2-135M-Instruct")
     args = bench_parser().parse_args(bench_argv(pair, "bfloat16", CheckSettings(), tmp_path / "b"))
@@ -153,7 +153,7 @@ def test_benchmark_command_line_is_the_bench_commands(tmp_path):
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU: the pair would load")
 def test_a_pair_that_does_not_load_is_skipped_with_the_reason(tmp_path):
-    from decoding.gpu_check.bench_part import bench_one
+    from decoding.eval.gpu_check.bench_part import bench_one
 
     pair = Pair("small", "assets/draft-smollm2-135m", "prompt-lookup", "small")
     row = bench_one(pair, "float32", CheckSettings(runs_dir=tmp_path))
@@ -162,7 +162,7 @@ def test_a_pair_that_does_not_load_is_skipped_with_the_reason(tmp_path):
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU: NVML may answer")
 def test_energy_part_without_nvml_gives_the_meters_reason():
-    from decoding.gpu_check.energy_part import run
+    from decoding.eval.gpu_check.energy_part import run
 
     result = run(CheckSettings())
     assert result["status"] == "unavailable" and "not measured" in result["reason"]
@@ -215,7 +215,7 @@ class AvailableFakeMeter(FakeMeter):
 def test_energy_part_decodes_with_the_first_of_several_drafters(monkeypatch, tiny_target_dir, tiny_draft_dir):
     # The bench part's pair names every drafter ("distilled,hybrid,prompt-lookup"); the energy part
     # once passed that whole list to the loader and failed on the H100. It decodes with the first.
-    from decoding.gpu_check import energy_part
+    from decoding.eval.gpu_check import energy_part
 
     pair = Pair("tiny pair", str(tiny_target_dir), f"{tiny_draft_dir},prompt-lookup", "tiny")
     monkeypatch.setattr(energy_part, "check_pairs", lambda: ([pair], []))
@@ -308,7 +308,7 @@ def _bench_result(speedups: dict) -> dict:
 
 
 def test_the_fastest_drafter_is_the_measured_one_faster_than_plain_decoding():
-    from decoding.gpu_check.choice import fastest_drafter
+    from decoding.eval.gpu_check.choice import fastest_drafter
 
     best = fastest_drafter(_bench_result({"speculative-distilled-g4": 1.2, "speculative-hybrid-auto": 1.6,
                                           "speculative-prompt-lookup-g4": 1.4, "hf-assisted-distilled-g4": 3.0}))
@@ -318,7 +318,7 @@ def test_the_fastest_drafter_is_the_measured_one_faster_than_plain_decoding():
 
 
 def test_the_choice_is_written_for_the_app_and_read_back(tmp_path):
-    from decoding.gpu_check.choice import choice_from_runs, read_choice, write_choice
+    from decoding.eval.gpu_check.choice import choice_from_runs, read_choice, write_choice
 
     fast = {"drafter": "prompt-lookup", "gamma": 4, "speedup": 1.8}
     runs = [{"status": "ok", "default_target": True, "dtype": "float32", "fastest": {**fast, "speedup": 1.3}},
@@ -342,7 +342,7 @@ def test_the_choice_is_written_for_the_app_and_read_back(tmp_path):
 
 def test_on_a_gpu_the_presets_start_with_the_measured_drafter_or_claim_nothing(monkeypatch, tmp_path):
     from app import presets as presets_module
-    from decoding.gpu_check import choice as choice_module
+    from decoding.eval.gpu_check import choice as choice_module
 
     for var in ("SPECDEC_APP_TARGET", "SPECDEC_APP_DRAFT"):
         monkeypatch.delenv(var, raising=False)

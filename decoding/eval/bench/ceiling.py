@@ -29,8 +29,8 @@ from bisect import bisect_left
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..drafters.lookup import match_length, suffix_match
-from ..rules.theory import expected_tokens_per_call
+from ...drafters.lookup import match_length, suffix_match
+from ...rules.theory import expected_tokens_per_call
 
 MAX_RUN = 64  # the longest copy any rule proposes
 

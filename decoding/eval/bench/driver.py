@@ -20,10 +20,10 @@ import statistics
 import sys
 import time
 
-from ..lm.devices import usable_cores
-from ..drafters.hybrid import HYBRID
+from ...lm.devices import usable_cores
+from ...drafters.hybrid import HYBRID
 from ..energy import PROXY_LABEL, make_meter
-from ..paths import display_path
+from ...paths import display_path
 from .hf_peer import HF_DEFAULT_PROMPT_LOOKUP_TOKENS
 from .memory import measure_memory
 from .runs import run_variant

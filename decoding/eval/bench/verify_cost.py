@@ -33,8 +33,8 @@ def measure(target, sizes: list[int], context: int, reps: int) -> dict[int, floa
     """Median seconds of one pass over k new tokens after `context` cached tokens, per k."""
     import torch
 
-    from ..lm.cached_lm import CachedLM
-    from ..lm.devices import sync
+    from ...lm.cached_lm import CachedLM
+    from ...lm.devices import sync
 
     lm = CachedLM(target.model, target.device, target.vocab_size)
     ids = [int(target.tokenizer.eos_token_id or 0)] * (context + max(sizes))
@@ -57,9 +57,9 @@ def measure(target, sizes: list[int], context: int, reps: int) -> dict[int, floa
 def run_cli(args) -> int:
     import torch
 
-    from ..lm.devices import dtype_name
-    from ..errors import UsageError
-    from ..lm.models import ModelLoadError, load_model
+    from ...lm.devices import dtype_name
+    from ...errors import UsageError
+    from ...lm.models import ModelLoadError, load_model
 
     if args.threads:
         torch.set_num_threads(args.threads)

@@ -36,12 +36,12 @@ from dataclasses import dataclass
 
 import torch
 
-from .drafters.lookup import PROMPT_LOOKUP, PromptLookupDrafter
-from .trace.metrics import c_step
-from .lm.models import LoadedModel, cache_dir, check_same_vocabulary
-from .paths import display_path
-from .lm.prompt_files import read_prompts
-from .lm.scoring import teacher_forced_probs as _probs
+from ..drafters.lookup import PROMPT_LOOKUP, PromptLookupDrafter
+from ..trace.metrics import c_step
+from ..lm.models import LoadedModel, cache_dir, check_same_vocabulary
+from ..paths import display_path
+from ..lm.prompt_files import read_prompts
+from ..lm.scoring import teacher_forced_probs as _probs
 
 GAMMA = 4
 
@@ -63,9 +63,9 @@ def _cache_key(target: LoadedModel, prompts: list[str], max_new_tokens: int, cha
 def target_side(target: LoadedModel, prompts: list[str], max_new_tokens: int, chat: bool, seed: int,
                 use_cache: bool = True, progress=None) -> TargetSide:
     """The target's sampled (T=1) and greedy continuations of every prompt (cached on disk)."""
-    from .run.runner import generate
-    from .methods.base import RunConfig
-    from .rules.warp import SamplingConfig
+    from ..run.runner import generate
+    from ..methods.base import RunConfig
+    from ..rules.warp import SamplingConfig
 
     path = cache_dir() / "eval-draft" / f"{_cache_key(target, prompts, max_new_tokens, chat, seed)}.json"
     if use_cache and path.is_file():
@@ -107,8 +107,8 @@ def replay_greedy(matches: list[bool], gamma: int = GAMMA) -> tuple[int, int]:
 
 
 def _time_step(model: LoadedModel, context: list[int], repeats: int, head=None) -> list[float]:
-    from .lm.cached_lm import CachedLM
-    from .lm.devices import sync
+    from ..lm.cached_lm import CachedLM
+    from ..lm.devices import sync
 
     lm = CachedLM(model.model, model.device, model.vocab_size, head)
     lm.extend(context)
@@ -170,7 +170,7 @@ def eval_model_draft(target: LoadedModel, draft: LoadedModel, side: TargetSide, 
     }
     result.update(measure_c(target, draft, side.prompt_ids[0] + side.greedy[0][:32], timing_repeats, head))
     if engine_check and prompts:
-        from .run.pair import Draft
+        from ..run.pair import Draft
 
         result["engine_check"] = _engine_check(target, Draft.of_model(draft, head), side, prompts, chat, engine_check)
     return result
@@ -179,12 +179,12 @@ def eval_model_draft(target: LoadedModel, draft: LoadedModel, side: TargetSide, 
 def _engine_check(target, draft, side: TargetSide, prompts: list[str], chat: bool, n: int) -> dict:
     """Run the engine's greedy speculative decoding (gamma 4) on the first n prompts; `draft` as
     `runner.decode` takes it."""
-    from .run.pair import as_draft
+    from ..run.pair import as_draft
 
     draft = as_draft(draft)
-    from .run.runner import generate
-    from .methods.base import RunConfig
-    from .rules.warp import SamplingConfig
+    from ..run.runner import generate
+    from ..methods.base import RunConfig
+    from ..rules.warp import SamplingConfig
 
     tokens = calls = 0
     replay_tokens = replay_calls = 0
@@ -290,7 +290,7 @@ def evaluate(target: LoadedModel, drafts: list, prompts: list[str], max_new_toke
              timing_repeats: int = 20, progress=None) -> dict:
     """Evaluate each draft (a `pair.Draft`; a LoadedModel or "prompt-lookup" also do) against
     `target` on `prompts`."""
-    from .run.pair import as_draft
+    from ..run.pair import as_draft
 
     t0 = time.perf_counter()
     side = target_side(target, prompts, max_new_tokens, chat, seed, use_cache, progress)
@@ -369,9 +369,9 @@ def add_parser(sub) -> None:
 def run_cli(args) -> int:
     import sys
 
-    from .lm.models import ModelLoadError
-    from .run.pair import load_draft_value, load_pair
-    from .paths import SHIPPED_DRAFT
+    from ..lm.models import ModelLoadError
+    from ..run.pair import load_draft_value, load_pair
+    from ..paths import SHIPPED_DRAFT
 
     if args.max_new_tokens < 1:
         raise ValueError("max-new-tokens must be >= 1")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from ..trace.metrics import RunCounts
+from ...trace.metrics import RunCounts
 from .variants import GAMMA_SCHEDULES, RunStats, Variant
 
 
@@ -26,8 +26,8 @@ def timed_run(records) -> tuple[list, RunCounts]:
 
 def run_ours(variant: Variant, target, draft, prompt_ids: list[int], args, timing: bool, meter=None) -> RunStats:
     """One run of our engine; timing runs ignore end-of-sequence (fixed token counts)."""
-    from ..run.runner import decode
-    from ..methods.base import RunConfig
+    from ...run.runner import decode
+    from ...methods.base import RunConfig
 
     extra = {"gamma_schedule": variant.schedule} if variant.schedule in GAMMA_SCHEDULES else {}
     config = RunConfig(method=variant.method, max_new_tokens=args.max_new_tokens, sampling=args.sampling,

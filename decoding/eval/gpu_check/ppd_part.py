@@ -29,7 +29,7 @@ def summarize_entry(dtype: str, entry: dict) -> dict:
 
 
 def run(settings: CheckSettings) -> dict:
-    from ..methods.ppd.__main__ import build_parser, cmd_tune
+    from ...methods.ppd.__main__ import build_parser, cmd_tune
 
     pairs, _ = check_pairs()
     if not pairs:

@@ -13,9 +13,9 @@ import time
 
 import torch
 
-from ..trace.metrics import RunCounts
-from ..lm.scoring import teacher_forced_logprob
-from ..rules.warp import SamplingConfig
+from ...trace.metrics import RunCounts
+from ...lm.scoring import teacher_forced_logprob
+from ...rules.warp import SamplingConfig
 from .variants import RunStats, Variant
 
 HF_DEFAULT_PROMPT_LOOKUP_TOKENS = 10  # the value HF's docs use; generate() has no default for it

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..lm.models import DEFAULT_TARGET, find_embedded_gguf
-from ..paths import SHIPPED_DRAFT, display_path
+from ...lm.models import DEFAULT_TARGET, find_embedded_gguf
+from ...paths import SHIPPED_DRAFT, display_path
 from .choice import DRAFTERS
 
 DEFAULT_PAIR_NAME = "default pair: SmolLM2-135M-Instruct target + distilled draft, hybrid, prompt lookup"

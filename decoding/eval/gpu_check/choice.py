@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..paths import DOCS, display_path
+from ...paths import DOCS, display_path
 
 CHOICE_FILE = DOCS / "gpu-choice.json"
 DRAFTERS = ("distilled", "hybrid", "prompt-lookup")  # the offline drafters a preset can name

@@ -6,9 +6,9 @@ from __future__ import annotations
 import math
 import statistics
 
-from ..rules import theory
+from ...rules import theory
 from ..energy import energy_per_token, weight_bytes_per_token
-from ..trace.metrics import RunCounts, c_step
+from ...trace.metrics import RunCounts, c_step
 from .variants import RunStats, Variant
 
 

@@ -70,7 +70,7 @@ def app_dtype(device: str) -> str:
     """The precision the app loads the default pair in on this device (the choice is made in it)."""
     import torch
 
-    from ..lm.devices import default_dtype, dtype_name
+    from ...lm.devices import default_dtype, dtype_name
 
     return dtype_name(default_dtype(torch.device(device)))
 

@@ -1,4 +1,4 @@
-"""`python -m decoding.bench --memory-child SPEC`: one variant's memory, measured in a child process."""
+"""`python -m decoding.eval.bench --memory-child SPEC`: one variant's memory, measured in a child process."""
 
 import sys
 

@@ -9,8 +9,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..errors import UsageError
-from ..paths import DEV_PROMPTS, DOCS, REPO
+from ...errors import UsageError
+from ...paths import DEV_PROMPTS, DOCS, REPO
 
 PARTS = ("tests", "bench", "energy", "ppd")
 DEFAULT_REPORT = DOCS / "gpu.md"

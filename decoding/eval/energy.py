@@ -32,8 +32,8 @@ from typing import Callable
 
 import torch
 
-from .lm.devices import sync
-from .lm.models.loaded import model_weight_bytes  # defined beside the loader that reports it
+from ..lm.devices import sync
+from ..lm.models.loaded import model_weight_bytes  # defined beside the loader that reports it
 
 __all__ = [
     "EnergyReading",

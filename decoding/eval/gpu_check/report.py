@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..paths import REPO, display_path
+from ...paths import REPO, display_path
 from .settings import PARTS
 
 TITLES = {"tests": "CUDA-marked tests (tiny random models, float32, TF32 off)",

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..methods.registry import METHODS
-from ..trace.metrics import RunCounts
+from ...methods.registry import METHODS
+from ...trace.metrics import RunCounts
 
 GAMMA_SCHEDULES = ("auto", "heuristic")
 

@@ -1,5 +1,5 @@
 """The `bench` part: a short benchmark of the pairs that load here, in float32 and in half
-precision, with the HF peers, run through the benchmark's own command line (`decoding.bench`).
+precision, with the HF peers, run through the benchmark's own command line (`decoding.eval.bench`).
 
 Each (pair, precision) is one `python -m decoding bench` run (a few dev prompts, 1 warm-up, 1
 repeat, no memory subprocesses, gamma 4 and auto) writing under runs/gpu-check/bench/; docs/gpu.md
@@ -13,9 +13,9 @@ import io
 import json
 import re
 
-from ..errors import UsageError
-from ..paths import display_path
-from ..lm.models import DEFAULT_TARGET
+from ...errors import UsageError
+from ...paths import display_path
+from ...lm.models import DEFAULT_TARGET
 from .choice import fastest_drafter
 from .pairs import Pair, check_pairs, half_dtype
 from .settings import CheckSettings

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import torch
 
-from .drafters.hybrid import HYBRID_MAX_MATCH
-from .drafters.lookup import suffix_match
-from .lm.scoring import teacher_forced_probs
+from ..drafters.hybrid import HYBRID_MAX_MATCH
+from ..drafters.lookup import suffix_match
+from ..lm.scoring import teacher_forced_probs
 
 BUCKETS = ((1, 1), (2, 2), (3, 3), (4, 4), (5, 7), (8, 15), (16, HYBRID_MAX_MATCH))
 

@@ -41,11 +41,11 @@ def above_idle(row: dict, idle_watts: float | None) -> float | None:
 
 def run(settings: CheckSettings) -> dict:
     from ..bench.cli import spread
-    from ..run.pair import load_pair
-    from ..lm.prompt_files import read_prompt_rows
-    from ..run.runner import decode
-    from ..methods.base import RunConfig
-    from ..rules.warp import SamplingConfig
+    from ...run.pair import load_pair
+    from ...lm.prompt_files import read_prompt_rows
+    from ...run.runner import decode
+    from ...methods.base import RunConfig
+    from ...rules.warp import SamplingConfig
 
     pairs, _ = check_pairs()
     if not pairs:

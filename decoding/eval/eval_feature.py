@@ -16,10 +16,10 @@ import time
 
 import torch
 
-from .lm.cached_lm import CachedLM
-from .lm.devices import sync
-from .trace.metrics import c_step
-from .paths import display_path
+from ..lm.cached_lm import CachedLM
+from ..lm.devices import sync
+from ..trace.metrics import c_step
+from ..paths import display_path
 
 
 @torch.inference_mode()
@@ -44,7 +44,7 @@ def feature_probs(target, draft, prompt: list[int], cont: list[int], width: int)
 def measure_feature_c(target, draft, context: list[int], repeats: int = 20) -> dict:
     """Median step times of the draft (one pair through its layer, then its head) and of the
     target (one token), interleaved at the same context."""
-    from .rules.warp import SamplingConfig
+    from ..rules.warp import SamplingConfig
 
     lm = CachedLM(target.model, target.device, target.vocab_size)
     drafter = draft.drafter(target)
@@ -77,7 +77,7 @@ def eval_feature_draft(target, draft, side, timing_repeats: int = 20) -> dict:
     mins, n_alpha, agree, n_greedy = 0.0, 0, 0, 0
     for prompt, samp, greedy in zip(side.prompt_ids, side.sampled, side.greedy):
         if samp:
-            from .lm.scoring import teacher_forced_probs
+            from ..lm.scoring import teacher_forced_probs
 
             p = teacher_forced_probs(target, prompt, samp, width)
             q = feature_probs(target, draft, prompt, samp, width)

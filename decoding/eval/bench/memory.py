@@ -12,15 +12,15 @@ from pathlib import Path
 
 import torch
 
-from ..paths import REPO
+from ...paths import REPO
 from ..procstat import status_kb
-from ..rules.warp import SamplingConfig
+from ...rules.warp import SamplingConfig
 from .runs import run_variant
 from .variants import Variant
 
 
 def measure_memory(variant: Variant, args, prompt: str, timeout: float = 600) -> dict:
-    """Peak resident memory of one variant run in a fresh child process (`python -m decoding.bench
+    """Peak resident memory of one variant run in a fresh child process (`python -m decoding.eval.bench
     --memory-child SPEC`): the models loaded there, then one timing run."""
     drafts = getattr(args, "draft_specs", None) or {}
     draft_spec = drafts.get(variant.draft, getattr(args, "draft_spec", None)) if variant.drafts else None
@@ -32,7 +32,7 @@ def measure_memory(variant: Variant, args, prompt: str, timeout: float = 600) ->
         "seed": args.seed, "threads": torch.get_num_threads(),
     }
     try:
-        proc = subprocess.run([sys.executable, "-m", "decoding.bench", "--memory-child", json.dumps(spec)],
+        proc = subprocess.run([sys.executable, "-m", "decoding.eval.bench", "--memory-child", json.dumps(spec)],
                               capture_output=True, text=True, timeout=timeout, cwd=str(REPO))
         line = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else ""
         if proc.returncode != 0 or not line.startswith("{"):
@@ -45,7 +45,7 @@ def measure_memory(variant: Variant, args, prompt: str, timeout: float = 600) ->
 def memory_child(spec_json: str) -> int:
     from types import SimpleNamespace
 
-    from ..run.pair import load_pair
+    from ...run.pair import load_pair
 
     spec = json.loads(spec_json)
     torch.set_num_threads(spec["threads"])

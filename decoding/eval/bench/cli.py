@@ -6,8 +6,8 @@ import json
 import sys
 from pathlib import Path
 
-from ..errors import UsageError
-from ..paths import SHIPPED_DRAFT, SHIPPED_FEATURE_DRAFT
+from ...errors import UsageError
+from ...paths import SHIPPED_DRAFT, SHIPPED_FEATURE_DRAFT
 
 
 def add_parser(sub) -> None:
@@ -86,11 +86,11 @@ def only_categories(prompts: list, categories: str) -> list:
 def run_cli(args) -> int:
     import torch
 
-    from ..methods.registry import METHODS
-    from ..lm.models import ModelLoadError
-    from ..run.pair import default_draft_spec, load_draft_value, load_pair
-    from ..lm.prompt_files import read_prompt_rows
-    from ..rules.warp import SamplingConfig
+    from ...methods.registry import METHODS
+    from ...lm.models import ModelLoadError
+    from ...run.pair import default_draft_spec, load_draft_value, load_pair
+    from ...lm.prompt_files import read_prompt_rows
+    from ...rules.warp import SamplingConfig
     from .driver import run_bench
     from .report import markdown_report, markdown_table, write_outputs
     from .variants import parse_gammas

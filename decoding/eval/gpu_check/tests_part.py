@@ -9,7 +9,7 @@ import re
 import subprocess
 import sys
 
-from ..paths import REPO
+from ...paths import REPO
 from .settings import CheckSettings
 
 CUDA_TESTS = "tests/test_cuda.py"
