@@ -18,7 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-DEFAULT_PROMPTS = "distill/prompts_train.jsonl,distill/prompts_tasks.jsonl"
+DEFAULT_PROMPTS = "training/prompts_train.jsonl,training/prompts_tasks.jsonl"
 
 
 def main(argv=None) -> int:

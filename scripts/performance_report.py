@@ -169,7 +169,7 @@ def draft_head_section() -> list[str]:
         return []
     lines = ["## The draft's output head", "",
              "The distilled draft with its full tied head and with heads over the target's most frequent tokens "
-             "(`python -m distill trim-head`; the shipped draft keeps 8,192), one `python -m decoding eval-draft "
+             "(`python -m training trim-head`; the shipped draft keeps 8,192), one `python -m decoding eval-draft "
              "--draft <the four, comma-separated> --json` run per prompt file, target and draft in "
              f"{runs[0]['results'][0]['draft_dtype']}, 1 thread:", "",
              "| prompts | head tokens | alpha (T=1) | greedy agreement | tokens/call (greedy, gamma 4) | draft step ms | c |",

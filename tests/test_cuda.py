@@ -173,14 +173,14 @@ def test_restricted_head_sampled_output_has_the_target_distribution_on_cuda(cuda
 
 
 def test_feature_stages_run_on_cuda(smoke_run, tmp_path):
-    """`distill features` and `train-features --device cuda`: the states made on the GPU are the CPU's
+    """`training features` and `train-features --device cuda`: the states made on the GPU are the CPU's
     (bfloat16 storage), training runs there, and the draft it writes stays exact."""
     import dataclasses
     import shutil
 
     from decoding.run.pair import load_draft_value
-    from distill.feature_train import train as train_features
-    from distill.features import run as run_features
+    from training.feature_train import train as train_features
+    from training.features import run as run_features
 
     cfg, cpu_target, *_ = smoke_run
     shutil.copytree(cfg.data_dir, tmp_path / "data")

@@ -17,10 +17,10 @@ from decoding.lm.models import check_same_vocabulary, load_model
 from decoding.run.runner import generate
 from decoding.methods.base import RunConfig
 from decoding.rules.warp import SamplingConfig, warp_logits
-from distill.config import SMOKE
-from distill.data import generate as generate_data
-from distill.export import MAX_BYTES, export, write_card
-from distill.train import train
+from training.config import SMOKE
+from training.data import generate as generate_data
+from training.export import MAX_BYTES, export, write_card
+from training.train import train
 
 from conftest import requires_embedded_target
 
@@ -209,7 +209,7 @@ def test_shipped_draft_q_is_the_distribution_sampled_from():
 
 
 def test_smoke_onpolicy_scoring_matches_target(smoke_run):
-    from distill.data import generate_onpolicy, sample_batch, score_batch
+    from training.data import generate_onpolicy, sample_batch, score_batch
 
     cfg, target, _, _, _, _ = smoke_run
     # teacher-forced scoring of the target's own greedy continuation gives back its argmaxes
@@ -222,7 +222,7 @@ def test_smoke_onpolicy_scoring_matches_target(smoke_run):
         assert torch.allclose(top_p.float(), r[2].float(), atol=2e-3)
     n = generate_onpolicy(cfg, str(Path(cfg.ckpt_dir) / "last.pt"), target=target, log=lambda m: None)
     assert n == len(list(Path(cfg.onpolicy_dir).glob("shard-*.pt"))) > 0
-    from distill.train import list_shards
+    from training.train import list_shards
 
     assert any(s.startswith("onpolicy_dir/") for s in list_shards(cfg))
 
@@ -254,14 +254,14 @@ def test_smoke_restricted_head_trains_exports_and_stays_exact(smoke_run, tmp_pat
 
 
 def test_smoke_trim_head_keeps_the_most_frequent_tokens_and_stays_exact(smoke_run, tmp_path):
-    """`python -m distill trim-head`: the head holds the draft's own rows for the K most frequent
+    """`python -m training trim-head`: the head holds the draft's own rows for the K most frequent
     generated tokens of the training shards (counted by value) plus end-of-sequence, the copy of the
     draft loads with it, q is zero outside it, and greedy decoding still equals autoregressive."""
     from collections import Counter
 
     from decoding.run.pair import load_draft_value
-    from distill.train import list_shards, load_examples
-    from distill.trim_head import main as trim_main, trim
+    from training.train import list_shards, load_examples
+    from training.trim_head import main as trim_main, trim
 
     cfg, target, out, _, _, _ = smoke_run
     train_ex, _ = load_examples(cfg, list_shards(cfg), len(cfg.prompt_texts()))
@@ -302,7 +302,7 @@ def test_smoke_trim_head_keeps_the_most_frequent_tokens_and_stays_exact(smoke_ru
 def test_distill_stages_refuse_a_bad_config_with_exit_2(tmp_path, capsys):
     """Every stage reads --config through get_config: a missing file or unknown fields is a usage
     error with one line, not a traceback."""
-    from distill.__main__ import main as distill_main
+    from training.__main__ import main as distill_main
 
     bad = tmp_path / "bad.json"
     bad.write_text(json.dumps({"bogus": 1}))

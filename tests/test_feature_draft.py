@@ -150,8 +150,8 @@ def test_mjsd_refuses_a_feature_draft(tiny_pair, feature):
 
 
 def test_smoke_features_and_training_make_a_draft_that_stays_exact(smoke_run, tmp_path):  # noqa: F811
-    from distill.feature_train import train as train_features
-    from distill.features import features_dir, run as run_features
+    from training.feature_train import train as train_features
+    from training.features import features_dir, run as run_features
 
     cfg, target, _, _, _, _ = smoke_run
     cfg = dataclasses.replace(cfg, bf16_autocast=False)
@@ -205,7 +205,7 @@ def test_unrolled_training_steps_see_what_a_draft_sees_at_inference():
     from transformers import DynamicCache, LlamaConfig
 
     from decoding.drafters.feature import FeatureDraftModel
-    from distill.feature_train import unroll, unrolled_mask
+    from training.feature_train import unroll, unrolled_mask
 
     # step 2 on 3 positions: query s sees the step-1 keys j <= s - 1 and its own step-2 key
     assert unrolled_mask(3, 2, 1)[0, 0].int().tolist() == [[0, 0, 0, 1, 0, 0], [1, 0, 0, 0, 1, 0], [1, 1, 0, 0, 0, 1]]
@@ -320,7 +320,7 @@ def assert_greedy_equals_autoregressive(target, draft) -> None:
 
 
 def test_the_feature_stages_refuse_bad_input_with_exit_2(tmp_path, capsys):
-    from distill.__main__ import main
+    from training.__main__ import main
 
     config = tmp_path / "c.json"
     config.write_text(json.dumps({"data_dir": str(tmp_path / "none"), "ckpt_dir": str(tmp_path / "ck")}))
@@ -402,7 +402,7 @@ def test_unroll_folds_several_layers_through_a_fuse_and_regresses_on_the_final_s
     from transformers import LlamaConfig
 
     from decoding.drafters.feature import FeatureDraftModel
-    from distill.feature_train import collate, losses, unroll
+    from training.feature_train import collate, losses, unroll
 
     spec = importlib.util.spec_from_file_location(
         "multilayer_features", Path(__file__).resolve().parents[1] / "scripts" / "multilayer_features.py")

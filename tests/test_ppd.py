@@ -18,7 +18,7 @@ from decoding.methods.ppd.engine import (
 from decoding.methods.ppd.hardware import acceptance_table, choose_tree_size, measure_latency
 from decoding.methods.ppd.tuning import cached_choice, save_tuning
 from decoding.methods.ppd.prompts import load_prompt_tokens, untrained_prompt_tokens
-from decoding.methods.ppd.train import cached_insertion_step, decayed_kl, insertion_forward
+from training.ppd_train import cached_insertion_step, decayed_kl, insertion_forward
 from decoding.methods.ppd.tree import dynamic_trees, make_tree, tree_buffers
 from decoding.methods.registry import METHODS
 from decoding.methods.base import RunConfig
@@ -318,12 +318,11 @@ def test_cached_training_step_matches_full_pass_and_greedy_chain(tiny):
 
 def test_training_smoke_resume_and_export(tiny_target_dir, tmp_path):
     from decoding.lm.models import load_model
-    from decoding.methods.ppd.__main__ import build_parser
-    from decoding.methods.ppd.train import train
+    from training.ppd_train import build_parser, train
 
     prompts = tmp_path / "p.jsonl"
     prompts.write_text("".join(json.dumps({"prompt": p}) + "\n" for p in (PROMPT, "hello there", "abc")))
-    common = ["train", "--target", str(tiny_target_dir), "--device", "cpu", "--out", str(tmp_path / "ck"),
+    common = ["--target", str(tiny_target_dir), "--device", "cpu", "--out", str(tmp_path / "ck"),
               "--prompts", str(prompts), "--gen-tokens", "8", "--batch", "1", "--seq-len", "24", "--inserts", "4",
               "--dev", str(prompts), "--dev-tokens", "6", "--asset", str(tmp_path / "a" / "prompt_tokens.pt")]
     logs = []

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-PACKAGES = ("decoding", "app", "distill")
+PACKAGES = ("decoding", "app", "training")
 MAX_LINES = 500
 LONG_FILES: dict[str, str] = {}  # repo-relative path -> why it may be longer
 
@@ -117,7 +117,7 @@ def test_files_have_one_job_and_stay_short():
 MACHINE_PATH = ROOT.parent if ROOT.parent != ROOT.parent.parent else ROOT
 POINTERS = re.compile(r"shared/|issue [0-9]|\b00[0-4]_|DESIGN\.md|/(home|root|Users|mnt)/|"
                       + re.escape(f"{MACHINE_PATH}/"))
-SCANNED = ("decoding", "app", "distill", "docs", "assets", "benchmarks", "scripts", "README.md", "Makefile")
+SCANNED = ("decoding", "app", "training", "docs", "assets", "benchmarks", "scripts", "README.md", "Makefile")
 
 
 @pytest.mark.parametrize("top", SCANNED)

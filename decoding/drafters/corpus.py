@@ -6,7 +6,7 @@ other prompts (SuffixDecoding keeps such text from earlier requests: Oliaro, Jia
 arXiv:2411.04975). A chat model reuses its phrasings ("Here are some tips to", "In conclusion,"),
 so where the context ends in n tokens the corpus holds, the continuation the corpus saw most often
 after them is a cheap guess. The shipped corpus (`assets/corpus-smollm2-135m`) holds the default
-target's greedy answers to the project's own training prompts (`distill/prompts_*.jsonl`, never
+target's greedy answers to the project's own training prompts (`training/prompts_*.jsonl`, never
 Spec-Bench), made by `scripts/build_corpus.py`.
 
 Every n-gram of `GRAM_LENGTHS` in the corpus is indexed once at load time with its most frequent

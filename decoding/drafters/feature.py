@@ -12,8 +12,8 @@ own predictions back in (steps 2.. of a draft).
 The head scores only the target's most frequent tokens (`head.safetensors`, ids only, rows taken
 from the target's head; see output_head.py), so q is zero elsewhere and the rule stays exact.
 On disk: config.json (the draft layer's Llama config), model.safetensors (fc + layer + norm),
-head.safetensors, training.json and a model card. `python -m distill features` and
-`python -m distill train-features` make one.
+head.safetensors, training.json and a model card. `python -m training features` and
+`python -m training train-features` make one.
 """
 
 from __future__ import annotations

@@ -10,7 +10,7 @@ the target's mass on it reaches the output through the residual. Exactness does 
 
 On disk: `head.safetensors` beside the draft's config.json, holding `token_ids` (K, int64) and
 `weight` (K x hidden), untied from the input embedding (it may be trained on its own). A head cut
-from the draft's own head with no retraining (`python -m distill trim-head`) stores `token_ids` only:
+from the draft's own head with no retraining (`python -m training trim-head`) stores `token_ids` only:
 its rows are taken from the model's output embedding when the draft loads, so no weight is stored twice.
 """
 

@@ -7,6 +7,7 @@
 - `tuning.py`     the hardware-aware tree size cached per device
 - `hardware.py`   measuring L(n) (latency per tree size) and T(n) (tokens per step) to choose it
 - `report.py`     accepted length, tokens/s and speedup against autoregressive per tree size
-- `train.py`      training the prompt-token embeddings (KD, decayed KL; resumable)
-- `__main__.py`   `python -m decoding.methods.ppd {tune,report,train}`
+- `__main__.py`   `python -m decoding.methods.ppd {tune,report}`
+
+Training the prompt tokens is in `training/ppd_train.py` (`python -m training train-ppd`).
 """

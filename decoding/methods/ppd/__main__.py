@@ -1,4 +1,5 @@
-"""`python -m decoding.methods.ppd {tune,report,train}`: see hardware.py, tuning.py, report.py and train.py beside it."""
+"""`python -m decoding.methods.ppd {tune,report}`: see hardware.py, tuning.py and report.py beside it
+(training the prompt tokens: `python -m training train-ppd`)."""
 
 from __future__ import annotations
 
@@ -36,9 +37,6 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--limit", type=int, default=None, help="use only the first N prompts")
     r.add_argument("--max-new-tokens", type=int, default=64)
     r.add_argument("--out", default=None, help="also write the JSON result here")
-    from .train import add_arguments
-
-    add_arguments(sub.add_parser("train", help="train prompt-token embeddings (KD against the frozen target)"))
     return parser
 
 
@@ -98,11 +96,6 @@ def main(argv=None) -> int:
                 Path(args.out).parent.mkdir(parents=True, exist_ok=True)
                 Path(args.out).write_text(json.dumps(result, indent=1))
             print(markdown(result))
-            return 0
-        if args.command == "train":
-            from .train import train
-
-            print(json.dumps(train(args)))
             return 0
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -7,7 +7,7 @@ distillation sequences (prompt + the target's own continuation). This stage runs
 over each prompt and then over that prompt's kept continuations as one batch that shares the
 prompt's KV cache, and writes the final-norm hidden states (bfloat16) in resumable parts.
 
-    python -m distill features --config distill/configs/tasks.json [--rounds 0,1,2] [--worker I/N] [--device auto]
+    python -m training features --config training/configs/tasks.json [--rounds 0,1,2] [--worker I/N] [--device auto]
 """
 
 from __future__ import annotations
@@ -108,7 +108,7 @@ def run(cfg: DistillConfig, rounds: set[int], worker: tuple[int, int] = (0, 1), 
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m distill features")
+    ap = argparse.ArgumentParser(prog="python -m training features")
     ap.add_argument("--config", default="full")
     ap.add_argument("--rounds", default="0,1,2", help="which sampling rounds of each prompt to keep (0: greedy)")
     ap.add_argument("--worker", default="0/1", help="I/N: this process makes parts k with k %% N == I")
@@ -125,7 +125,7 @@ def main(argv: list[str] | None = None) -> int:
         ap.error(f"--worker {args.worker}: I must lie in 0..N-1")
     device = stage_device(args.device)
     if not any(cfg.path("data_dir").glob("shard-*.pt")):
-        print(f"error: no data shards in {cfg.data_dir}; run `python -m distill data` first", file=sys.stderr)
+        print(f"error: no data shards in {cfg.data_dir}; run `python -m training data` first", file=sys.stderr)
         return 2
     run(cfg, rounds, (me, n), args.max_seconds, device=device)
     return 0

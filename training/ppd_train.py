@@ -1,11 +1,11 @@
 """Train PPD prompt-token embeddings by knowledge distillation against the frozen target
 (Chen et al., section 3.3). Resumable; uses the GPU when present.
 
-    python -m decoding.methods.ppd train [--target default] [--out checkpoints/ppd] [--max-minutes 55]
+    python -m training train-ppd [--target default] [--out checkpoints/ppd] [--max-minutes 55]
 
 Data: the target's own continuations of the training prompts (self-distillation): either read
 from the draft-distillation shards (`--shards data/distill`: prompt_ids + tokens per sample), or
-generated here greedily in batches (`--prompts distill/prompts_train.jsonl`, cached in
+generated here greedily in batches (`--prompts training/prompts_train.jsonl`, cached in
 `<out>/data.pt`, resumable per batch).
 
 One training step, per sequence x (<= seq_len tokens): `inserts` random positions i are drawn in
@@ -39,16 +39,34 @@ import argparse
 import json
 import math
 import random
+import sys
 import time
 from pathlib import Path
 
 import torch
 
-from ...paths import DEV_PROMPTS, display_path
-from ...lm.prompt_files import read_prompts
-from .engine import additive_mask
-from .prompts import PromptTokens, asset_path, untrained_prompt_tokens
+from decoding.paths import DEV_PROMPTS, display_path
+from decoding.lm.prompt_files import read_prompts
+from decoding.methods.ppd.engine import additive_mask
+from decoding.methods.ppd.prompts import PromptTokens, asset_path, untrained_prompt_tokens
 
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m training train-ppd",
+                                     description="train prompt-token embeddings (KD against the frozen target)")
+    add_arguments(parser)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        print(json.dumps(train(args)))
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0
 
 
 def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -56,7 +74,7 @@ def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", default=None)
     p.add_argument("--dtype", default=None, help="model dtype (default: per device); embeddings train in fp32")
     p.add_argument("--out", default="checkpoints/ppd")
-    p.add_argument("--prompts", default="distill/prompts_train.jsonl", help="training prompts (jsonl with 'prompt')")
+    p.add_argument("--prompts", default="training/prompts_train.jsonl", help="training prompts (jsonl with 'prompt')")
     p.add_argument("--shards", default=None, help="read sequences from draft-distillation shards in this dir instead")
     p.add_argument("--gen-tokens", type=int, default=128, help="greedy continuation length when generating data")
     p.add_argument("--gen-batch", type=int, default=16)
@@ -310,7 +328,7 @@ def dev_sequences(target, path, new_tokens: int) -> list[tuple[int, list[int]]]:
 # ---- the loop --------------------------------------------------------------------------------
 
 def train(args, log=print) -> dict:
-    from ...lm.models import load_model
+    from decoding.lm.models import load_model
 
     t_start = time.time()
     target = load_model(args.target, device=args.device, dtype=args.dtype)

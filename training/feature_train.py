@@ -1,4 +1,4 @@
-"""Train a feature draft (decoding/drafters/feature.py) on the target's features (`distill features`).
+"""Train a feature draft (decoding/drafters/feature.py) on the target's features (`training features`).
 
 EAGLE's objective (arXiv:2401.15077, section 3.3): for every position t the draft reads the
 target's feature f_t (with uniform noise, so it learns to read its own imprecise predictions at
@@ -13,7 +13,7 @@ inference (`unrolled_mask`), and their losses join the first step's with weights
 Checkpoints every few minutes; a rerun resumes. `--out` gets the finished draft. `--device cuda`
 trains on a GPU (batches are put together on the CPU and moved there).
 
-    python -m distill train-features --config distill/configs/tasks.json --out runs/feature-draft
+    python -m training train-features --config training/configs/tasks.json --out runs/feature-draft
 """
 
 from __future__ import annotations
@@ -225,7 +225,7 @@ def train(cfg: DistillConfig, out_dir: Path, epochs: float, batch_tokens: int, l
         target = load_model(cfg.target, device=device, dtype=torch.float32)
     train_seqs, val_seqs = load_sequences(cfg, len(cfg.prompt_texts()))
     if not train_seqs:
-        raise SystemExit("train-features: no features; run `python -m distill features` first")
+        raise SystemExit("train-features: no features; run `python -m training features` first")
     embedding = target.model.get_input_embeddings()
     if init is not None:  # go on from a finished feature draft: its layers, and its head's tokens
         from decoding.drafters.feature import load_feature_draft
@@ -317,7 +317,7 @@ def train(cfg: DistillConfig, out_dir: Path, epochs: float, batch_tokens: int, l
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m distill train-features")
+    ap = argparse.ArgumentParser(prog="python -m training train-features")
     ap.add_argument("--config", default="full")
     ap.add_argument("--out", default="runs/feature-draft")
     ap.add_argument("--epochs", type=float, default=4.0)
@@ -355,7 +355,7 @@ def main(argv: list[str] | None = None) -> int:
     device = stage_device(args.device)
     cfg = get_config(args.config)
     if not any(features_dir(cfg).glob("part-*.pt")):
-        print(f"error: no target features in {features_dir(cfg)}; run `python -m distill features --config "
+        print(f"error: no target features in {features_dir(cfg)}; run `python -m training features --config "
               f"{args.config}` first", file=sys.stderr)
         return 2
     out = Path(args.out)

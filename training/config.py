@@ -22,7 +22,7 @@ REPO = Path(__file__).resolve().parent.parent
 class DistillConfig:
     # --- models and files -------------------------------------------------------------------
     target: str = "default"  # any decoding.lm.models.load_model spec
-    prompts: str = "distill/prompts_train.jsonl"  # one file, or several joined by commas (read in order)
+    prompts: str = "training/prompts_train.jsonl"  # one file, or several joined by commas (read in order)
     data_dir: str = "data/distill"  # generated shards (gitignored)
     ckpt_dir: str = "checkpoints/distill"  # training checkpoints (gitignored)
     out_dir: str = "assets/draft-smollm2-135m"  # the shipped draft
@@ -44,7 +44,7 @@ class DistillConfig:
     num_kv_heads: int = 4
     intermediate_size: int = 1024
     init_embeddings_from_target: bool = True  # PCA of the target's (tied) embedding matrix
-    head_tokens: int = 0  # >0: an untied output head over this many frequent tokens only (distill/head.py)
+    head_tokens: int = 0  # >0: an untied output head over this many frequent tokens only (training/head.py)
     # --- training ---------------------------------------------------------------------------
     epochs: float = 3.0
     batch_tokens: int = 2048  # generated tokens per optimizer step (approximately)

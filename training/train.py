@@ -14,7 +14,7 @@ Fixed seeds; the batch order of epoch e is a function of (train_seed, e). A chec
 (`ckpt_dir/last.pt`: weights, optimizer, step, the list of shards used) is written every
 `ckpt_every_s` seconds and at the end; running again resumes from it.
 
-    python -m distill train [--config full|smoke|FILE] [--max-seconds S] [--fresh] [--warm-start CKPT]
+    python -m training train [--config full|smoke|FILE] [--max-seconds S] [--fresh] [--warm-start CKPT]
 """
 
 from __future__ import annotations
@@ -251,7 +251,7 @@ def train(cfg: DistillConfig, target=None, max_seconds: float = 0.0, fresh: bool
     else:
         shard_names = list_shards(cfg)
     if not shard_names:
-        raise SystemExit("train: no data shards; run `python -m distill data` first")
+        raise SystemExit("train: no data shards; run `python -m training data` first")
     train_ex, val_ex = load_examples(cfg, shard_names, n_prompts)
     n_tok = sum(len(e[1]) for e in train_ex)
     log(f"train: {len(train_ex)} sequences, {n_tok} generated tokens; holdout {len(val_ex)} sequences")
@@ -268,7 +268,7 @@ def train(cfg: DistillConfig, target=None, max_seconds: float = 0.0, fresh: bool
         log(f"train: warm start from {warm_start}")
     model.to(device).train()
 
-    # an untied head over the most frequent tokens only (distill/head.py), when asked for
+    # an untied head over the most frequent tokens only (training/head.py), when asked for
     head_w = subset = None
     if cfg.head_tokens:
         chosen = (state or {}).get("head_tokens") or choose_tokens(train_ex, cfg.head_tokens,
@@ -392,7 +392,7 @@ def _cpu_has_bf16() -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m distill train")
+    ap = argparse.ArgumentParser(prog="python -m training train")
     ap.add_argument("--config", default="full")
     ap.add_argument("--max-seconds", type=float, default=0.0)
     ap.add_argument("--fresh", action="store_true", help="ignore an existing checkpoint")

@@ -8,7 +8,7 @@ the other rounds sample at temperature 1 (what alpha is measured on).
 Work is cut into fixed batches of (prompt, round) jobs in a seeded order; batch b is written to
 `data_dir/shard-{b:05d}.pt` atomically, so a restart skips finished shards and resumes.
 
-    python -m distill data [--config full|smoke|FILE.json] [--max-seconds S] [--limit-shards N]
+    python -m training data [--config full|smoke|FILE.json] [--max-seconds S] [--limit-shards N]
 """
 
 from __future__ import annotations
@@ -180,7 +180,7 @@ def generate(cfg: DistillConfig, target=None, max_seconds: float = 0.0, limit_sh
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m distill data")
+    ap = argparse.ArgumentParser(prog="python -m training data")
     ap.add_argument("--config", default="full")
     ap.add_argument("--max-seconds", type=float, default=0.0)
     ap.add_argument("--limit-shards", type=int, default=0)

@@ -1,14 +1,17 @@
-"""`python -m distill {data,train,export,all,trim-head} ...`: the stages of the draft distillation pipeline
-(trim-head: give a trained draft a head over the most frequent tokens, `trim_head.py`)."""
+"""`python -m training {data,train,export,all,trim-head,features,train-features,train-ppd} ...`: every trainer.
+
+The distilled draft: data, train, export (all: the three in order, `make distill`), trim-head (give a
+trained draft a head over the most frequent tokens). The feature draft: features (the target's hidden
+states over the distillation data), train-features. PPD's prompt tokens: train-ppd. Each has --help."""
 
 import sys
 
 
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    stages = ("data", "train", "export", "all", "trim-head", "features", "train-features")
+    stages = ("data", "train", "export", "all", "trim-head", "features", "train-features", "train-ppd")
     if not argv or argv[0] not in stages:
-        print(f"usage: python -m distill {{{','.join(stages)}}} [options]  (each stage has --help)")
+        print(f"usage: python -m training {{{','.join(stages)}}} [options]  (each stage has --help)")
         return 2
     stage, rest = argv[0], argv[1:]
     if stage == "data":
@@ -23,6 +26,8 @@ def main(argv=None) -> int:
         from .features import main as run
     elif stage == "train-features":
         from .feature_train import main as run
+    elif stage == "train-ppd":
+        from .ppd_train import main as run
     else:
         from .pipeline import main as run
     from .config import ConfigError

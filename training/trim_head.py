@@ -1,4 +1,4 @@
-"""`python -m distill trim-head`: give a trained draft an output head over the target's most frequent tokens.
+"""`python -m training trim-head`: give a trained draft an output head over the target's most frequent tokens.
 
 A draft step reads its whole output head; for the shipped draft (4 layers, hidden 256) the tied
 49152 x 256 head is 12.6M of its 16.8M parameters and about half of a step's time. FR-Spec (Zhao
@@ -13,7 +13,7 @@ written beside a copy of the draft (or beside the draft itself with `--in-place`
 only: the loader takes their rows from the draft's own head. Printed: how much of the target's
 output the subset covers on the holdout, by token count and by the target's top-k probability mass.
 
-    python -m distill trim-head --config distill/configs/tasks.json --draft assets/draft-smollm2-135m \
+    python -m training trim-head --config training/configs/tasks.json --draft assets/draft-smollm2-135m \
         --tokens 8192 --out runs/draft-head-8192
 """
 
@@ -48,7 +48,8 @@ def trim(cfg, draft_dir: Path, k: int, out: Path, target=None, log=print, comman
 
     shards = list_shards(cfg)
     if not shards:
-        raise ValueError(f"no data shards in {cfg.path('data_dir')} to rank the tokens by; run `python -m distill data` first")
+        raise ValueError(f"no data shards in {cfg.path('data_dir')} to rank the tokens by; "
+                         "run `python -m training data` first")
     train_ex, holdout = load_examples(cfg, shards, len(cfg.prompt_texts()))
     if target is None:
         target = load_model(cfg.target, device="cpu")
@@ -72,7 +73,7 @@ def trim(cfg, draft_dir: Path, k: int, out: Path, target=None, log=print, comman
     if training.is_file():  # the model card's record of how the draft was made
         record = json.loads(training.read_text())
         record["head_tokens"] = len(chosen)
-        record["trimmed_head"] = {**figures, "command": command or f"python -m distill trim-head --tokens {k}",
+        record["trimmed_head"] = {**figures, "command": command or f"python -m training trim-head --tokens {k}",
                                   "from": "the rows of the draft's own tied head (no retraining)"}
         training.write_text(json.dumps(record, indent=1))
     log(f"trim-head: {len(chosen)} tokens cover {figures['holdout_token_share']:.3f} of the target's holdout "
@@ -81,7 +82,7 @@ def trim(cfg, draft_dir: Path, k: int, out: Path, target=None, log=print, comman
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m distill trim-head", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="python -m training trim-head", description=__doc__.splitlines()[0])
     ap.add_argument("--config", default="full", help="the distillation config whose data shards rank the tokens")
     ap.add_argument("--draft", required=True, type=Path, help="the trained draft's folder")
     ap.add_argument("--tokens", required=True, type=int, help="how many tokens the head keeps (K)")
@@ -96,7 +97,7 @@ def main(argv: list[str] | None = None) -> int:
     if not (args.draft / "config.json").is_file():
         print(f"error: --draft {args.draft}: no config.json there (not a draft folder)", file=sys.stderr)
         return 2
-    command = " ".join(["python -m distill trim-head", *(sys.argv[1:] if argv is None else argv)])
+    command = " ".join(["python -m training trim-head", *(sys.argv[1:] if argv is None else argv)])
     try:
         figures = trim(get_config(args.config), args.draft, args.tokens, args.draft if args.in_place else args.out,
                        command=command)
