@@ -1,4 +1,6 @@
-"""Headless CLI over the same strategies the app runs: `python -m decoding {generate,sample,theory}`.
+"""The engine headless: python -m decoding {generate,sample,theory,eval-draft,bench,verify-cost,gpu-check}.
+
+`generate` runs the methods the app runs (`methods/registry.py`); `--help` after a subcommand says what it takes.
 
 Bad input gets one clear line on stderr and exit code 2, never a traceback. With --json,
 `generate` prints one JSON object per iteration (the trace, "summary": false) and a final line

@@ -10,8 +10,12 @@ import sys
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     stages = ("data", "train", "export", "all", "trim-head", "features", "train-features", "train-ppd")
+    usage = f"usage: python -m training {{{','.join(stages)}}} [options]  (each stage has --help)"
+    if argv[:1] in (["-h"], ["--help"]):
+        print(usage + "\n\n" + __doc__)
+        return 0
     if not argv or argv[0] not in stages:
-        print(f"usage: python -m training {{{','.join(stages)}}} [options]  (each stage has --help)")
+        print(usage)
         return 2
     stage, rest = argv[0], argv[1:]
     if stage == "data":

@@ -11,6 +11,9 @@ per prompt category and overall.
 - `report.py`   markdown tables and charts
 - `driver.py`   the protocol of one run (warm-up, interleaved repeats, quality runs)
 - `cli.py`      the command line
+- `__main__.py` a memory child (`python -m decoding.eval.bench --memory-child`)
+- `ceiling.py`  how fast copying could make greedy decoding: a fixed output replayed under drafting rules
+- `verify_cost.py`  `python -m decoding verify-cost`: one target pass over k new tokens against one token
 
 Figures per variant: tokens/s (median and range over repeats of total tokens / total time),
 speedup = (total tokens / total time) over the same for our autoregressive run in this run,

@@ -17,8 +17,9 @@ Every failure a user can cause is raised as `ModelLoadError` with a one-line mes
 ``trust_remote_code`` is never enabled: only architectures that transformers ships can load.
 
 The package: `loaded.py` (the LoadedModel), `local.py` (from_pretrained on a directory), `hub.py`
-(hub ids, offline detection), `gguf.py` (GGUF files and their converted cache); devices and dtypes
-are in `decoding/lm/devices.py`.
+(hub ids, offline detection), `gguf.py` (GGUF files and their converted cache), `attention.py` (the
+CPU attention kernel in half precision) and `head_layout.py` (a workaround for a slow bfloat16 matmul
+path, installed on every loaded model); devices and dtypes are in `decoding/lm/devices.py`.
 """
 
 from __future__ import annotations
