@@ -160,7 +160,8 @@ def test_the_layer_check_names_an_import_that_goes_up(tmp_path):
         (pkg / sub / "__init__.py").write_text("")
     (pkg / "__init__.py").write_text("")
     (pkg / "high" / "fine.py").write_text("from ..low import base\n")
-    (pkg / "low" / "base.py").write_text("import json\n\n\ndef helper():\n    from ..high.fine import x\n    return x\n")
+    (pkg / "low" / "base.py").write_text("import json\n\n\ndef helper():\n"
+                                        "    from ..high.fine import x\n    return x\n")
     (pkg / "low" / "shows.py").write_text("import gradio\n")
     (pkg / "stray.py").write_text("")
     layers = (("low", ("low",)), ("high", ("high",)))
