@@ -8,6 +8,8 @@ a large initializer range, so logits are peaked and argmax ties do not occur.
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import os
 import string
 import sys
@@ -169,6 +171,33 @@ def tiny_feature_dir(tmp_path_factory, tiny_pair) -> Path:
     return path
 
 
+# ---- the smoke distillation pipeline (the trainers' tests, the feature draft's, the CUDA tests) --------
+
+SMOKE_PROMPTS = ["say hi.", "count to five:", "name a color.", "what is 2 + 2?", "write a word."]
+
+
+@pytest.fixture(scope="module")
+def smoke_run(tmp_path_factory, tiny_target_dir):
+    """The whole distillation pipeline (data -> train -> export -> card) in its smoke configuration, on
+    the tiny target (training/config.py's SMOKE): (config, target, exported draft dir, samples, state, logs)."""
+    from training.config import SMOKE
+    from training.data import generate as generate_data
+    from training.export import export
+    from training.train import train
+
+    root = tmp_path_factory.mktemp("distill-smoke")
+    prompts = root / "prompts.jsonl"
+    prompts.write_text("".join(json.dumps({"prompt": p}) + "\n" for p in SMOKE_PROMPTS))
+    cfg = dataclasses.replace(SMOKE, target=str(tiny_target_dir), prompts=str(prompts),
+                              data_dir=str(root / "data"), ckpt_dir=str(root / "ckpt"), out_dir=str(root / "draft"))
+    target = load_model(str(tiny_target_dir), device="cpu", dtype="float32")
+    logs = []
+    n = generate_data(cfg, target=target, log=logs.append)
+    state = train(cfg, target=target, log=logs.append)
+    out = export(cfg, target=target, log=logs.append)
+    return cfg, target, out, n, state, logs
+
+
 # ---- the embedded SmolLM2 target ------------------------------------------------------------
 
 
@@ -193,6 +222,13 @@ def _skip_or_fail_without_embedded_target() -> None:
     if os.environ.get("CI") == "true":
         pytest.fail(f"CI=true but {reason}", pytrace=False)
     pytest.skip(reason)
+
+
+def pytest_collection_modifyitems(config, items):
+    """A test that drives Chromium (it uses the `browser` fixture of _browser.py) carries the `browser` marker."""
+    for item in items:
+        if "browser" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.browser)
 
 
 def pytest_runtest_setup(item):

@@ -4,7 +4,7 @@ The suite tests every CUDA and NVML line with fakes; this command does the check
 wherever a CUDA machine is at hand, with the Python already there (no network). Parts, each runnable
 alone with `--part`:
 
-- `tests`  the suite's CUDA-marked tests (tests/test_cuda.py) in a pytest subprocess  (`tests_part.py`)
+- `tests`  the suite's CUDA-marked tests (tests/decoding/test_cuda.py) in a pytest subprocess  (`tests_part.py`)
 - `bench`  a short benchmark of the pairs that load there, float32 and half precision, with the
            HF peers, through the benchmark's own command line                        (`bench_part.py`)
 - `energy` NVML joules per token over windows of at least one second, or the meter's reason

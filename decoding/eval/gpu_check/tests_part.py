@@ -1,4 +1,4 @@
-"""The `tests` part: the suite's CUDA-marked tests (tests/test_cuda.py) in a pytest subprocess.
+"""The `tests` part: the suite's CUDA-marked tests (tests/decoding/test_cuda.py) in a pytest subprocess.
 
 A subprocess, so pytest's own collection, fixtures and markers run as in `make test`; on a CUDA
 machine a skipped test counts as a failure of this part (it should have run there)."""
@@ -12,7 +12,7 @@ import sys
 from ...paths import REPO
 from .settings import CheckSettings
 
-CUDA_TESTS = "tests/test_cuda.py"
+CUDA_TESTS = "tests/decoding/test_cuda.py"
 PYTEST_ARGS = ["-m", "pytest", "-q", "-rs", "-m", "cuda", CUDA_TESTS]
 _COUNT = re.compile(r"(\d+) (passed|failed|skipped|errors?|deselected|xfailed|xpassed|warnings?)\b")
 
