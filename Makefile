@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 
 setup: $(STAMP)
 
-$(STAMP): requirements.txt requirements-dev.txt scripts/setup.sh
+$(STAMP): requirements.txt requirements-dev.txt pyproject.toml scripts/setup.sh
 	bash scripts/setup.sh $(VENV)
 	touch $(STAMP)
 

@@ -14,9 +14,6 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 DEFAULT_PROMPTS = "training/prompts_train.jsonl,training/prompts_tasks.jsonl"
 

@@ -19,10 +19,9 @@ import math
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from decoding.paths import DOCS
 
-from decoding.paths import DOCS  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 BENCH = DOCS / "bench"
 CATEGORY_NAMES = {"mt_bench": "multi-turn", "translation": "translation", "summarization": "summarization",

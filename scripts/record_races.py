@@ -29,14 +29,10 @@ import argparse
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-from app.gallery import (DEFAULT_DRAFTER, DEFAULT_GAMMA, DRAFTERS, GALLERY_TAGS, gallery_item,  # noqa: E402
+from app.gallery import (DEFAULT_DRAFTER, DEFAULT_GAMMA, DRAFTERS, GALLERY_TAGS, gallery_item,
                          lane_a_choice)
-from app.race_file import SHIPPED_RACES, Race, write_race  # noqa: E402
-from app.race_text import text_problems  # noqa: E402
+from app.race_file import SHIPPED_RACES, Race, write_race
+from app.race_text import text_problems
 
 
 def parse_args(argv=None) -> argparse.Namespace:

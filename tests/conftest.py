@@ -1,5 +1,7 @@
 """Shared test fixtures: tiny random Llama models written to disk and loaded through the real
-loader (`decoding.lm.models.load_model`), and the `requires_embedded_target` marker.
+loader (`decoding.lm.models.load_model`), the smoke distillation pipeline, the `requires_embedded_target`
+marker and the `browser` marker. Shared for tests/ and every folder under it (tests/decoding/<layer>/,
+tests/training/, tests/e2e/); the packages import as installed (`pip install -e .`, scripts/setup.sh).
 
 Tiny models: a character-level tokenizer (lowercase letters, digits, space, newline,
 punctuation, ChatML special tokens, ``<|endoftext|>`` as eos) and random fp32 Llama weights with
@@ -12,18 +14,12 @@ import dataclasses
 import json
 import os
 import string
-import sys
 from pathlib import Path
 
 import pytest
+import torch
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-import torch  # noqa: E402
-
-from decoding.lm.models import find_embedded_gguf, load_model  # noqa: E402
+from decoding.lm.models import find_embedded_gguf, load_model
 
 # Tiny models are dominated by per-op overhead, which extra threads only add to (and on a shared
 # 2-core machine they fight each other): one intra-op thread makes the suite several times faster.
