@@ -24,7 +24,7 @@ distribution at x_{i+k} of the training text, eq. 1 as written.
 (Eq. 1 writes D_KL(P_i || Q_i); the authors' DistillationTrainer computes
 F.kl_div(log_softmax(student), softmax(teacher)) = KL(teacher || student), as we do by default;
 `--reverse-kl` switches.) Adam, cosine learning rate from 0.01 (the paper's), no warmup.
-`--dtype bfloat16` runs the frozen target in bfloat16 (about 1.4x faster on this AVX512-BF16 CPU;
+`--dtype bfloat16` runs the frozen target in bfloat16 (faster on a CPU with native bfloat16;
 the embeddings stay float32, and the card's accuracy is measured with the float32 target).
 
 Checkpoints (`<out>/ckpt.pt`: embeddings, optimizer, step, RNG) every `--save-every` steps and at

@@ -2,17 +2,16 @@
 
 When a class presses Run at once, many runs decode on the same target (and draft). On a CPU a
 forward pass over a few tokens is bound by reading the weights, not by arithmetic, so one pass over
-B runs' tokens costs little more than one run's (SmolLM2-135M in bfloat16, one thread: 8 one-token
-steps 5.5x faster together than one after another, 8 five-token verifications 3.2x;
-scripts/batch_forward.py measures it). With batching on (the app turns it on; the CLI, the
-benchmark and the tests of single runs leave it off), `CachedLM.forward` hands its call to the
-`ForwardBatcher`: one worker thread that takes one model's calls waiting at that moment, pads their KV
-caches to one length, runs one forward pass with a 4D mask (each row sees its own cache and its own
-new tokens causally, never the padding or another run), and gives each run its logits and its cache
-grown by its own tokens only. Each run keeps its own sequence, random generator and trace; the
-logits equal a solo pass up to float rounding (tests/test_batching.py). Prefills (more than
-`LONG_CALL` tokens, or a call on an empty cache) are batched only with prefills: padding one-token
-steps to a prompt's length would waste the saving.
+B runs' tokens costs little more than one run's (scripts/batch_forward.py measures it). With
+batching on (the app turns it on; the CLI, the benchmark and the tests of single runs leave it off),
+`CachedLM.forward` hands its call to the `ForwardBatcher`: one worker thread that takes one model's
+calls waiting at that moment, pads their KV caches to one length, runs one forward pass with a 4D
+mask (each row sees its own cache and its own new tokens causally, never the padding or another
+run), and gives each run its logits and its cache grown by its own tokens only. Each run keeps its
+own sequence, random generator and trace; the logits equal a solo pass up to float rounding
+(tests/decoding/lm/test_batching.py). Prefills (more than `LONG_CALL` tokens, or a call on an empty
+cache) are batched only with prefills: padding one-token steps to a prompt's length would waste the
+saving.
 
 Where a run needs more than the model's logits, the pass runs the model's decoder and hands each
 run the final hidden states of its own tokens: a target that a feature draft reads keeps them

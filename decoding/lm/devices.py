@@ -72,10 +72,9 @@ def default_dtype(device: torch.device) -> torch.dtype:
     bfloat16, else float32 (also on MPS).
 
     Why bfloat16 on such CPUs: a target pass over k new tokens then costs little more than one
-    token's pass for small k (measured here on a 200-token cache: 1.17x for k = 5 in bfloat16,
-    1.67x in float32; docs/performance.md),
-    which is what speculative decoding's speed rests on. float32 stays the reference precision of
-    every exactness claim, and is one flag or control away.
+    token's pass for small k, far less so than in float32 (`python -m decoding verify-cost`
+    measures it; docs/performance.md), which is what speculative decoding's speed rests on.
+    float32 stays the reference precision of every exactness claim, and is one flag or control away.
     """
     forced = os.environ.get(DTYPE_ENV, "").strip().lower()
     if forced and forced != "auto":
@@ -97,10 +96,9 @@ def default_draft_dtype(device: torch.device) -> torch.dtype:
     A draft's precision cannot touch exactness: q is computed in float32 from whatever logits the
     draft produced, and acceptance corrects toward p for any q. A single-token step of these small
     models is bound by reading the weights, so half-precision weights nearly halve it. float16
-    steps a little faster than bfloat16 on this project's CPU (the 16.8M shipped draft, one thread:
-    5.4 against 6.8 ms), but its passes over many tokens are far slower: the draft's pass over a
-    1000-token prompt took 591 ms in float16, 93 ms in bfloat16 and 142 ms in float32
-    (`scripts/draft_dtype.py`). The hybrid's draft makes such passes at every long prompt and after
+    steps a little faster than bfloat16 on CPUs without native bfloat16, but its passes over many
+    tokens (a long prompt) are far slower than bfloat16's and float32's (`scripts/draft_dtype.py`
+    measures both). The hybrid's draft makes such passes at every long prompt and after
     copied spans, so where bfloat16 is native (the target's default there too) the draft follows
     the target; without AVX-512 the float16 kernels are not measured: the target's dtype as well.
     """

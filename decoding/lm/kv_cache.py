@@ -1,9 +1,8 @@
 """A KV cache that grows in place: one buffer per layer, written at the end, cropped by a length.
 
 transformers' DynamicLayer appends a pass's keys and values with torch.cat, which copies the whole
-cache in every layer on every forward pass: on a long prompt that copy is a real share of a
-decoding step (SmolLM2-135M in bfloat16 on 700 cached tokens, 1 thread: about 1 ms of a 27 ms
-step). `GrowingLayer` keeps keys and values in a buffer with room to spare (grown by half when full)
+cache in every layer on every forward pass: on a long prompt that copy is a real share of a decoding
+step. `GrowingLayer` keeps keys and values in a buffer with room to spare (grown by half when full)
 and writes each pass's new entries after the cached ones; `keys`/`values` are views of the buffer's
 filled part, so cropping after a rejected draft is a shorter view and the next pass overwrites the
 rejected entries. Whatever replaces `keys`/`values` from outside (PPD's KV compaction, a batch

@@ -38,8 +38,8 @@ def fastest_drafter(bench: dict) -> dict | None:
 def choice_from_runs(info: dict, runs: list[dict], dtype: str | None = None) -> dict | None:
     """The choice over the bench part's runs (each with its `fastest`), for the default target only,
     and, given `dtype`, only among runs in that precision: the one the app loads in on this GPU.
-    (On the H100 the hybrid ran 1.28x in float32 but 0.82x in bfloat16, the app's precision there:
-    a float32 figure would have been claimed for a bfloat16 run.)"""
+    (A drafter's speedup on one GPU can be above 1 in float32 and below 1 in bfloat16, the app's
+    precision there (docs/gpu.md): a float32 figure must not be claimed for a bfloat16 run.)"""
     candidates = [r for r in runs if r.get("status") == "ok" and r.get("fastest") and r.get("default_target")
                   and (dtype is None or r.get("dtype") == dtype)]
     if not candidates:

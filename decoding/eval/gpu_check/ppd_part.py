@@ -1,7 +1,7 @@
 """The `ppd` part: the PPD hardware tune on this GPU (`python -m decoding.methods.ppd tune`, not saved).
 
-n* = argmax T(n) / L(n) was 4 in every CPU configuration measured (README, PPD section); the PPD
-paper finds L(n) nearly flat on GPUs for small trees, which would move n* up. This runs the tune's
+n* = argmax T(n) / L(n) is `CPU_TREE_SIZE` in every CPU configuration measured (docs: the PPD
+table); the PPD paper finds L(n) nearly flat on GPUs for small trees, which would move n* up. This runs the tune's
 own `cmd_tune` in float32 and in half precision and reports whether n* moved."""
 
 from __future__ import annotations

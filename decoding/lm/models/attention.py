@@ -1,24 +1,22 @@
 """The attention kernel of a model in half precision on the CPU: SDPA, with one-token steps in float32
 and several-token passes over a cache with grouped queries.
 
-PyTorch's CPU SDPA in bfloat16 is slow for a single query token over a long cache. Whole target
-passes of SmolLM2-135M in bfloat16 on 1,000 cached tokens (`scripts/attention_kernels.py`,
-docs/bench/attention-kernels.json; 1 thread): a one-token step takes 47.0 ms with bfloat16 SDPA and
-29.4 ms when the step's attention runs SDPA on float32 copies of q, k and v, while a 5-token pass
-takes 37.9 ms with bfloat16 SDPA, less than the step. transformers' eager attention is fast for the
-step too (30.8 ms) but rounds the attention scores to bfloat16: its output is several times further
-from the exact result than SDPA's (`tests/test_attention_kernel.py`), enough to change greedy text
-and to lower a draft's acceptance.
+PyTorch's CPU SDPA in bfloat16 is slow for a single query token over a long cache: a one-token step
+of a whole target pass is faster when the step's attention runs SDPA on float32 copies of q, k and
+v, and can cost more than a 5-token pass in bfloat16 (`scripts/attention_kernels.py` measures the
+kernels; docs/bench/attention-kernels.json holds a run). transformers' eager attention is fast for
+the step too but rounds the attention scores to bfloat16: its output is several times further from
+the exact result than SDPA's (tests/decoding/lm/test_attention.py), enough to change greedy text and
+to lower a draft's acceptance.
 
 A pass of several tokens over a cache (a verify pass, a tree pass, a batched pass) comes with a
 mask, and with a mask transformers' SDPA path copies every cached key and value once per query head
 of its group (`repeat_kv`: SmolLM2 has 3 query heads per key/value head), a copy of the whole cache
 in every layer of every verify pass. Here the query heads that share a key/value head are stacked
 along the query axis instead ((heads, q) -> (kv heads, group x q), the mask repeated per group), so
-SDPA reads each cached key and value once: the same attention, row for row. On 1,000 cached tokens
-a 5-token pass takes 34.8 ms this way, against 37.9 ms with SDPA (same run as above; eager attention
-takes 32.5 ms and rounds the scores, as above). Prefills (no cache, no mask: SDPA's causal kernel)
-are unchanged.
+SDPA reads each cached key and value once: the same attention, row for row, and a several-token pass
+over a long cache is faster this way (same measurement as above). Prefills (no cache, no mask:
+SDPA's causal kernel) are unchanged.
 
 The choice is one attention function registered with transformers' AttentionInterface, deciding
 per call by the number of query tokens and the mask, so a model is never switched while another

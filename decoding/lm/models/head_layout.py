@@ -1,12 +1,12 @@
 """A workaround for a slow path of torch's CPU bfloat16 matmul, installed on every loaded model.
 
 A 3D input whose outer stride is not the standard one multiplies through a bfloat16 linear layer
-about 15x slower than the same values laid out afresh (torch 2.13.0+cpu on the development CPU;
-SmolLM2-135M's 49152 x 576 head, one row, one thread: 96 ms against 6.2 ms; float16 and float32
-are not affected). That is exactly what `logits_to_keep` hands the LM head: hidden[:, -k:, :] of a
-longer pass, in every prefill and in every verification that feeds more tokens than it keeps. The
-pre-hook copies such an input (only the kept rows: cheap) into a fresh tensor first; the values,
-and so the logits, are unchanged. `python scripts/head_layout.py` measures both paths.
+many times slower than the same values laid out afresh (seen with torch 2.13.0+cpu; float16 and
+float32 are not affected). That is exactly what `logits_to_keep` hands the LM head:
+`hidden[:, -k:, :]` of a longer pass, in every prefill and in every verification that feeds more
+tokens than it keeps. The pre-hook copies such an input (only the kept rows: cheap) into a fresh
+tensor first; the values, and so the logits, are unchanged. `python scripts/head_layout.py`
+measures both paths.
 """
 
 from __future__ import annotations

@@ -116,7 +116,8 @@ def test_hybrid_with_a_corpus_keeps_the_target_distribution(tiny_close_pair, mon
         return proposal
 
     monkeypatch.setattr(HybridDrafter, "propose", spy)
-    test_speculative.test_sampled_speculative_matches_target_distribution((target, Draft.of_model(draft).hybrid(corpus)))
+    test_speculative.test_sampled_speculative_matches_target_distribution(
+        (target, Draft.of_model(draft).hybrid(corpus)))
     assert "corpus" in seen
 
 
