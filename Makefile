@@ -7,7 +7,7 @@ STAMP := $(VENV)/.installed
 
 setup: $(STAMP)
 
-$(STAMP): requirements.txt requirements-dev.txt scripts/setup.sh
+$(STAMP): requirements.txt requirements-dev.txt pyproject.toml scripts/setup.sh
 	bash scripts/setup.sh $(VENV)
 	touch $(STAMP)
 
@@ -22,7 +22,7 @@ cli-demo: setup
 
 # Distill the draft for the default target (resumable stages of <= 40 min; run again to continue).
 distill: setup
-	$(PY) -m distill all
+	$(PY) -m training all
 
 # Check and measure the GPU path into docs/gpu.md with the Python already on the machine (no setup,
 # no network): `make gpu-check PYTHON=python3 [PART=tests|bench|energy|ppd]`. Without a GPU it

@@ -1,6 +1,6 @@
 """How many model runs the app serves at once, and on how many torch threads each.
 
-On a CPU the runs share their forward passes (cross-run batching, decoding/batching.py): up to
+On a CPU the runs share their forward passes (cross-run batching, decoding/lm/batching.py): up to
 `BATCHED_SLOTS` runs decode at once, one worker thread runs every pass on all usable cores, and a
 pass over eight runs' tokens costs little more than one run's. Measured with
 `scripts/thread_layout.py --runs 16 --max-new-tokens 32 --draft hybrid` (bfloat16, greedy):
@@ -53,7 +53,7 @@ def model_slots() -> int:
         return value
     import torch
 
-    from decoding.devices import usable_cores
+    from decoding.lm.devices import usable_cores
 
     if torch.cuda.is_available():
         return GPU_SLOTS
@@ -78,7 +78,7 @@ def batching_on() -> bool:
 def threads_per_run(slots: int) -> int:
     """Torch threads per forward pass on a CPU: every usable core when the runs' passes are batched
     (one pass at a time), else the usable cores shared out over the slots (at least one)."""
-    from decoding.devices import usable_cores
+    from decoding.lm.devices import usable_cores
 
     if batching_on():
         return usable_cores()
@@ -90,7 +90,7 @@ def configure(slots: int) -> int:
     batching where it applies; returns the thread count."""
     import torch
 
-    from decoding import batching
+    from decoding.lm import batching
 
     threads = threads_per_run(slots)
     if not torch.cuda.is_available():

@@ -15,10 +15,10 @@ from __future__ import annotations
 import json
 import textwrap
 
-from decoding import theory
-from decoding.energy import MIN_WINDOW_SECONDS, weight_bytes_per_token
-from decoding.metrics import tokens_per_second
-from decoding.trace import BONUS, CORRECTION, Candidate, IterationRecord
+from decoding.rules import theory
+from decoding.eval.energy import MIN_WINDOW_SECONDS, weight_bytes_per_token
+from decoding.trace.metrics import tokens_per_second
+from decoding.trace.record import BONUS, CORRECTION, Candidate, IterationRecord
 
 from .html_text import visible
 from .settings import MAX_GAMMA

@@ -4,9 +4,9 @@ output distribution, MJSD's joint ratio per prefix against tau, PPD's hardware-a
 
 from __future__ import annotations
 
-from decoding.strategies.mentored import MentoredPosition, MentoredStep
-from decoding.strategies.mjsd import MjsdStep
-from decoding.trace import Candidate, IterationRecord
+from decoding.methods.mentored import MentoredPosition, MentoredStep
+from decoding.methods.mjsd.generator import MjsdStep
+from decoding.trace.record import Candidate, IterationRecord
 
 from .charts import (EXP_COLOUR, HI_LINE, MAX_BARS, P_COLOUR, Q_COLOUR, Fig, _bar, _fig, _finite, _highlight,
                      _labels, _rows_layout, empty_figure)

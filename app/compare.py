@@ -8,7 +8,7 @@ import html
 
 import gradio as gr
 
-from decoding.methods import METHODS
+from decoding.methods.registry import METHODS
 
 from .controls import with_run_inputs
 from .texts import greedy_texts_note
@@ -20,7 +20,7 @@ from .zerogpu import on_zerogpu, whole_run
 @with_run_inputs(method_inputs=("method_a", "method_b"))
 def compare(session, values: dict, progress):
     """Run two methods one after the other on the same prompt, seed and models."""
-    from decoding.runner import decode, summarize
+    from decoding.run.runner import decode, summarize
 
     session = session if isinstance(session, Session) else Session()
     results = []

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 
 import gradio as gr
 
-from decoding.method_settings import SAME, Knob
-from decoding.methods import METHODS
+from decoding.methods.settings import SAME, Knob
+from decoding.methods.registry import METHODS
 
 # The api order of a run's inputs (kept for clients that call positionally), around the method knobs.
 COMMON_INPUTS = ("preset", "custom_target", "custom_draft", "prompt", "chat", "method", "gamma", "temperature",

@@ -23,8 +23,8 @@ def _shared(value) -> bool:
     """A value every session shares (not counted): a model, a class, a function, a module."""
     if isinstance(value, _NOT_WALKED):
         return True
-    from decoding.models import LoadedModel
-    from decoding.pair import Draft
+    from decoding.lm.models import LoadedModel
+    from decoding.run.pair import Draft
 
     return isinstance(value, (LoadedModel, Draft))
 

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import gradio as gr
 
-from decoding.batching import sharing
+from decoding.lm.batching import sharing
 
 from . import charts
-from decoding.methods import METHODS
+from decoding.methods.registry import METHODS
 
 from .controls import controls_from_settings, visible_for, with_run_inputs
 from .errors import Status, status_html
@@ -63,7 +63,7 @@ def pacing_seconds(value) -> float:
 
 
 def shared_note(before: tuple[int, int]) -> str:
-    """What a run's speed means when the server batched it with other runs (decoding/batching.py),
+    """What a run's speed means when the server batched it with other runs (decoding/lm/batching.py),
     from the batcher's (passes, calls) at the run's start; "" when it ran (almost) alone."""
     passes, calls = (now - then for now, then in zip(sharing(), before))
     if passes <= 0 or calls / passes < 1.05:
@@ -338,10 +338,10 @@ def load_models(preset, custom_target, custom_draft, dtype="auto", progress=gr.P
         raise gr.Error(str(exc)) from None
     target, draft = load_pair_models(target_spec, draft_spec, True, progress, dtype or "auto")
     draft_name = draft.name if not draft.n_params else f"{draft.name} ({draft.n_params / 1e6:.0f}M parameters)"
-    if draft.feature is not None:  # feature_draft.py: say what it drafts from
+    if draft.feature is not None:  # drafters/feature.py: say what it drafts from
         draft_name += (f", drafting from the target's own hidden states over the target's {draft.head.size:,} "
                        "most frequent tokens")
-    elif draft.head is not None:  # a restricted output head (decoding/output_head.py): say what it drafts from
+    elif draft.head is not None:  # a restricted output head (decoding/drafters/output_head.py): say what it drafts from
         draft_name += f", drafting only the target's {draft.head.size:,} most frequent tokens"
     precision = str(target.dtype).removeprefix("torch.")
     return (f"Loaded target **{target.name}** ({target.n_params / 1e6:.0f}M parameters, {target.device}, {precision}) "

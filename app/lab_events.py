@@ -1,5 +1,5 @@
 """The exactness lab's handlers: one speculative step on hand-written p and q, sampled N times
-(`decoding.lab`), against the distribution the rule should produce."""
+(`decoding.rules.lab`), against the distribution the rule should produce."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import time
 
 import gradio as gr
 
-from decoding.lab import run_sampling_lab
+from decoding.rules.lab import run_sampling_lab
 
 from . import charts
 

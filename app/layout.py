@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import gradio as gr
 
-from decoding.lab import EXAMPLE_P, EXAMPLE_Q, EXAMPLE_VOCAB
-from decoding.methods import METHODS
-from decoding.pair import PROMPT_LOOKUP
+from decoding.rules.lab import EXAMPLE_P, EXAMPLE_Q, EXAMPLE_VOCAB
+from decoding.methods.registry import METHODS
+from decoding.run.pair import PROMPT_LOOKUP
 from decoding.paths import APP_CSS, ASSETS
 
 from . import render, texts
@@ -42,7 +42,7 @@ from .settings import MAX_GAMMA, MAX_NEW_TOKENS, MAX_PROMPT_CHARS, PRECISIONS
 
 def precision_label() -> str:
     """The precision control's label, naming what "auto" means on this machine."""
-    from decoding.devices import default_dtype, dtype_name, resolve_device
+    from decoding.lm.devices import default_dtype, dtype_name, resolve_device
 
     try:
         auto = dtype_name(default_dtype(resolve_device(None)))

@@ -17,7 +17,7 @@ import gradio as gr
 
 from decoding.paths import ASSETS
 
-from decoding.methods import METHODS
+from decoding.methods.registry import METHODS
 
 from .controls import control_order, controls_from_settings, default_values
 from .errors import status_html

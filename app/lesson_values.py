@@ -1,7 +1,7 @@
 """The lesson's named engine values: what `{name(arg=value)}` in assets/lesson.yaml stands for.
 
 Every number a chapter shows in a question, an answer or its feedback comes from one of these
-functions, each computed by the engine (`decoding.lab`, `decoding.acceptance`, `decoding.theory`,
+functions, each computed by the engine (`decoding.rules.lab`, `decoding.rules.acceptance`, `decoding.rules.theory`,
 a shipped trace's records or a shipped race's summaries), so the lesson can never disagree with
 the app. No Gradio here. Shipped traces and races are found by a forgiving name (`find_trace`,
 `find_race`), which is also how `/?trace=NAME` finds one.
@@ -16,14 +16,14 @@ from typing import Callable
 
 import torch
 
-from decoding import theory
-from decoding.joint import joint_verify
-from decoding.acceptance import acceptance_threshold, residual_distribution
-from decoding.lab import EXAMPLE_P, EXAMPLE_Q, EXAMPLE_VOCAB, run_sampling_lab
-from decoding.metrics import RunCounts
-from decoding.strategies.mjsd import MjsdStep
-from decoding.trace import BONUS, CORRECTION
-from decoding.trace_file import read_trace
+from decoding.rules import theory
+from decoding.methods.mjsd.joint import joint_verify
+from decoding.rules.acceptance import acceptance_threshold, residual_distribution
+from decoding.rules.lab import EXAMPLE_P, EXAMPLE_Q, EXAMPLE_VOCAB, run_sampling_lab
+from decoding.trace.metrics import RunCounts
+from decoding.methods.mjsd.generator import MjsdStep
+from decoding.trace.record import BONUS, CORRECTION
+from decoding.run.trace_file import read_trace
 
 from .race_file import read_race, shipped_races
 from .race_result import speedup
@@ -77,7 +77,7 @@ def _record(name: str, iteration: int):
     return records[int(iteration)]
 
 
-# --------------------------------------------------------------------------- the worked example (decoding/lab.py)
+# --------------------------------------------------------------------------- the worked example (decoding/rules/lab.py)
 def _example_index(token: str) -> int:
     if token not in EXAMPLE_VOCAB:
         raise ValueError(f"{token!r} is not in the worked example's vocabulary {EXAMPLE_VOCAB}")
@@ -139,7 +139,7 @@ def coin(seed: int) -> float:
 
 @value("mentored.alpha")
 def mentored_alpha(kl_bound: float) -> float:
-    """Mentored decoding's acceptance on the worked example with KL budget D (`decoding.mentored`)."""
+    """Mentored decoding's acceptance on the worked example with KL budget D (`decoding.rules.mentored`)."""
     return run_sampling_lab(EXAMPLE_P, EXAMPLE_Q, n=1, kl_bound=float(kl_bound))["alpha"]
 
 
@@ -149,7 +149,7 @@ def kl_draft() -> float:
     return run_sampling_lab(EXAMPLE_P, EXAMPLE_Q, n=1, kl_bound=1.0)["kl_draft"]
 
 
-# --------------------------------------------------------------------------- theory (decoding/theory.py)
+# --------------------------------------------------------------------------- theory (decoding/rules/theory.py)
 @value("theory.tokens_per_call")
 def tokens_per_call(alpha: float, gamma: int) -> float:
     return theory.expected_tokens_per_call(float(alpha), int(gamma))

@@ -1,7 +1,7 @@
 """The lesson's live widgets: one chapter's widget settings -> what its panel shows.
 
 Each widget is drawn by the app's own panels (`render`, `charts`, `charts_methods`, the race
-`player`) from the engine's results (`decoding.lab`, `decoding.theory`, shipped traces and races),
+`player`) from the engine's results (`decoding.rules.lab`, `decoding.rules.theory`, shipped traces and races),
 so the lesson shows exactly what the Explainer, the lab and the race tab would. `render_widget`
 returns a `WidgetView`; the tab (`lesson_tab.py`) puts it into its components.
 """
@@ -11,9 +11,9 @@ from __future__ import annotations
 import html
 from dataclasses import dataclass
 
-from decoding import theory
-from decoding.pair import PROMPT_LOOKUP
-from decoding.lab import EXAMPLE_P, EXAMPLE_Q, EXAMPLE_VOCAB, run_sampling_lab
+from decoding.rules import theory
+from decoding.run.pair import PROMPT_LOOKUP
+from decoding.rules.lab import EXAMPLE_P, EXAMPLE_Q, EXAMPLE_VOCAB, run_sampling_lab
 
 from . import charts, charts_methods, render, render_methods
 from .html_text import fmt, token_html

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import gradio as gr
 
-from decoding.methods import METHODS
+from decoding.methods.registry import METHODS
 
 from .presets import MAX_PARAMS, fitting_preset, pair_problem, presets, resolve_pair
 from .session import Session
@@ -37,7 +37,7 @@ def settings_from_values(values: dict, method: str | None = None) -> Settings:
 def load_models(target_spec: str, draft_spec: str, need_draft: bool, progress=None, dtype: str = "auto"):
     """The (memoized) target in `dtype` and its pair.Draft (None when not needed); gr.Error with the
     loader's reason."""
-    from decoding.models import ModelLoadError
+    from decoding.lm.models import ModelLoadError
 
     def reporter(offset, label):
         def report(fraction, message):
@@ -76,8 +76,8 @@ def start(session: Session, settings: Settings, progress):
     takes the run only then. All or nothing: a pair that cannot load, a prompt that does not fit or
     a first iteration that fails raises gr.Error with the session untouched (its previous run still
     shown and on the timeline). Returns the first record (None when the run made none)."""
-    from decoding.energy import make_meter
-    from decoding.runner import decode
+    from decoding.eval.energy import make_meter
+    from decoding.run.runner import decode
 
     need_draft = METHODS[settings.method].uses_drafter
     target, draft = load_models(settings.target, settings.draft, need_draft, progress, settings.dtype)
@@ -154,8 +154,8 @@ def finish(session: Session, stop_reason: str | None = None) -> None:
     release what only the running decode needed (`Session.release_run`: its generator with the KV
     caches, kept hidden states and drafter; the records packed), then hand the freed memory back
     to the system (`procstat.release_free_memory`)."""
-    from decoding.procstat import release_free_memory
-    from decoding.runner import summarize
+    from decoding.eval.procstat import release_free_memory
+    from decoding.run.runner import summarize
 
     if not session.records or session.target is None or session.settings is None:
         return

@@ -23,7 +23,7 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from functools import lru_cache
 
-from decoding.trace import IterationRecord
+from decoding.trace.record import IterationRecord
 
 CACHED_RECORDS = 4096  # unpacked records kept at once, over all sessions (a class's runs; one trace at the limit)
 

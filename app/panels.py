@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import gradio as gr
 
-from decoding.methods import METHODS
-from decoding.strategies.mentored import MentoredStep
-from decoding.strategies.mjsd import MjsdStep
-from decoding.strategies.ppd import PPDStep
-from decoding.trace import IterationRecord
+from decoding.methods.registry import METHODS
+from decoding.methods.mentored import MentoredStep
+from decoding.methods.mjsd.generator import MjsdStep
+from decoding.methods.ppd.generator import PPDStep
+from decoding.trace.record import IterationRecord
 
 from . import charts_methods, render_methods, texts
 from .view_common import position_index
@@ -53,7 +53,7 @@ def ppd_panel(record: IterationRecord, position, records) -> tuple:
             gr.update(visible=False), None)
 
 
-# the panel of each method's trace data (registry: decoding.methods.METHODS[...].trace_data)
+# the panel of each method's trace data (registry: decoding.methods.registry.METHODS[...].trace_data)
 PANELS = {MentoredStep: mentored_panel, MjsdStep: mjsd_panel, PPDStep: ppd_panel}
 
 

@@ -34,7 +34,7 @@ import time
 import gradio as gr
 
 from decoding.paths import ASSETS
-from decoding.trace import ACCEPTED, IterationRecord, RunSummary
+from decoding.trace.record import ACCEPTED, IterationRecord, RunSummary
 
 from .html_text import special_name
 

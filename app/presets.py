@@ -2,7 +2,7 @@
 
 On a CPU the offline default is the hybrid drafter with the feature draft (measured below; the
 hybrid with the distilled draft where the feature draft is not shipped). On a GPU the first preset is
-the drafter the GPU check measured fastest there (`decoding/gpu_check/choice.py`,
+the drafter the GPU check measured fastest there (`decoding/eval/gpu_check/choice.py`,
 docs/gpu-choice.json), with what it measured in its note; until a check has run, the presets make
 no GPU speed claim and say how to measure one.
 """
@@ -15,8 +15,8 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from decoding.models import DEFAULT_TARGET
-from decoding.pair import FEATURE, HYBRID, PROMPT_LOOKUP
+from decoding.lm.models import DEFAULT_TARGET
+from decoding.run.pair import FEATURE, HYBRID, PROMPT_LOOKUP
 from decoding.paths import SHIPPED_DRAFT, SHIPPED_FEATURE_DRAFT
 
 # Preset notes are shown under the pair's dropdown: whole sentences a student can read.
@@ -107,7 +107,7 @@ def _gpu_order(*offline: Preset) -> tuple[Preset, ...]:
     """The offline presets as a GPU shows them: the measured fastest drafter first, labelled as the
     GPU default with what it measured, or, with no measurement, the same order and the default's
     note saying that none was made."""
-    from decoding.gpu_check.choice import read_choice
+    from decoding.eval.gpu_check.choice import read_choice
 
     choice = read_choice()
     if choice is None:
@@ -167,7 +167,7 @@ def check_custom_spec(spec: str) -> None:
 def draft_is_model(spec: str) -> bool:
     """Whether the draft `spec` is a draft model of its own (what MJSD beam-searches): not prompt
     lookup, not the hybrid (lookup first), not a feature draft (one layer over the target's states)."""
-    from decoding.feature_draft import is_feature_draft
+    from decoding.drafters.feature import is_feature_draft
 
     spec = (spec or "").strip()
     if not spec or spec == PROMPT_LOOKUP or spec == FEATURE:
@@ -182,7 +182,7 @@ def pair_problem(method: str, draft_spec: str) -> str:
     has a requirement here: PPD drafts with the target's own prompt tokens (trained ones where the
     target ships them, untrained ones otherwise) and ignores the draft; the other methods take any
     drafter."""
-    from decoding.methods import METHODS
+    from decoding.methods.registry import METHODS
 
     spec = METHODS.get(method)
     if spec is not None and spec.needs_draft_model and not draft_is_model(draft_spec):
@@ -221,7 +221,7 @@ def fitting_preset(method: str, label: str, custom_draft: str = "") -> tuple[Pre
 
 def preset_for_models(target_name: str | None, draft_name: str | None) -> Preset | None:
     """The preset whose target and draft a saved run used (by the names a trace records), or None."""
-    from decoding.models import DEFAULT_TARGET_HUB_ID
+    from decoding.lm.models import DEFAULT_TARGET_HUB_ID
 
     def name(spec: str) -> str:
         return Path(DEFAULT_TARGET_HUB_ID).name if spec == DEFAULT_TARGET else Path(spec).name

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import gradio as gr
 
-from decoding.methods import METHODS
-from decoding.pair import HYBRID, HYBRID_CORPUS, PROMPT_LOOKUP
+from decoding.methods.registry import METHODS
+from decoding.run.pair import HYBRID, HYBRID_CORPUS, PROMPT_LOOKUP
 
 from .controls import with_run_inputs
 from .gallery import DRAFTERS, gallery_item, lane_a_choice, tag_text
@@ -108,7 +108,7 @@ def race(session, values: dict, progress):
 
 
 def _machine() -> dict:
-    from decoding.bench.driver import machine_info
+    from decoding.eval.bench.driver import machine_info
 
     info = machine_info()
     return {k: info.get(k) for k in ("cpu", "cores", "usable_cores", "torch_threads", "cuda")}

@@ -1,4 +1,4 @@
-"""Race files: two runs of one prompt, each as the JSON-lines trace of `decoding/trace_file.py`,
+"""Race files: two runs of one prompt, each as the JSON-lines trace of `decoding/run/trace_file.py`,
 in one JSON document with which lane is which and the settings of each.
 
     {"format": "specdec-race", "version": 1, "title": "...", "gallery_id": "gallery-code-1" | null,
@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from decoding.paths import ASSETS
-from decoding.trace import IterationRecord, RunSummary
-from decoding.trace_file import MAX_TRACE_BYTES, load_trace_lines
+from decoding.trace.record import IterationRecord, RunSummary
+from decoding.run.trace_file import MAX_TRACE_BYTES, load_trace_lines
 
 FORMAT, VERSION = "specdec-race", 1
 MAX_RACE_BYTES = 2 * MAX_TRACE_BYTES

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from decoding.methods import METHODS
-from decoding.pair import HYBRID, PROMPT_LOOKUP
+from decoding.methods.registry import METHODS
+from decoding.run.pair import HYBRID, PROMPT_LOOKUP
 from decoding.paths import SHIPPED_DRAFT
-from decoding.trace import RunSummary
+from decoding.trace.record import RunSummary
 
 from .race_file import Race
 

@@ -51,7 +51,7 @@ def record_race(runs: list[LaneRun], progress: Callable[[float, str], None] | No
                 warmup_tokens: int = WARMUP_TOKENS, title: str = "", gallery_id: str | None = None,
                 recorded: dict | None = None) -> Race:
     """Warm up every lane, then run them one after the other; ValueError from the engine as it comes."""
-    from decoding.runner import decode, summarize
+    from decoding.run.runner import decode, summarize
 
     def report(fraction: float, message: str) -> None:
         if progress is not None:

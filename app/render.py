@@ -10,11 +10,12 @@ from __future__ import annotations
 import html
 from collections import defaultdict
 
-from decoding.drafters import COPY_KINDS, HYBRID_LOOKUP_TOKENS
-from decoding.metrics import RunCounts
-from decoding.strategies.ppd import PPDStep
-from decoding.strategies.speculative import ChainStep
-from decoding.trace import ACCEPTED, BONUS, CORRECTION, TARGET, Candidate, IterationRecord, RunSummary
+from decoding.trace.source import COPY_KINDS
+from decoding.drafters.hybrid import HYBRID_LOOKUP_TOKENS
+from decoding.trace.metrics import RunCounts
+from decoding.methods.ppd.generator import PPDStep
+from decoding.methods.speculative import ChainStep
+from decoding.trace.record import ACCEPTED, BONUS, CORRECTION, TARGET, Candidate, IterationRecord, RunSummary
 
 from .html_text import attr as _attr, fmt, special_name, token_html, visible
 from .rules_text import greedy_rule, mjsd_prefix, ppd_argmax, ppd_caption, ppd_lossy, ppd_rule_text, threshold_label

@@ -1,13 +1,13 @@
 """Each method's acceptance rule in words: what a threshold means, why a draft token was kept or
 rejected, one caption per PPD step. Read from the records' typed method data
-(`decoding.methods`), never guessed from prose."""
+(`decoding.methods.registry`), never guessed from prose."""
 
 from __future__ import annotations
 
-from decoding.strategies.mjsd import MjsdPrefix, MjsdStep
-from decoding.strategies.ppd import PPDStep
-from decoding.strategies.speculative import ChainStep
-from decoding.trace import ACCEPTED, Candidate, IterationRecord
+from decoding.methods.mjsd.generator import MjsdPrefix, MjsdStep
+from decoding.methods.ppd.generator import PPDStep
+from decoding.methods.speculative import ChainStep
+from decoding.trace.record import ACCEPTED, Candidate, IterationRecord
 
 from .html_text import fmt, visible
 

@@ -1,6 +1,6 @@
 """Per-session state: everything one browser session owns, held in a gr.State with a time to live.
 
-No Gradio here. Models are memoized for the process by `decoding.models.load_model_cached`
+No Gradio here. Models are memoized for the process by `decoding.lm.models.load_model_cached`
 (read-only, shared by all users); a session holds its run's records, summary and settings. A live
 run also holds its decode generator (its KV caches, the target's kept hidden states, the drafter);
 once it has finished, `release_run` drops all of that and packs the records (`packed.py`), so an
@@ -17,10 +17,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from decoding.methods import METHODS
+from decoding.methods.registry import METHODS
 from decoding.paths import EXAMPLES
-from decoding.trace import IterationRecord, RunSummary
-from decoding.trace_file import read_trace, write_trace
+from decoding.trace.record import IterationRecord, RunSummary
+from decoding.run.trace_file import read_trace, write_trace
 
 from .packed import PackedRecords, pack
 from .settings import Settings

@@ -2,7 +2,7 @@
 engine's RunConfig, and written out as the CLI command that reproduces the run.
 
 A method's own settings (KL bound, beams, tree size, ...) come from its settings dataclass in the
-method registry (`decoding.methods`): their ranges are checked there and their CLI flags come
+method registry (`decoding.methods.registry`): their ranges are checked there and their CLI flags come
 from there. No Gradio here: the handlers turn the ValueErrors into visible messages.
 """
 
@@ -12,11 +12,11 @@ import os
 import shlex
 from dataclasses import dataclass, field
 
-from decoding.methods import METHODS, MethodSpec, method_spec
-from decoding.pair import PROMPT_LOOKUP
-from decoding.strategies import RunConfig
-from decoding.trace import RunSummary
-from decoding.warp import SamplingConfig
+from decoding.methods.registry import METHODS, MethodSpec, method_spec
+from decoding.run.pair import PROMPT_LOOKUP
+from decoding.methods.base import RunConfig
+from decoding.trace.record import RunSummary
+from decoding.rules.warp import SamplingConfig
 
 # A coarse bound on the prompt's characters; the exact limit is in tokens, checked once the model is
 # loaded: the prompt and max new tokens must fit the model's context (`live.start`).

@@ -2,16 +2,16 @@
 
 `view(session, upto, position)` renders the session's run at iteration `upto` (the records hold
 every number; nothing here recomputes what the engine measured, and run statistics come from
-`decoding.metrics`).
+`decoding.trace.metrics`).
 """
 
 from __future__ import annotations
 
 import gradio as gr
 
-from decoding import theory
-from decoding.methods import METHODS
-from decoding.metrics import RunCounts
+from decoding.rules import theory
+from decoding.methods.registry import METHODS
+from decoding.trace.metrics import RunCounts
 
 from . import charts, render
 from .panels import method_panel
@@ -22,7 +22,7 @@ from .view_common import iteration_index, position_index, rest_index
 
 def theory_panel(session: Session, upto: int | None = None):
     """Theorem 3.8 of Leviathan et al. at this run's measured alpha and cost ratio, against what the
-    run measured (all figures from `decoding.metrics`)."""
+    run measured (all figures from `decoding.trace.metrics`)."""
     records = session.records[: (upto + 1) if upto is not None else None]
     spec = METHODS.get(records[-1].method) if records else None
     if spec is not None and not spec.uses_drafter and spec.name != "autoregressive":

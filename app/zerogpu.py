@@ -75,7 +75,7 @@ def race_seconds(a, b) -> int:
 
 def _target_params(spec: str) -> float:
     """The loaded target's parameter count (models are loaded at start-up), else a 2B guess."""
-    from decoding.models import cached_model
+    from decoding.lm.models import cached_model
 
     model = cached_model(spec)
     return float(model.n_params) if model is not None else 2e9
@@ -84,7 +84,7 @@ def _target_params(spec: str) -> float:
 def load_run_pair(target_spec: str, draft_spec: str, need_draft: bool, dtype: str = "auto", **progress):
     """The memoized (target, pair.Draft) of a run, on this hardware's device and in `dtype` ("auto":
     the device's default); `progress`: load_pair's target_progress / draft_progress."""
-    from decoding.pair import load_pair
+    from decoding.run.pair import load_pair
 
     return load_pair(target_spec, draft_spec, need_draft=need_draft, cached=True, device=device(),
                      dtype=None if dtype == "auto" else dtype, **progress)
@@ -92,7 +92,7 @@ def load_run_pair(target_spec: str, draft_spec: str, need_draft: bool, dtype: st
 
 def _pair(settings):
     """The run's (target, draft), memoized: the handler loaded (or refused) them before this call."""
-    from decoding.methods import METHODS
+    from decoding.methods.registry import METHODS
 
     return load_run_pair(settings.target, settings.draft, METHODS[settings.method].uses_drafter, settings.dtype)
 
@@ -103,8 +103,8 @@ def whole_run(settings, lean: bool = False):
     `lean` leaves out the top-k lists (for timing, as the comparison table does)."""
     import dataclasses
 
-    from decoding.energy import make_meter
-    from decoding.runner import decode
+    from decoding.eval.energy import make_meter
+    from decoding.run.runner import decode
 
     target, draft = _pair(settings)
     prompt_ids = target.encode_prompt(settings.prompt, settings.chat)
@@ -128,7 +128,7 @@ def whole_race(a, b, recorded: dict):
 def preload(pairs: list[tuple[str, str]]) -> list[str]:
     """Load the preset pairs on the GPU at start-up, as ZeroGPU requires (it places the weights on
     the GPU of each call); returns a line per pair that could not be loaded (the app still starts)."""
-    from decoding.models import ModelLoadError
+    from decoding.lm.models import ModelLoadError
 
     problems = []
     for target, draft in pairs:

@@ -1,4 +1,6 @@
-"""Headless CLI over the same strategies the app runs: `python -m decoding {generate,sample,theory}`.
+"""The engine headless: python -m decoding {generate,sample,theory,eval-draft,bench,verify-cost,gpu-check}.
+
+`generate` runs the methods the app runs (`methods/registry.py`); `--help` after a subcommand says what it takes.
 
 Bad input gets one clear line on stderr and exit code 2, never a traceback. With --json,
 `generate` prints one JSON object per iteration (the trace, "summary": false) and a final line
@@ -12,7 +14,7 @@ import json
 import sys
 
 from .errors import UsageError
-from .strategies import MAX_GAMMA
+from .methods.base import MAX_GAMMA
 
 EXIT_BAD_INPUT = 2
 
@@ -21,7 +23,8 @@ def _add_generate(sub, methods=None) -> None:
     g = sub.add_parser("generate", help="decode a prompt with one method, optionally as a JSON trace")
     g.add_argument("--prompt", required=True)
     g.add_argument("--chat", action="store_true", help="apply the model's chat template")
-    g.add_argument("--method", default="speculative", help="one of the registry's methods (decoding/methods.py): "
+    g.add_argument("--method", default="speculative",
+                   help="one of the registry's methods (decoding/methods/registry.py): "
                    "autoregressive | speculative | mentored | mjsd | ppd")
     g.add_argument("--gamma", type=int, default=4, help=f"draft length, 1..{MAX_GAMMA}")
     g.add_argument("--temperature", type=float, default=1.0, help="0 means greedy")
@@ -47,12 +50,12 @@ def _add_generate(sub, methods=None) -> None:
 
 
 def add_method_flags(parser, methods=None) -> None:
-    """One flag per knob of every method's settings dataclass (`decoding.methods`), defaults and help
+    """One flag per knob of every method's settings dataclass (`decoding.methods.registry`), defaults and help
     from the field; a knob that several methods share (the gamma schedule) is added once."""
     import dataclasses
     import typing
 
-    from .methods import METHODS
+    from .methods.registry import METHODS
 
     seen: dict[str, object] = {}
     for spec in (METHODS if methods is None else methods).values():
@@ -101,12 +104,12 @@ def build_parser(methods=None) -> argparse.ArgumentParser:
     _add_generate(sub, methods)
     _add_sample(sub)
     _add_theory(sub)
-    from .eval_draft import add_parser as _add_eval_draft
+    from .eval.eval_draft import add_parser as _add_eval_draft
 
     _add_eval_draft(sub)
-    from .bench import add_parser as _add_bench
-    from .bench.verify_cost import add_parser as _add_verify_cost
-    from .gpu_check import add_parser as _add_gpu_check
+    from .eval.bench import add_parser as _add_bench
+    from .eval.bench.verify_cost import add_parser as _add_verify_cost
+    from .eval.gpu_check import add_parser as _add_gpu_check
 
     _add_bench(sub)
     _add_verify_cost(sub)
@@ -124,19 +127,19 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "theory":
             return cmd_theory(args)
         if args.command == "eval-draft":
-            from .eval_draft import run_cli
+            from .eval.eval_draft import run_cli
 
             return run_cli(args)
         if args.command == "bench":
-            from .bench import run_cli as run_bench_cli
+            from .eval.bench import run_cli as run_bench_cli
 
             return run_bench_cli(args)
         if args.command == "verify-cost":
-            from .bench.verify_cost import run_cli as run_verify_cost
+            from .eval.bench.verify_cost import run_cli as run_verify_cost
 
             return run_verify_cost(args)
         if args.command == "gpu-check":
-            from .gpu_check import run_cli as run_gpu_check
+            from .eval.gpu_check import run_cli as run_gpu_check
 
             return run_gpu_check(args)
     except (UsageError, ValueError) as exc:
@@ -154,13 +157,13 @@ def _print_json(obj) -> None:
 
 
 def cmd_generate(args) -> int:
-    from .energy import make_meter
-    from .methods import method_spec
-    from .models import ModelLoadError
-    from .pair import load_pair
-    from .runner import decode, summarize
-    from .strategies import RunConfig
-    from .warp import SamplingConfig
+    from .eval.energy import make_meter
+    from .methods.registry import method_spec
+    from .lm.models import ModelLoadError
+    from .run.pair import load_pair
+    from .run.runner import decode, summarize
+    from .methods.base import RunConfig
+    from .rules.warp import SamplingConfig
 
     if not args.prompt.strip():
         raise UsageError("the prompt is empty")
@@ -214,14 +217,14 @@ def cmd_generate(args) -> int:
 
 def method_extra(args, methods=None) -> dict:
     """The chosen method's own settings (`RunConfig.extra`), read from the flags its dataclass declares."""
-    from .methods import method_spec
+    from .methods.registry import method_spec
 
     spec = method_spec(args.method, methods)
     return {f.name: getattr(args, f.name) for f, _ in spec.settings.knobs()}
 
 
 def cmd_sample(args) -> int:
-    from .lab import EXAMPLE_P, EXAMPLE_Q, parse_distribution, run_sampling_lab
+    from .rules.lab import EXAMPLE_P, EXAMPLE_Q, parse_distribution, run_sampling_lab
 
     p = parse_distribution(args.p, "--p") if args.p else EXAMPLE_P
     q = parse_distribution(args.q, "--q") if args.q else EXAMPLE_Q
@@ -245,7 +248,7 @@ def cmd_sample(args) -> int:
 
 
 def cmd_theory(args) -> int:
-    from . import theory
+    from .rules import theory
 
     c_hat = args.c if args.c_hat is None else args.c_hat
     best = theory.optimal_gamma(args.alpha, args.c)

@@ -2,9 +2,9 @@
 
 Times the offline default target's passes over 1, 5, 9 and 17 new tokens on caches of several
 lengths, and a prefill of each length, with transformers' "sdpa" and "eager" attention and with
-the project's split kernel (`decoding/models/attention.py`), in each precision asked for. Each
+the project's split kernel (`decoding/lm/models/attention.py`), in each precision asked for. Each
 figure is the median of the repeats; the kernels alternate within a repeat, so machine noise
-falls on all of them alike. `decoding.models.attention` rests on these figures.
+falls on all of them alike. `decoding.lm.models.attention` rests on these figures.
 
     .venv/bin/python scripts/attention_kernels.py [--threads 1] [--dtypes bfloat16,float32] [--out F.json]
 """
@@ -39,10 +39,10 @@ def main(argv=None) -> int:
         return 2
     import torch
 
-    from decoding.bench.driver import machine_info
-    from decoding.cached_lm import CachedLM
-    from decoding.models.attention import NAME
-    from decoding.pair import load_pair
+    from decoding.eval.bench.driver import machine_info
+    from decoding.lm.cached_lm import CachedLM
+    from decoding.lm.models.attention import NAME
+    from decoding.run.pair import load_pair
 
     torch.set_num_threads(args.threads)
     kernels = ("sdpa", "eager", NAME)

@@ -2,7 +2,7 @@
 
 Loads the offline default target in the machine's fast precision, fills B KV caches with prompts of
 different lengths, and times B runs' one-token steps (and five-token verifications) as one batched
-pass (decoding/batching.py) and as B solo passes; prints the times and their ratio (> 1: the
+pass (decoding/lm/batching.py) and as B solo passes; prints the times and their ratio (> 1: the
 batched pass serves the B runs faster). This is why the app batches a class's runs on a CPU.
 
     .venv/bin/python scripts/batch_forward.py [--threads 1] [--repeats 5]
@@ -33,9 +33,9 @@ def main(argv=None) -> int:
         return 2
     import torch
 
-    from decoding import batching
-    from decoding.cached_lm import CachedLM
-    from decoding.models import load_model_cached
+    from decoding.lm import batching
+    from decoding.lm.cached_lm import CachedLM
+    from decoding.lm.models import load_model_cached
 
     torch.set_num_threads(args.threads)
     target = load_model_cached("default")

@@ -27,10 +27,10 @@ def main() -> None:
     from gradio_client import Client
 
     from app.layout import build_demo, launch_kwargs
-    from decoding.models import load_draft, load_model_cached
-    from decoding.runner import decode
-    from decoding.strategies import RunConfig
-    from decoding.warp import SamplingConfig
+    from decoding.lm.models import load_draft, load_model_cached
+    from decoding.run.runner import decode
+    from decoding.methods.base import RunConfig
+    from decoding.rules.warp import SamplingConfig
 
     from app.session import _presets
 

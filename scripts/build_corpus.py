@@ -1,4 +1,4 @@
-"""Build a corpus of the target's own answers for the hybrid's corpus lookup (`decoding/corpus.py`).
+"""Build a corpus of the target's own answers for the hybrid's corpus lookup (`decoding/drafters/corpus.py`).
 
 Decodes every prompt of the given files greedily with the target (batched, left-padded, through
 transformers' generate) and keeps each answer up to its end of sequence. The shipped corpus:
@@ -14,11 +14,8 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-DEFAULT_PROMPTS = "distill/prompts_train.jsonl,distill/prompts_tasks.jsonl"
+DEFAULT_PROMPTS = "training/prompts_train.jsonl,training/prompts_tasks.jsonl"
 
 
 def main(argv=None) -> int:
@@ -38,9 +35,9 @@ def main(argv=None) -> int:
     import torch
     from tqdm import tqdm
 
-    from decoding.corpus import TextCorpus
-    from decoding.models import load_model
-    from decoding.prompt_files import read_prompt_rows
+    from decoding.drafters.corpus import TextCorpus
+    from decoding.lm.models import load_model
+    from decoding.lm.prompt_files import read_prompt_rows
 
     try:
         rows = [row for path in args.prompts.split(",") for row in read_prompt_rows(path.strip())]

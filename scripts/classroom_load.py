@@ -45,10 +45,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from urllib.parse import urlparse
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from decoding.eval.procstat import rss_mb
 
-from decoding.procstat import rss_mb  # noqa: E402 (the repository on the path first)
+ROOT = Path(__file__).resolve().parents[1]
 
 LAB_TABLE = {"headers": ["token", "p (target)", "q (draft)"],
              "data": [["a", 0.4, 0.5], ["b", 0.3, 0.25], ["c", 0.2, 0.15], ["d", 0.1, 0.1]]}

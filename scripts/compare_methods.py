@@ -33,10 +33,10 @@ sys.path.insert(0, str(ROOT))
 
 import torch  # noqa: E402
 
-from decoding.models import load_draft, load_model  # noqa: E402
-from decoding.runner import decode  # noqa: E402
-from decoding.strategies import RunConfig  # noqa: E402
-from decoding.warp import SamplingConfig  # noqa: E402
+from decoding.lm.models import load_draft, load_model  # noqa: E402
+from decoding.run.runner import decode  # noqa: E402
+from decoding.methods.base import RunConfig  # noqa: E402
+from decoding.rules.warp import SamplingConfig  # noqa: E402
 
 
 def int8_draft(target):

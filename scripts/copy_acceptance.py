@@ -32,12 +32,12 @@ def main(argv=None) -> int:
         return 2
     import torch
 
-    from decoding.pair import load_pair
-    from decoding.prompt_files import read_prompt_rows
-    from decoding.runner import decode
-    from decoding.strategies import RunConfig
-    from decoding.strategies.speculative import ChainStep
-    from decoding.warp import SamplingConfig
+    from decoding.run.pair import load_pair
+    from decoding.lm.prompt_files import read_prompt_rows
+    from decoding.run.runner import decode
+    from decoding.methods.base import RunConfig
+    from decoding.methods.speculative import ChainStep
+    from decoding.rules.warp import SamplingConfig
 
     torch.set_num_threads(args.threads)
     wanted = {c.strip() for c in args.categories.split(",")}

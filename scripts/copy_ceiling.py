@@ -2,7 +2,7 @@
 
 Decodes every prompt autoregressively (greedy, the benchmark's settings: chat template, a fixed
 number of new tokens, no stop at end of sequence) with the engine, then replays each output under
-drafting rules (`decoding/bench/ceiling.py`): the engine's prompt lookup, and oracles that know the
+drafting rules (`decoding/eval/bench/ceiling.py`): the engine's prompt lookup, and oracles that know the
 output (where to copy from, when, how much). A pass over n new tokens costs what `python -m decoding
 verify-cost` measured (`--verify-cost`, one file per cached context, interpolated); each category's
 prefill share and autoregressive time come from a benchmark run (`--bench`), so the speedups are
@@ -32,8 +32,8 @@ COPY_BY_MATCH = {2: 4, 4: 8, 8: 12, 16: 24}
 def rules(alpha: float, c: float, extra_alphas: list[float]):
     """(key, name, rule, model) rows, in the order the table shows them; the key names a row for
     readers of the JSON (scripts/performance_report.py), the name is what the table shows."""
-    from decoding.bench import ceiling as cl
-    from decoding.corpus import load_corpus
+    from decoding.eval.bench import ceiling as cl
+    from decoding.drafters.corpus import load_corpus
     from decoding.paths import SHIPPED_CORPUS
 
     corpus = load_corpus(str(SHIPPED_CORPUS))
@@ -97,7 +97,7 @@ def main(argv=None) -> int:
     try:
         bench = json.loads(Path(args.bench).read_text())
         evaluation = json.loads(Path(args.draft_eval).read_text())["results"][-1]
-        from decoding.bench.ceiling import VerifyCost
+        from decoding.eval.bench.ceiling import VerifyCost
 
         cost = VerifyCost.from_files(args.verify_cost.split(","), args.dtype)
     except (OSError, ValueError, KeyError, IndexError) as exc:
@@ -109,12 +109,12 @@ def main(argv=None) -> int:
         return 2
     import torch
 
-    from decoding.bench.ceiling import Replay, markdown, needed_decode_speedup, replay, runs_by_match, with_prefill
-    from decoding.pair import load_pair
-    from decoding.prompt_files import read_prompt_rows
-    from decoding.runner import decode
-    from decoding.strategies import RunConfig
-    from decoding.warp import SamplingConfig
+    from decoding.eval.bench.ceiling import Replay, markdown, needed_decode_speedup, replay, runs_by_match, with_prefill
+    from decoding.run.pair import load_pair
+    from decoding.lm.prompt_files import read_prompt_rows
+    from decoding.run.runner import decode
+    from decoding.methods.base import RunConfig
+    from decoding.rules.warp import SamplingConfig
 
     torch.set_num_threads(args.threads)
     target, _ = load_pair("default", "prompt-lookup", dtype=args.dtype)

@@ -3,7 +3,7 @@
 Times the distilled draft (beside the offline default target) in float16, bfloat16 and float32: one
 pass over a long prompt (the draft's prefill, which the hybrid drafter makes at every long prompt),
 a pass over 16 new tokens (its catch-up after a copied span) and a single-token step (its draft
-step), each on a 500-token cache. `decoding.devices.default_draft_dtype` rests on these figures.
+step), each on a 500-token cache. `decoding.lm.devices.default_draft_dtype` rests on these figures.
 
     .venv/bin/python scripts/draft_dtype.py [--threads 1] [--prompt-tokens 1000]
 """
@@ -30,8 +30,8 @@ def main(argv=None) -> int:
         return 2
     import torch
 
-    from decoding.cached_lm import CachedLM
-    from decoding.pair import load_draft_value, load_pair
+    from decoding.lm.cached_lm import CachedLM
+    from decoding.run.pair import load_draft_value, load_pair
 
     torch.set_num_threads(args.threads)
     target, _ = load_pair("default", need_draft=False)

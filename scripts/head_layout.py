@@ -1,4 +1,4 @@
-"""The slow path that decoding/models/head_layout.py works around, measured on this machine.
+"""The slow path that decoding/lm/models/head_layout.py works around, measured on this machine.
 
 Times the offline default target's LM head (bfloat16 where the machine has it) on one row laid out
 afresh and on the same row as `logits_to_keep` slices it from a longer pass (hidden[:, -1:, :]),
@@ -27,7 +27,7 @@ def main(argv=None) -> int:
         return 2
     import torch
 
-    from decoding.models import load_model
+    from decoding.lm.models import load_model
 
     torch.set_num_threads(args.threads)
     target = load_model("default")

@@ -46,13 +46,13 @@ def main(argv=None) -> int:
         return 2
     import torch
 
-    from decoding.bench.ours import timed_run
-    from decoding.metrics import RunCounts
-    from decoding.methods import method_spec
-    from decoding.pair import load_pair
-    from decoding.prompt_files import read_prompt_rows
-    from decoding.strategies import RunConfig
-    from decoding.warp import SamplingConfig
+    from decoding.eval.bench.ours import timed_run
+    from decoding.trace.metrics import RunCounts
+    from decoding.methods.registry import method_spec
+    from decoding.run.pair import load_pair
+    from decoding.lm.prompt_files import read_prompt_rows
+    from decoding.methods.base import RunConfig
+    from decoding.rules.warp import SamplingConfig
 
     torch.set_num_threads(args.threads)
     rows = read_prompt_rows(args.prompts)

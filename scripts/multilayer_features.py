@@ -10,7 +10,7 @@ the shipped feature draft's acceptance on the default target before anyone build
    final normed state and the states after layers `--layers`, and its top-32 next-token
    probabilities over the answer (the labels). Cached under `--data-dir` (git-ignored).
 2. Two arms start from the shipped draft and train alike (EAGLE-3's unrolled training, 3 steps, the
-   losses of `distill train-features`): *control* reads the final state only; *fused* reads
+   losses of `training train-features`): *control* reads the final state only; *fused* reads
    fuse([final ; norm(h_a) ; norm(h_b) ; norm(h_c)]), a learned linear layer that starts as "take
    the final state", so both arms start from the same draft. They run side by side, one thread each.
 3. Both report the holdout prompts' agreement (the draft's top token is the target's) at draft steps
@@ -32,7 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 DRAFT = "assets/feature-draft-smollm2-135m"
 CORPUS = "assets/corpus-smollm2-135m"
-CONFIG = "distill/configs/tasks.json"
+CONFIG = "training/configs/tasks.json"
 UNROLL, CLS_WEIGHT, BATCH_TOKENS, WARMUP = 3, 1.0, 4096, 20  # as the shipped draft's stage 2 (its model card)
 
 
@@ -42,8 +42,8 @@ def extract(data_dir: Path, layers: list[int], threads: int) -> Path:
     from safetensors.torch import load_file
     from tqdm import tqdm
 
-    from decoding.models import load_model
-    from distill.config import get_config
+    from decoding.lm.models import load_model
+    from training.config import get_config
 
     path = data_dir / ("states-" + "-".join(map(str, layers)) + ".pt")
     if path.exists():
@@ -79,7 +79,7 @@ def make_fused(draft, blocks: int, width: int):
     from transformers.models.llama.modeling_llama import LlamaRMSNorm
 
     class FusedDraft(torch.nn.Module):
-        """fuse_in: [final ; norm(h_1) ; ...] -> one state for `draft` (distill.feature_train.unroll reads it)."""
+        """fuse_in: [final ; norm(h_1) ; ...] -> one state for `draft` (training.feature_train.unroll reads it)."""
 
         def __init__(self):
             super().__init__()
@@ -104,11 +104,11 @@ def train_arm(arm: str, states: Path, epochs: float, lr: float, out: Path) -> No
     """One arm, one thread: fine-tune from the shipped draft, evaluating on the holdout as it goes."""
     import torch
 
-    from decoding.feature_draft import load_feature_draft
-    from decoding.models import load_model
-    from distill import feature_train as ft
-    from distill.config import get_config
-    from distill.train import holdout_set, make_batches
+    from decoding.drafters.feature import load_feature_draft
+    from decoding.lm.models import load_model
+    from training import feature_train as ft
+    from training.config import get_config
+    from training.train import holdout_set, make_batches
 
     torch.set_num_threads(1)
     torch.manual_seed(0)

@@ -19,10 +19,9 @@ import math
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from decoding.paths import DOCS
 
-from decoding.paths import DOCS  # noqa: E402
+ROOT = Path(__file__).resolve().parents[1]
 
 BENCH = DOCS / "bench"
 CATEGORY_NAMES = {"mt_bench": "multi-turn", "translation": "translation", "summarization": "summarization",
@@ -137,11 +136,11 @@ def attention_section() -> list[str]:
              f"Command: `python scripts/attention_kernels.py --out docs/bench/attention-kernels.json` "
              f"({machine['cpu']}, {machine.get('cpu_capability', '?')}, {machine['threads']} thread, torch {machine['torch']}, median of "
              f"{data['repeats']}). One target pass, in ms, with each kernel; the last column is the split kernel "
-             "the loader gives a bfloat16 or float16 model on the CPU (`decoding/models/attention.py`): "
+             "the loader gives a bfloat16 or float16 model on the CPU (`decoding/lm/models/attention.py`): "
              "SDPA, with one-token steps run on float32 copies of q, k and v, and masked passes of several tokens "
              "(verify, tree and batched passes) with the query heads of each key/value head stacked, so the cache is "
              "not copied per query head. float32 models keep SDPA. Every kernel runs on the in-place KV cache "
-             "(`decoding/kv_cache.py`).", "",
+             "(`decoding/lm/kv_cache.py`).", "",
              "| dtype | cached tokens | pass | " + " | ".join(kernels) + " |", "|" + "---|" * (len(kernels) + 3)]
     for r in data["rows"]:
         prefill = r["pass"] == "prefill"
@@ -169,7 +168,7 @@ def draft_head_section() -> list[str]:
         return []
     lines = ["## The draft's output head", "",
              "The distilled draft with its full tied head and with heads over the target's most frequent tokens "
-             "(`python -m distill trim-head`; the shipped draft keeps 8,192), one `python -m decoding eval-draft "
+             "(`python -m training trim-head`; the shipped draft keeps 8,192), one `python -m decoding eval-draft "
              "--draft <the four, comma-separated> --json` run per prompt file, target and draft in "
              f"{runs[0]['results'][0]['draft_dtype']}, 1 thread:", "",
              "| prompts | head tokens | alpha (T=1) | greedy agreement | tokens/call (greedy, gamma 4) | draft step ms | c |",
@@ -228,7 +227,7 @@ def feature_draft_gpu_section() -> list[str]:
 def sources_table(result: dict, key: str) -> list[str]:
     """Per draft source of one variant (rows) and category (columns): share of the iterations after
     the prefill / tokens emitted per iteration / draft tokens accepted per iteration."""
-    from decoding.bench.report import source_markdown
+    from decoding.eval.bench.report import source_markdown
 
     return source_markdown(result, key, ORDER, CATEGORY_NAMES, drafted=False).splitlines()
 
@@ -300,7 +299,7 @@ def baseline_section(results: dict) -> list[str]:
              f"{old['date']}: {BASELINE_KEY}, drafts {old['models']['draft']}); the rows below it come from "
              f"`docs/bench/spec-bench-bfloat16/` ({new['date']}). Each speedup is against our autoregressive "
              "decoding in its own run. The baseline run predates the split attention kernel "
-             "(`decoding/models/attention.py`), which made plain decoding's one-token steps on long prompts "
+             "(`decoding/lm/models/attention.py`), which made plain decoding's one-token steps on long prompts "
              "about a third faster and verify passes no faster: its ratios are against a slower plain decoding "
              "than the rows below it.", "",
              "| variant | " + " | ".join(CATEGORY_NAMES[c] for c in cats) + " | all |", "|" + "---|" * (len(cats) + 2)]
@@ -337,7 +336,7 @@ def verify_section() -> list[str]:
                      for key, value in five.items() if value is not None)
     lines += [f"A pass over gamma + 1 = 5 tokens costs, relative to one step: {said}. Speculative decoding's speed "
               "rests on that ratio (Leviathan et al. assume about 1x): it is why bfloat16 is the default on CPUs with "
-              "native bf16 (`decoding/devices.py`), and float32 stays the reference for exactness. On a long cache "
+              "native bf16 (`decoding/lm/devices.py`), and float32 stays the reference for exactness. On a long cache "
               "the ratio grows, so long prompts gain less per accepted token.", ""]
     return lines
 
@@ -348,7 +347,7 @@ def ceiling_section(results: dict) -> list[str]:
     data = read_json(BENCH / "copy-ceiling.json")
     if data is None:
         return []
-    from decoding.bench.ceiling import markdown
+    from decoding.eval.bench.ceiling import markdown
 
     rows = {row["key"]: row for row in data["rows"]}
     lookup, oracle, model = rows.get("lookup"), rows.get("oracle-copy"), rows.get("model")

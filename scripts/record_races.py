@@ -29,14 +29,10 @@ import argparse
 import sys
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-from app.gallery import (DEFAULT_DRAFTER, DEFAULT_GAMMA, DRAFTERS, GALLERY_TAGS, gallery_item,  # noqa: E402
+from app.gallery import (DEFAULT_DRAFTER, DEFAULT_GAMMA, DRAFTERS, GALLERY_TAGS, gallery_item,
                          lane_a_choice)
-from app.race_file import SHIPPED_RACES, Race, write_race  # noqa: E402
-from app.race_text import text_problems  # noqa: E402
+from app.race_file import SHIPPED_RACES, Race, write_race
+from app.race_text import text_problems
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -73,7 +69,7 @@ def lane_problems(race: Race, kind: str) -> list[str]:
 
 def race_tag(race: Race) -> dict:
     """The gallery tag of a recorded race: what lane A measured against lane B."""
-    from decoding.metrics import RunCounts
+    from decoding.trace.metrics import RunCounts
 
     from app.race_result import speedup
 
@@ -105,11 +101,11 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     import torch
 
-    from decoding.bench.driver import machine_info
+    from decoding.eval.bench.driver import machine_info
     from decoding.errors import ModelLoadError
-    from decoding.methods import METHODS
-    from decoding.models import DEFAULT_TARGET
-    from decoding.pair import default_drafter_spec, load_pair
+    from decoding.methods.registry import METHODS
+    from decoding.lm.models import DEFAULT_TARGET
+    from decoding.run.pair import default_drafter_spec, load_pair
 
     from app.race import drafter_spec
     from app.race_result import race_figures

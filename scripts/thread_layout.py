@@ -7,7 +7,7 @@ the offline default pair in the machine's fast precision, greedy) in one process
   sequential    one run after the other, torch on all usable cores;
   parallel      the runs spread over one worker per core, torch on one thread;
   batched-tN    the runs spread over --batch workers with cross-run batching on
-                (decoding/batching.py), torch on N threads (1 and all cores);
+                (decoding/lm/batching.py), torch on N threads (1 and all cores);
 and prints each wall time, its speedup over sequential, and how many runs' greedy tokens equal the
 sequential ones (batched passes round differently in bfloat16, so a few may part ways).
 
@@ -40,11 +40,11 @@ def main(argv=None) -> int:
         return 2
     import torch
 
-    from decoding.devices import usable_cores
-    from decoding.warp import SamplingConfig
-    from decoding.pair import load_pair
-    from decoding.runner import generate
-    from decoding.strategies import RunConfig
+    from decoding.lm.devices import usable_cores
+    from decoding.rules.warp import SamplingConfig
+    from decoding.run.pair import load_pair
+    from decoding.run.runner import generate
+    from decoding.methods.base import RunConfig
 
     cores = usable_cores()
     target, draft = load_pair(draft_spec=args.draft, cached=True)
@@ -55,7 +55,7 @@ def main(argv=None) -> int:
     def one(prompt: str) -> list[int]:
         return generate(target, draft, prompt, config)[1].token_ids
 
-    from decoding import batching
+    from decoding.lm import batching
 
     def layout(threads: int, workers: int, batched: bool) -> tuple[float, list[list[int]]]:
         torch.set_num_threads(threads)

@@ -54,9 +54,9 @@ def main(argv=None) -> int:
     ap.add_argument("--opens", type=int, default=10)
     args = ap.parse_args(argv)
     from app.handlers import open_trace_file
-    from decoding.procstat import rss_mb
+    from decoding.eval.procstat import rss_mb
     from app.session import Session, delete_session
-    from decoding.trace_file import MAX_TRACE_BYTES, read_trace
+    from decoding.run.trace_file import MAX_TRACE_BYTES, read_trace
 
     folder = Path(tempfile.mkdtemp(prefix="specdec-mem-"))
     path = trace_at_limit(folder, MAX_TRACE_BYTES)

@@ -46,14 +46,14 @@ def main(argv=None) -> int:
         return 2
     import torch
 
-    from decoding.bench.ceiling import leading_equal
-    from decoding.bench.cli import draft_label
-    from decoding.drafters import copy_proposal, lookup_source
-    from decoding.pair import load_pair
-    from decoding.prompt_files import read_prompt_rows
-    from decoding.strategies import RunConfig
-    from decoding.strategies.speculative import speculative
-    from decoding.warp import SamplingConfig
+    from decoding.eval.bench.ceiling import leading_equal
+    from decoding.eval.bench.cli import draft_label
+    from decoding.drafters.lookup import copy_proposal, lookup_source
+    from decoding.run.pair import load_pair
+    from decoding.lm.prompt_files import read_prompt_rows
+    from decoding.methods.base import RunConfig
+    from decoding.methods.speculative import speculative
+    from decoding.rules.warp import SamplingConfig
 
     torch.set_num_threads(args.threads)
     wanted = {c.strip() for c in args.categories.split(",")}

@@ -1,5 +1,7 @@
 """Shared test fixtures: tiny random Llama models written to disk and loaded through the real
-loader (`decoding.models.load_model`), and the `requires_embedded_target` marker.
+loader (`decoding.lm.models.load_model`), the smoke distillation pipeline, the `requires_embedded_target`
+marker and the `browser` marker. Shared for tests/ and every folder under it (tests/decoding/<layer>/,
+tests/training/, tests/e2e/); the packages import as installed (`pip install -e .`, scripts/setup.sh).
 
 Tiny models: a character-level tokenizer (lowercase letters, digits, space, newline,
 punctuation, ChatML special tokens, ``<|endoftext|>`` as eos) and random fp32 Llama weights with
@@ -8,20 +10,16 @@ a large initializer range, so logits are peaked and argmax ties do not occur.
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import os
 import string
-import sys
 from pathlib import Path
 
 import pytest
+import torch
 
-ROOT = Path(__file__).resolve().parents[1]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-import torch  # noqa: E402
-
-from decoding.models import find_embedded_gguf, load_model  # noqa: E402
+from decoding.lm.models import find_embedded_gguf, load_model
 
 # Tiny models are dominated by per-op overhead, which extra threads only add to (and on a shared
 # 2-core machine they fight each other): one intra-op thread makes the suite several times faster.
@@ -149,11 +147,11 @@ def tiny_pair(tiny_target_dir, tiny_draft_dir):
 
 @pytest.fixture(scope="session")
 def tiny_feature_dir(tmp_path_factory, tiny_pair) -> Path:
-    """A random feature draft (feature_draft.py) for the tiny target, started from the target's last
+    """A random feature draft (drafters/feature.py) for the tiny target, started from the target's last
     layer, its head over all but the target's 3 likeliest first tokens after "hello world, the cat"
     (so p has mass outside the head), saved and found as a feature draft."""
-    from decoding.feature_draft import FeatureDraftModel, draft_layer_config
-    from decoding.output_head import OutputHead
+    from decoding.drafters.feature import FeatureDraftModel, draft_layer_config
+    from decoding.drafters.output_head import OutputHead
 
     target, _ = tiny_pair
     torch.manual_seed(5)
@@ -167,6 +165,33 @@ def tiny_feature_dir(tmp_path_factory, tiny_pair) -> Path:
     ids = torch.tensor([t for t in range(target.vocab_size) if t not in left_out])
     OutputHead(ids, target.model.get_output_embeddings().weight[ids]).save(path, with_weight=False)
     return path
+
+
+# ---- the smoke distillation pipeline (the trainers' tests, the feature draft's, the CUDA tests) --------
+
+SMOKE_PROMPTS = ["say hi.", "count to five:", "name a color.", "what is 2 + 2?", "write a word."]
+
+
+@pytest.fixture(scope="module")
+def smoke_run(tmp_path_factory, tiny_target_dir):
+    """The whole distillation pipeline (data -> train -> export -> card) in its smoke configuration, on
+    the tiny target (training/config.py's SMOKE): (config, target, exported draft dir, samples, state, logs)."""
+    from training.config import SMOKE
+    from training.data import generate as generate_data
+    from training.export import export
+    from training.train import train
+
+    root = tmp_path_factory.mktemp("distill-smoke")
+    prompts = root / "prompts.jsonl"
+    prompts.write_text("".join(json.dumps({"prompt": p}) + "\n" for p in SMOKE_PROMPTS))
+    cfg = dataclasses.replace(SMOKE, target=str(tiny_target_dir), prompts=str(prompts),
+                              data_dir=str(root / "data"), ckpt_dir=str(root / "ckpt"), out_dir=str(root / "draft"))
+    target = load_model(str(tiny_target_dir), device="cpu", dtype="float32")
+    logs = []
+    n = generate_data(cfg, target=target, log=logs.append)
+    state = train(cfg, target=target, log=logs.append)
+    out = export(cfg, target=target, log=logs.append)
+    return cfg, target, out, n, state, logs
 
 
 # ---- the embedded SmolLM2 target ------------------------------------------------------------
@@ -195,6 +220,13 @@ def _skip_or_fail_without_embedded_target() -> None:
     pytest.skip(reason)
 
 
+def pytest_collection_modifyitems(config, items):
+    """A test that drives Chromium (it uses the `browser` fixture of _browser.py) carries the `browser` marker."""
+    for item in items:
+        if "browser" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.browser)
+
+
 def pytest_runtest_setup(item):
     if item.get_closest_marker("requires_embedded_target") is not None:
         _skip_or_fail_without_embedded_target()
@@ -208,7 +240,7 @@ def embedded_target():
     """The real SmolLM2-135M-Instruct `LoadedModel` on cpu (memoized; converted once per machine
     into the normal cache dir). Skips or fails like the `requires_embedded_target` marker."""
     _skip_or_fail_without_embedded_target()
-    from decoding.models import DEFAULT_TARGET, load_model_cached
+    from decoding.lm.models import DEFAULT_TARGET, load_model_cached
 
     return load_model_cached(DEFAULT_TARGET, device="cpu", dtype="float32")
 
@@ -218,6 +250,6 @@ def embedded_target_dtype():
     """The embedded target's dtype as the exactness tests load it (None without the package)."""
     if _embedded_target_missing() is not None:
         return None
-    from decoding.models import DEFAULT_TARGET, load_model_cached
+    from decoding.lm.models import DEFAULT_TARGET, load_model_cached
 
     return load_model_cached(DEFAULT_TARGET, device="cpu", dtype="float32").dtype

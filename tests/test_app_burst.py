@@ -64,10 +64,10 @@ def test_a_paced_burst_is_served_at_the_speed_of_an_unpaced_one(tiny_target_dir,
 
 def test_a_burst_with_cross_run_batching_gives_each_client_the_tokens_of_a_lone_burst(tiny_target_dir,
                                                                                       tiny_draft_dir):
-    """The app as it serves a class on a CPU (decoding/batching.py on, as app.py turns it on):
+    """The app as it serves a class on a CPU (decoding/lm/batching.py on, as app.py turns it on):
     every client gets its own run, with the tokens it gets without batching (float32), the passes
     really served several runs, and the result says the run shared them."""
-    from decoding import batching
+    from decoding.lm import batching
 
     def texts(rows):
         return [[(t.get("text"), t.get("kind")) for t in r["playback"]["lanes"][0]["tokens"]] for r in rows]
@@ -101,7 +101,7 @@ def test_a_burst_with_a_feature_draft_shares_both_models_passes_and_leaves_packe
     from app.footprint import session_bytes
     from app.packed import PackedRecords
     from app.session import Session
-    from decoding import batching
+    from decoding.lm import batching
 
     served = []
     real = batching.batched_forward

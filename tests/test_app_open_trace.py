@@ -1,5 +1,5 @@
 """Opening a trace (an upload or a shipped example) moves the left-hand controls to that run's
-settings, so Run repeats it."""
+settings, so Run repeats it; a file that is not a trace leaves the session exactly as it was."""
 
 from pathlib import Path
 
@@ -7,6 +7,11 @@ import gradio as gr
 import pytest
 
 from app.session import Session
+from decoding.paths import EXAMPLES
+
+from _siblings import load_test_module
+
+_bad_files = load_test_module("decoding/run/test_trace_file.py")._bad_files
 
 
 def test_opening_a_trace_moves_the_controls_to_its_settings():
@@ -26,3 +31,20 @@ def test_opening_a_trace_moves_the_controls_to_its_settings():
     assert values["method"] == "mentored" and values["kl_bound"] == pytest.approx(0.3)
     # no summary (or no session): nothing moves
     assert all(isinstance(v, type(gr.skip())) for v in controls_from_session(Session()))
+
+
+EXAMPLE = EXAMPLES / "01_list_copy_speculative.jsonl"
+
+
+def test_a_failed_open_leaves_the_session_as_it_was(tmp_path):
+    from app.handlers import open_example, open_trace
+    from app.presets import presets
+    from app.session import Session
+
+    session = open_example(Session(), next(iter(__import__("app.session").session.example_traces())), 0)[0]
+    before = (list(session.records), session.summary, session.settings, session.source, session.title)
+    for name, path, message in _bad_files(tmp_path):
+        with pytest.raises(gr.Error) as info:
+            open_trace(session, str(path), 0, presets()[0].label, "")
+        assert message in str(info.value) and info.value.title == "Not a trace file", name
+        assert (session.records, session.summary, session.settings, session.source, session.title) == before, name

@@ -11,7 +11,7 @@ from app import charts, charts_methods, render, render_methods
 from app.panels import method_panel
 from app.view import view
 from app.session import Session, read_trace, write_trace
-from decoding.trace import (
+from decoding.trace.record import (
     ACCEPTED,
     CORRECTION,
     Candidate,
@@ -215,9 +215,9 @@ def test_the_app_keeps_the_tuning_of_the_first_record():
 
 # ------------------------------------------------------------------------ real PPD runs (tiny target)
 def _decode(target, temperature=0.0, n=12):
-    from decoding.runner import decode
-    from decoding.strategies import RunConfig
-    from decoding.warp import SamplingConfig
+    from decoding.run.runner import decode
+    from decoding.methods.base import RunConfig
+    from decoding.rules.warp import SamplingConfig
 
     config = RunConfig(method="ppd", max_new_tokens=n, sampling=SamplingConfig(temperature), stop_at_eos=False,
                        extra={"tree_size": 8})
@@ -231,8 +231,8 @@ def tuned_cache(tiny_pair, tmp_path, monkeypatch):
 
 
 def test_engine_records_carry_the_tuning_on_the_first_record_only(tiny_pair, tuned_cache, tmp_path):
-    from decoding.ppd.tuning import save_tuning
-    from decoding.ppd.prompts import load_prompt_tokens
+    from decoding.methods.ppd.tuning import save_tuning
+    from decoding.methods.ppd.prompts import load_prompt_tokens
 
     target = tiny_pair[0]
     records = _decode(target)

@@ -5,7 +5,7 @@ import pytest
 
 from app.settings import cli_command, make_settings, settings_from_summary
 from app.texts import greedy_texts_note
-from decoding.trace import RunSummary
+from decoding.trace.record import RunSummary
 
 OK = dict(prompt="hi", chat=False, method="speculative", gamma=4, temperature=0.0, top_k=0, top_p=1.0, lenience=1.0,
           seed=0, max_new_tokens=8, target="default", draft="prompt-lookup")

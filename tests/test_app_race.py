@@ -8,7 +8,9 @@ import json
 import gradio as gr
 import pytest
 
-from decoding.trace import ACCEPTED, BONUS, CORRECTION, TARGET, DraftToken, EmittedToken, IterationRecord, RunSummary, Timings
+from decoding.trace.record import (
+    ACCEPTED, BONUS, CORRECTION, TARGET, DraftToken, EmittedToken, IterationRecord, RunSummary, Timings
+)
 
 from app.gallery import DEFAULT_GAMMA, gallery_choices, gallery_items, gallery_tags, lane_a_choice, tag_text
 from app.player import PLAYER_CSS, PLAYER_JS, _asset, lane_data
@@ -101,7 +103,7 @@ def test_race_files_round_trip_and_their_figures(tmp_path):
     assert figures["speedup"] == pytest.approx(2.0) and figures["verdict"] == "faster"
     assert [lane["summary"]["method"] for lane in figures["lanes"]] == ["speculative", "autoregressive"]
     # each lane's trace is a trace file's lines: it opens on its own
-    from decoding.trace_file import load_trace_lines
+    from decoding.run.trace_file import load_trace_lines
 
     data = json.loads(path.read_text())
     records, summary = load_trace_lines(json.dumps(line) for line in data["lanes"][1]["trace"])

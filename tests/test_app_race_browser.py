@@ -34,7 +34,7 @@ SAMPLER = """() => new Promise(resolve => {
 @pytest.fixture(scope="module")
 def shipped(tmp_path_factory, tiny_target_dir, tiny_draft_dir):
     """A race of the tiny models (greedy, float32), written where the app looks for shipped races."""
-    from decoding.pair import load_pair
+    from decoding.run.pair import load_pair
 
     from app.race_file import write_race
     from app.race_run import LaneRun, record_race

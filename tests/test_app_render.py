@@ -9,8 +9,8 @@ from app import charts, charts_methods, render, render_methods
 from app.html_text import num
 from app.session import Session, example_traces, read_trace, write_trace
 from app.settings import MAX_GAMMA, cli_command, make_settings, settings_from_summary
-from decoding.metrics import measured_alpha_c
-from decoding.trace import (
+from decoding.trace.metrics import measured_alpha_c
+from decoding.trace.record import (
     ACCEPTED,
     BONUS,
     CORRECTION,
@@ -290,9 +290,9 @@ def _strict_json(fig):
 
 
 def _engine_records(pair, method, extra, seed=0):
-    from decoding.runner import decode
-    from decoding.strategies import RunConfig
-    from decoding.warp import SamplingConfig
+    from decoding.run.runner import decode
+    from decoding.methods.base import RunConfig
+    from decoding.rules.warp import SamplingConfig
 
     target, draft = pair
     config = RunConfig(method=method, max_new_tokens=12, sampling=SamplingConfig(1.0, 20, 0.9), gamma=4, seed=seed,
@@ -451,7 +451,7 @@ def test_the_optimal_gamma_stays_within_the_sliders_range_and_says_so():
 
 
 def test_every_chart_exports_at_least_1600_px_wide(rejected_record, bonus_record):
-    from decoding.lab import EXAMPLE_P, EXAMPLE_Q, EXAMPLE_VOCAB, run_sampling_lab
+    from decoding.rules.lab import EXAMPLE_P, EXAMPLE_Q, EXAMPLE_VOCAB, run_sampling_lab
 
     lab = run_sampling_lab(EXAMPLE_P, EXAMPLE_Q, lenience=0.8, n=100, seed=0)
     figures = [charts.pq_figure(rejected_record), charts.residual_figure(rejected_record),
@@ -466,7 +466,7 @@ def test_every_chart_exports_at_least_1600_px_wide(rejected_record, bonus_record
 
 
 def test_the_labs_expected_and_empirical_bars_differ_by_more_than_colour():
-    from decoding.lab import EXAMPLE_P, EXAMPLE_Q, EXAMPLE_VOCAB, run_sampling_lab
+    from decoding.rules.lab import EXAMPLE_P, EXAMPLE_Q, EXAMPLE_VOCAB, run_sampling_lab
 
     fig = charts.lab_figure(EXAMPLE_VOCAB, run_sampling_lab(EXAMPLE_P, EXAMPLE_Q, n=100, seed=0))
     expected = next(t for t in fig.data if t["name"].startswith("expected"))

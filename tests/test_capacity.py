@@ -6,12 +6,12 @@ from app import capacity
 
 
 def test_batched_slots_share_every_core_and_turn_batching_on(monkeypatch):
-    from decoding import batching
+    from decoding.lm import batching
 
     monkeypatch.delenv(capacity.SLOTS_ENV, raising=False)
     monkeypatch.delenv(capacity.BATCHING_ENV, raising=False)
     monkeypatch.setattr("torch.cuda.is_available", lambda: False)
-    monkeypatch.setattr("decoding.devices.usable_cores", lambda: 2)
+    monkeypatch.setattr("decoding.lm.devices.usable_cores", lambda: 2)
     monkeypatch.setattr("torch.set_num_threads", lambda n: None)
     assert capacity.batching_on()
     assert capacity.model_slots() == capacity.BATCHED_SLOTS
@@ -32,10 +32,10 @@ def test_without_batching_one_slot_per_usable_core_on_a_cpu(monkeypatch):
     monkeypatch.delenv(capacity.SLOTS_ENV, raising=False)
     monkeypatch.setenv(capacity.BATCHING_ENV, "0")
     monkeypatch.setattr("torch.cuda.is_available", lambda: False)
-    monkeypatch.setattr("decoding.devices.usable_cores", lambda: 2)
+    monkeypatch.setattr("decoding.lm.devices.usable_cores", lambda: 2)
     assert capacity.model_slots() == 2
     assert capacity.threads_per_run(2) == 1
-    monkeypatch.setattr("decoding.devices.usable_cores", lambda: 64)
+    monkeypatch.setattr("decoding.lm.devices.usable_cores", lambda: 64)
     assert capacity.model_slots() == capacity.MAX_CPU_SLOTS
     assert capacity.threads_per_run(capacity.MAX_CPU_SLOTS) == 64 // capacity.MAX_CPU_SLOTS
 
@@ -55,10 +55,10 @@ def test_concurrent_runs_sharing_the_models_give_the_tokens_of_runs_one_at_a_tim
     model may carry one run's state into another."""
     from concurrent.futures import ThreadPoolExecutor
 
-    from decoding.models import load_model
-    from decoding.runner import generate
-    from decoding.strategies import RunConfig
-    from decoding.warp import SamplingConfig
+    from decoding.lm.models import load_model
+    from decoding.run.runner import generate
+    from decoding.methods.base import RunConfig
+    from decoding.rules.warp import SamplingConfig
 
     target, draft = load_model(str(tiny_target_dir)), load_model(str(tiny_draft_dir))
     jobs = [(method, f"prompt {i} is", i) for i in range(4) for method in ("speculative", "mjsd", "autoregressive")]

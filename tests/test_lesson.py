@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from decoding import theory
-from decoding.acceptance import acceptance_threshold
-from decoding.lab import EXAMPLE_P, EXAMPLE_Q
+from decoding.rules import theory
+from decoding.rules.acceptance import acceptance_threshold
+from decoding.rules.lab import EXAMPLE_P, EXAMPLE_Q
 
 from app import lesson, lesson_values
 from app.controls import control_order
@@ -222,7 +222,7 @@ def test_the_method_panels_and_a_bad_widget():
 
 
 def test_no_lesson_event_loads_a_model(monkeypatch):
-    import decoding.models as models
+    import decoding.lm.models as models
     from app import lesson_tab
 
     def refuse(*args, **kwargs):

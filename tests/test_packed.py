@@ -6,9 +6,9 @@ import pytest
 from app import packed
 from app.footprint import deep_bytes
 from app.packed import PackedRecords, pack
-from decoding.runner import generate
-from decoding.strategies import RunConfig
-from decoding.warp import SamplingConfig
+from decoding.run.runner import generate
+from decoding.methods.base import RunConfig
+from decoding.rules.warp import SamplingConfig
 
 
 @pytest.fixture(scope="module")

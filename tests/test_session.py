@@ -12,7 +12,7 @@ from app.footprint import session_bytes
 from app.packed import PackedRecords
 from app.session import Session
 from app.settings import make_settings
-from decoding import cached_lm
+from decoding.lm import cached_lm
 
 
 def _settings(target_dir, draft: str, method="speculative", max_new_tokens=24):

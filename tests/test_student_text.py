@@ -16,7 +16,7 @@ from app.panels import method_panel
 from app.race import race_settings_note, race_view
 from app.race_file import read_race, shipped_races
 from app.session import Session, example_traces
-from decoding.trace import ACCEPTED, BONUS, CORRECTION, DraftToken, EmittedToken, IterationRecord, Timings
+from decoding.trace.record import ACCEPTED, BONUS, CORRECTION, DraftToken, EmittedToken, IterationRecord, Timings
 
 
 def figure_text(fig) -> str:

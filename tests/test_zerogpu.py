@@ -75,10 +75,10 @@ def test_the_gpu_duration_grows_with_max_new_tokens_within_the_limit(params):
 
 
 def test_the_records_of_a_run_are_picklable(tiny_target_dir, tiny_draft_dir):
-    from decoding.models import load_model
-    from decoding.runner import generate
-    from decoding.strategies import RunConfig
-    from decoding.warp import SamplingConfig
+    from decoding.lm.models import load_model
+    from decoding.run.runner import generate
+    from decoding.methods.base import RunConfig
+    from decoding.rules.warp import SamplingConfig
 
     target, draft = load_model(str(tiny_target_dir)), load_model(str(tiny_draft_dir))
     for method in ("speculative", "mentored", "mjsd", "ppd"):

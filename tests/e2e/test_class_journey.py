@@ -26,7 +26,7 @@ from _student_text import dev_hits
 
 from app.lesson import load
 from app.lesson_tab import live_kind
-from decoding.methods import METHODS
+from decoding.methods.registry import METHODS
 
 pytestmark = [pytest.mark.slow, pytest.mark.requires_embedded_target]
 CHAPTERS = load()

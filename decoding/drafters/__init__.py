@@ -1,0 +1,15 @@
+"""Layer 3, the drafters: what proposes the draft tokens, and how many to propose.
+
+- `base.py`          `Proposal` (draft tokens with q, the distribution each was drawn from) and what
+                     every drafter shares
+- `model.py`         the draft model: a small causal LM with its own KV cache (`ModelDrafter`)
+- `lookup.py`        prompt lookup: copy what followed the context's longest earlier suffix match
+- `corpus.py`        a corpus of the target's own earlier answers as a source of copies
+- `hybrid.py`        a copy where the context repeats a long enough span, the model elsewhere
+- `feature.py`       a feature draft that drafts from the target's own hidden states (EAGLE)
+- `output_head.py`   a draft's output head restricted to the tokens the target writes (FR-Spec)
+- `gamma_policy.py`  how many tokens to draft next: fixed, automatic (per source) or HF's heuristic
+
+`DraftSource` (one way to draft an iteration) lives in the trace layer (`decoding/trace/source.py`),
+since the run statistics group by it too. Imports only the trace, rules and lm layers.
+"""

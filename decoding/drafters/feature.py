@@ -1,0 +1,241 @@
+"""A feature draft: a decoder layer that drafts from the target's own last hidden states (EAGLE).
+
+EAGLE (Li, Wei, Zhang, Zhang, "EAGLE: Speculative Sampling Requires Rethinking Feature
+Uncertainty", arXiv:2401.15077, section 3) drafts at the level of the target's features: with
+f_t the target's final hidden state at position t and x_{t+1} the token that followed, the draft
+predicts f_{t+1} = g([f_t ; e(x_{t+1})]) and scores the next token with the target's own output
+head, head(f_{t+1}). Its embedding and head are the target's (shared, not copied); its own weights
+are one fully connected layer (2d -> d) and one Llama decoder layer of the target's width (or a few). Where
+the target has already read a position its true feature is used; past that, the draft feeds its
+own predictions back in (steps 2.. of a draft).
+
+The head scores only the target's most frequent tokens (`head.safetensors`, ids only, rows taken
+from the target's head; see output_head.py), so q is zero elsewhere and the rule stays exact.
+On disk: config.json (the draft layer's Llama config), model.safetensors (fc + layer + norm),
+head.safetensors, training.json and a model card. `python -m training features` and
+`python -m training train-features` make one.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import torch
+
+from ..lm.cached_lm import CachedLM
+from .base import CATCH_UP_TOKENS, Proposal
+from ..trace.source import MODEL_SOURCE, DraftSource
+from .output_head import OutputHead, load_head
+from ..rules.warp import SamplingConfig, warp_logits
+
+KIND = "feature"
+CONFIG_FILE = "config.json"
+WEIGHTS_FILE = "model.safetensors"
+MARKER = "feature_draft"  # config.json key that marks a feature draft's folder
+
+
+def draft_layer_config(target_config, layers: int = 1, **overrides):
+    """The target's Llama config cut to `layers` decoder layers, no vocabulary (inputs are embeddings)."""
+    from transformers import LlamaConfig
+
+    cfg = target_config.to_dict()
+    for key in ("architectures", "auto_map", "_name_or_path", "transformers_version", "model_type"):
+        cfg.pop(key, None)
+    cfg.update(num_hidden_layers=layers, vocab_size=1, pad_token_id=None, bos_token_id=None, eos_token_id=None,
+               tie_word_embeddings=False, **overrides)
+    return LlamaConfig(**cfg)
+
+
+class FeatureDraftModel(torch.nn.Module):
+    """g([f_t ; e(x_{t+1})]) -> the predicted f_{t+1} (after a final RMS norm, as the target's is)."""
+
+    def __init__(self, config):
+        super().__init__()
+        from transformers import LlamaModel
+
+        d = config.hidden_size
+        self.config = config
+        self.fc = torch.nn.Linear(2 * d, d, bias=True)
+        self.body = LlamaModel(config)
+
+    def forward(self, features: torch.Tensor, embeds: torch.Tensor, position_ids: torch.Tensor,
+                past_key_values=None, attention_mask=None, use_cache: bool = False):
+        x = self.fc(torch.cat([features.to(self.fc.weight.dtype), embeds.to(self.fc.weight.dtype)], dim=-1))
+        out = self.body(inputs_embeds=x, position_ids=position_ids, past_key_values=past_key_values,
+                        attention_mask=attention_mask, use_cache=use_cache)
+        return out.last_hidden_state, out.past_key_values
+
+    def init_from_target(self, target_model) -> None:
+        """Start from the target's last decoder layers and final norm (same shapes), the feature half
+        of fc as the identity: before training the draft already maps f_t to something like it."""
+        source = target_model.get_decoder().layers[-len(self.body.layers):]
+        for mine, theirs in zip(self.body.layers, source):
+            mine.load_state_dict(theirs.state_dict())
+        self.body.norm.load_state_dict(target_model.get_decoder().norm.state_dict())
+        d = self.config.hidden_size
+        with torch.no_grad():
+            self.fc.weight.zero_()
+            self.fc.weight[:, :d].copy_(torch.eye(d))
+            self.fc.weight[:, d:].normal_(0.0, 0.02)
+            self.fc.bias.zero_()
+
+    def save(self, directory: str | Path, extra: dict | None = None) -> None:
+        from safetensors.torch import save_file
+
+        directory = Path(directory)
+        directory.mkdir(parents=True, exist_ok=True)
+        cfg = self.config.to_dict()
+        cfg[MARKER] = {"version": 1, **(extra or {})}
+        (directory / CONFIG_FILE).write_text(json.dumps(cfg, indent=1))
+        state = {k: v.detach().to(torch.float16 if v.is_floating_point() else v.dtype).contiguous().cpu()
+                 for k, v in self.state_dict().items() if not k.startswith("body.embed_tokens")}
+        save_file(state, str(directory / WEIGHTS_FILE))
+
+
+def is_feature_draft(directory: str | Path) -> bool:
+    path = Path(directory).expanduser() / CONFIG_FILE
+    if not path.is_file():
+        return False
+    try:
+        return MARKER in json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):
+        return False
+
+
+def load_feature_draft(directory: str | Path, target_model, dtype: torch.dtype, device) -> tuple[FeatureDraftModel, OutputHead]:
+    """The draft layer in `directory` for `target_model` (raises ValueError with a clear reason)."""
+    from safetensors.torch import load_file
+    from transformers import LlamaConfig
+
+    directory = Path(directory).expanduser()
+    raw = json.loads((directory / CONFIG_FILE).read_text())
+    raw.pop(MARKER, None)
+    config = LlamaConfig(**raw)
+    hidden = target_model.get_input_embeddings().weight.shape[1]
+    if config.hidden_size != hidden:
+        raise ValueError(f"it drafts from {config.hidden_size}-wide hidden states; this target's are {hidden} wide")
+    model = FeatureDraftModel(config)
+    state = load_file(str(directory / WEIGHTS_FILE))
+    missing, unexpected = model.load_state_dict(state, strict=False)
+    if unexpected or [k for k in missing if not k.startswith("body.embed_tokens")]:
+        raise ValueError(f"its weights do not fit its layer (missing {missing}, unexpected {unexpected})")
+    model.to(device=device, dtype=dtype).eval()
+    head = load_head(directory, dtype, device, target_model)
+    if head is None:
+        raise ValueError("it has no head.safetensors (the token ids its head scores)")
+    head = OutputHead(head.token_ids.to(device), head.weight.to(device=device, dtype=dtype))
+    return model, head
+
+
+class FeatureDraftLM(CachedLM):
+    """The feature draft's layer with its KV cache, fed (n, 2 x hidden) vectors [f_t ; e(x_{t+1})]
+    and returning the predicted features (its final hidden states) instead of logits. A CachedLM,
+    so that with cross-run batching on (batching.py) the drafts of concurrent runs share its passes
+    as their targets share theirs."""
+
+    returns_hidden = True
+
+    def __init__(self, model: FeatureDraftModel, device):
+        super().__init__(model, device, vocab_width=0)
+
+    def _inputs(self, tokens: torch.Tensor) -> torch.Tensor:
+        return tokens.unsqueeze(0)
+
+    def _body(self, inputs: torch.Tensor, position_ids: torch.Tensor, cache, attention_mask=None):
+        """g over (batch, n, 2 x hidden) pairs: the predicted features (batch, n, hidden), the grown cache."""
+        d = inputs.shape[-1] // 2
+        return self.model(inputs[..., :d], inputs[..., d:], position_ids, past_key_values=cache,
+                          attention_mask=attention_mask, use_cache=True)
+
+
+class FeatureDrafter:
+    """Drafts with a FeatureDraftModel from the target's features (the chain loop attaches the
+    target's CachedLM, which then keeps its final hidden states). Its KV cache (`lm`, a
+    FeatureDraftLM) holds only the pairs (f_t, x_{t+1}) built from true features; the pairs a draft
+    adds on its own predictions are dropped after every proposal, and the next proposal first
+    catches up on the target's new features (the tokens the target verified meanwhile)."""
+
+    kind = "model"
+
+    def __init__(self, model: FeatureDraftModel, head: OutputHead, embedding: torch.nn.Module, device,
+                 vocab_width: int, name: str):
+        self.model = model
+        self.head = head
+        self.embedding = embedding
+        self.device = device
+        self.vocab_width = vocab_width
+        self.name = name
+        self.lm = FeatureDraftLM(model, device)
+        self.length = 0  # pairs in the cache, all from true features: pair t sits at position t
+        self.target = None  # the target's CachedLM (attach_target)
+
+    @property
+    def calls(self) -> int:
+        return self.lm.calls
+
+    def attach_target(self, lm) -> None:
+        """Read features from `lm` (the run's target CachedLM), which starts keeping them."""
+        lm.keep_features()
+        self.target = lm
+
+    def sources(self, sequence: list[int]) -> list[DraftSource]:
+        """The model's source once the target has read part of the context (its features exist)."""
+        return [MODEL_SOURCE] if self.target is not None and self.target.length > 0 else []
+
+    def _pass(self, features: torch.Tensor, tokens: list[int], start: int) -> torch.Tensor:
+        """Feed the pairs (features[i], tokens[i]) at positions start.. (the cache must hold exactly
+        `start`); the feature predicted from the last pair, (1, hidden)."""
+        if start != self.lm.length:
+            raise RuntimeError(f"feature draft cache holds {self.lm.length} pairs, the pass starts at {start}")
+        with torch.inference_mode():
+            embeds = self.embedding(torch.tensor(tokens, device=self.device))
+            dtype = self.model.fc.weight.dtype
+            pairs = torch.cat([features.to(dtype), embeds.to(dtype)], dim=-1)
+        return self.lm.forward(pairs, keep=1)
+
+    def _crop(self, length: int) -> None:
+        self.lm.rollback(length)
+
+    def propose(self, sequence: list[int], gamma: int, sampling: SamplingConfig, generator: torch.Generator,
+                keep_going=None, source: DraftSource | None = None, exact: bool = False,
+                stop_after=None) -> Proposal:
+        """Up to `gamma` tokens, as ModelDrafter.propose (the same `keep_going` and `stop_after`)."""
+        if self.target is None or self.target.length == 0 or gamma < 1 or len(sequence) < 2:
+            return Proposal([], torch.empty(0, self.vocab_width, device=self.device))
+        n = len(sequence)
+        known = min(self.target.length, n - 1)  # pairs t < known have true features f_t and a next token
+        # re-feed at least the last true pair: its output, the predicted f_known, starts the draft
+        self.length = min(self.length, known - 1)
+        self._crop(self.length)
+        started, fed = time.perf_counter(), known - self.length
+        feature = self._pass(self.target.features[self.length: known], list(sequence[self.length + 1: known + 1]),
+                             self.length)[-1:]
+        self.length = known
+        catch_up = time.perf_counter() - started if fed > CATCH_UP_TOKENS else 0.0
+        # positions the target has not read (a context longer than its cache): its own predictions
+        for t in range(known, n - 1):
+            feature = self._pass(feature, [sequence[t + 1]], t)[-1:]
+        tokens, rows = [], []
+        for i in range(gamma):
+            logits = self.head.logits(feature, self.vocab_width)[-1]
+            q = warp_logits(logits, sampling)
+            x = int(torch.multinomial(q, 1, generator=generator)) if not sampling.greedy else int(q.argmax())
+            tokens.append(x)
+            rows.append(q)
+            if i + 1 == gamma:
+                break
+            if keep_going is not None and not keep_going(i, float(torch.softmax(logits, -1)[x])):
+                break
+            if stop_after is not None and stop_after(tokens):
+                break
+            feature = self._pass(feature, [x], n - 1 + i)[-1:]
+        self._crop(self.length)
+        return Proposal(tokens, torch.stack(rows), catch_up_seconds=catch_up)
+
+    def rollback(self, length: int) -> None:
+        """Keep the pairs of the first `length` committed tokens (pair t needs token t + 1)."""
+        if self.length > max(0, length - 1):
+            self.length = max(0, length - 1)
+            self._crop(self.length)

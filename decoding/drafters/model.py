@@ -1,0 +1,59 @@
+"""The draft model: autoregressive drafting with a small causal LM and its own KV cache."""
+
+from __future__ import annotations
+
+import time
+
+import torch
+
+from ..lm.cached_lm import CachedLM
+from ..rules.warp import SamplingConfig, warp_logits
+from ..trace.source import MODEL_SOURCE, DraftSource
+from .base import CATCH_UP_TOKENS, Proposal
+
+
+class ModelDrafter:
+    """Autoregressive drafting with a small causal LM (Algorithm 1, step 1 of Leviathan et al.)."""
+
+    kind = "model"
+
+    def __init__(self, model: torch.nn.Module, device: torch.device, vocab_width: int, name: str, head=None):
+        self.lm = CachedLM(model, device, vocab_width, head)
+        self.name = name
+
+    @property
+    def calls(self) -> int:
+        return self.lm.calls
+
+    def sources(self, sequence: list[int]) -> list[DraftSource]:
+        return [MODEL_SOURCE]
+
+    def propose(self, sequence: list[int], gamma: int, sampling: SamplingConfig, generator: torch.Generator,
+                keep_going=None, source: DraftSource | None = None, exact: bool = False,
+                stop_after=None) -> Proposal:
+        """Up to `gamma` tokens (`source` is always the model's, `exact` changes nothing here).
+        `keep_going(i, confidence)`, when given, is asked after token i with the draft's unwarped
+        probability of it and ends the draft early on False (the token stays in); `stop_after(tokens)`
+        likewise with the tokens drafted so far. Stopping depends on the draft side only, so
+        exactness is untouched."""
+        tokens: list[int] = []
+        rows = []
+        new_tokens, started = len(sequence) - self.lm.length, time.perf_counter()
+        logits = self.lm.extend(sequence, keep=1)[-1]
+        catch_up = time.perf_counter() - started if new_tokens > CATCH_UP_TOKENS else 0.0
+        for i in range(gamma):
+            q = warp_logits(logits, sampling)
+            x = int(torch.multinomial(q, 1, generator=generator)) if not sampling.greedy else int(q.argmax())
+            tokens.append(x)
+            rows.append(q)
+            if i + 1 < gamma:
+                if keep_going is not None and not keep_going(i, float(torch.softmax(logits, -1)[x])):
+                    break
+                if stop_after is not None and stop_after(tokens):
+                    break
+                logits = self.lm.forward([x])[-1]
+        return Proposal(tokens, torch.stack(rows) if rows else torch.empty(0, self.lm.vocab_width),
+                        catch_up_seconds=catch_up)
+
+    def rollback(self, length: int) -> None:
+        self.lm.rollback(length)

@@ -1,0 +1,150 @@
+"""docs/gpu.md: the device and every part's figures in markdown, from the parts' result dicts.
+
+Parts can run one at a time, so each run's results are kept in runs/gpu-check/results.json and
+merged with the earlier parts measured on the same device and torch; the report is rewritten from
+the merged results. Text that came from errors has this machine's repository and home directory
+replaced, so the report names no local path."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ...paths import REPO, display_path
+from .settings import PARTS
+
+TITLES = {"tests": "CUDA-marked tests (tiny random models, float32, TF32 off)",
+          "bench": "Benchmark (our methods and the HF peers)",
+          "energy": "Energy per token (NVML)",
+          "ppd": "PPD hardware tune"}
+
+
+def scrub(text: str) -> str:
+    """`text` without this machine's repository or home path."""
+    return str(text).replace(str(REPO), ".").replace(str(Path.home()), "~")
+
+
+def _num(v, spec=".3f") -> str:
+    return "n/a" if v is None else format(v, spec)
+
+
+def merge(previous: dict | None, info: dict, results: dict) -> dict:
+    """{"device": info, "parts": ...}: the new parts over the earlier ones of the same device and torch."""
+    same = bool(previous) and all(previous.get("device", {}).get(k) == info.get(k) for k in ("device", "torch"))
+    parts = {**(previous["parts"] if same else {}), **{k: {**v, "date": info["date"]} for k, v in results.items()}}
+    return {"device": info, "parts": parts}
+
+
+def _device_table(info: dict) -> list[str]:
+    return ["| | |", "|---|---|",
+            f"| device | {info['device']} (compute capability {info['capability']}, {info['memory_gib']} GiB, "
+            f"bfloat16 {'yes' if info['bf16'] else 'no'}) |",
+            f"| driver | {info['driver']} |",
+            f"| CUDA (torch's build) / cuDNN | {info['cuda']} / {info['cudnn']} |",
+            f"| torch / transformers / Python | {info['torch']} / {info['transformers']} / {info['python']} |",
+            f"| date | {info['date']} |"]
+
+
+def _tests(r: dict) -> list[str]:
+    counts = ", ".join(f"{n} {k}" for k, n in r.get("counts", {}).items()) or "no summary"
+    out = [f"`{r.get('command', '')}`: {counts}."]
+    if not r.get("tail"):  # a failed run shows pytest's own tail instead
+        out += [f"- `{scrub(line)}`" for line in r.get("problems", [])]
+    return out
+
+
+def _bench(r: dict) -> list[str]:
+    out = []
+    if r.get("skipped"):
+        out += ["Skipped:", ""] + [f"- {s['what']}: {scrub(s['why'])}" for s in r["skipped"]] + [""]
+    for run in r.get("runs", []):
+        s = run["settings"]
+        draft_dtype = str(run["models"].get("draft_dtype") or "none").removeprefix("torch.")
+        out += [f"### {run['pair']}, {run['dtype']}", "",
+                f"Dev prompts: {s['prompts']}; {s['max_new_tokens']} new tokens, greedy, gamma "
+                f"{', '.join(str(g) for g in s['gammas'])}, {s['repeats']} repeat after {s['warmup']} warm-up; draft "
+                f"dtype {draft_dtype}; full results in `{run['out']}`." + (f" {run['note']}." if run.get("note") else ""),
+                "", run["table"].rstrip(), ""]
+        if run.get("greedy_equal"):
+            out.append(f"Greedy output equal to our autoregressive output in {run['dtype']}"
+                       + ("" if run["dtype"] == "float32" else " (exactness is claimed in float32 only)") + ": "
+                       + ", ".join(f"{k} {v}" for k, v in run["greedy_equal"].items()) + ".")
+        fastest = run.get("fastest")
+        if fastest:
+            out.append(f"Fastest drafter of this run: **{fastest['drafter']}** at gamma {fastest['gamma']}, "
+                       f"{fastest['speedup']:.2f}x our autoregressive decoding.")
+        elif run.get("default_target"):
+            out.append("No drafter of this run was faster than our autoregressive decoding.")
+        out += [f"Energy in these short runs: {run['energy_note']} (per-token figures need windows of at least "
+                "one second: see the energy section).", ""]
+    return out
+
+
+def _energy(r: dict) -> list[str]:
+    if r["status"] == "unavailable":
+        return [f"Not measured: {scrub(r['reason'])}."]
+    drafter = f", speculative with the {r['drafter']} drafter" if r.get("drafter") else ""
+    out = [f"{r['pair']}{drafter}, {r['dtype']}, greedy, gamma 4; {r['meter']}; windows of at least "
+           f"{r['window_seconds']:.0f} s; idle power {_num(r['idle_watts'], '.1f')} W.", "",
+           "| method | tokens | window s | joules | J/token | J/token above idle |", "|---|---|---|---|---|---|"]
+    for name, m in r["methods"].items():
+        out.append(f"| {name} | {m['tokens']} | {m['seconds']:.2f} | {_num(m['joules'], '.2f')} "
+                   f"| {_num(m['joules_per_token'], '.4f')} | {_num(m['above_idle_joules_per_token'], '.4f')} |")
+    return out
+
+
+def _ppd(r: dict) -> list[str]:
+    sizes = r["rows"][0]["sizes"]
+    out = [f"Target {r['target']}; prompt embeddings: {scrub(r['rows'][0]['embeddings'])}. "
+           f"n* on the project's CPU: {r['cpu_tree_size']}. On this GPU: "
+           + ", ".join(f"{row['tree_size']} in {row['dtype']}" for row in r["rows"])
+           + (" (**moved**)." if r["moved"] else " (same as on the CPU)."), "",
+           "| n | " + " | ".join(str(n) for n in sizes) + " |", "|---|" + "---|" * len(sizes)]
+    for row in r["rows"]:
+        out.append(f"| T(n) tokens per step, {row['dtype']} | " + " | ".join(f"{v:.2f}" for v in row["tokens_per_step"]) + " |")
+        out.append(f"| L(n) ms, {row['dtype']} | " + " | ".join(f"{v:.2f}" for v in row["latency_ms"]) + " |")
+        out.append(f"| T/L relative, {row['dtype']} | " + " | ".join(f"{v:.2f}" for v in row["speedup_rel"]) + " |")
+    return out
+
+
+RENDER = {"tests": _tests, "bench": _bench, "energy": _energy, "ppd": _ppd}
+
+
+def render(data: dict) -> str:
+    """The markdown of docs/gpu.md from merged results."""
+    info, parts = data["device"], data["parts"]
+    lines = ["# GPU check", "",
+             "Written by `make gpu-check PYTHON=python3` (`python -m decoding gpu-check`); one part alone: "
+             "`python -m decoding gpu-check --part tests|bench|energy|ppd`.", ""] + _device_table(info) + [""]
+    for name in PARTS:
+        lines += [f"## {TITLES[name]}", ""]
+        r = parts.get(name)
+        if r is None:
+            lines += [f"Not run yet: `python -m decoding gpu-check --part {name}`.", ""]
+            continue
+        lines += [f"Status: **{r['status']}** ({r['date']}, {r['seconds']} s).", ""]
+        if r["status"] == "failed":
+            lines += [f"Error: {scrub(r.get('error', 'unknown'))}", ""]
+            detail = r.get("traceback") or r.get("tail")
+            if detail:
+                lines += ["```text", scrub(detail).rstrip(), "```", ""]
+            if name in ("tests", "bench") and (r.get("counts") or r.get("runs")):
+                lines += RENDER[name](r) + [""]
+            continue
+        lines += RENDER[name](r) + [""]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def write_report(info: dict, results: dict, out: Path, runs_dir: Path) -> str:
+    """Merge with the earlier parts, keep the merged results, write the markdown; returns its path as shown."""
+    store = runs_dir / "results.json"
+    try:
+        previous = json.loads(store.read_text())
+    except (OSError, ValueError):
+        previous = None
+    data = merge(previous, info, results)
+    store.parent.mkdir(parents=True, exist_ok=True)
+    store.write_text(json.dumps(data, indent=1, default=str))
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(render(data))
+    return display_path(out)

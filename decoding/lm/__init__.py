@@ -1,0 +1,15 @@
+"""Layer 2, the language models: loading them, running them with a KV cache, and what they read.
+
+- `models/`          loading a target or draft (the embedded GGUF default, a directory, a .gguf file,
+                     a hub id) into a `LoadedModel`; its attention kernel and head layout
+- `cached_lm.py`     a causal LM with a KV cache that extends by any number of tokens and rolls back
+- `kv_cache.py`      the cache's layers, grown in place rather than copied on every pass
+- `batching.py`      concurrent runs on one model sharing its forward passes (a class's runs)
+- `devices.py`       which device and dtype a run uses; waiting for queued GPU work before a clock
+- `scoring.py`       teacher-forced scoring of a continuation in one pass
+- `prompt_files.py`  the one reader of prompt files (JSON lines or plain lines); it sits this low
+                     because PPD's own report (a method) reads prompt files too
+
+A model's weight bytes (`models/loaded.py: model_weight_bytes`) are counted here, where the loader
+reports them; the energy meters above re-export it. Imports only the trace and rules layers.
+"""

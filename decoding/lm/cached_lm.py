@@ -1,0 +1,122 @@
+"""A causal LM with a KV cache that can be extended by any number of tokens and rolled back.
+
+Speculative decoding appends draft tokens to both caches and, after a rejection, drops the
+rejected tail (DynamicCache.crop; its layers grow in place, kv_cache.py). The cache always covers a
+prefix of the committed sequence; `extend(sequence)` feeds whatever part of `sequence` the cache
+lacks plus `extra` tokens in one forward pass, so prefill, single steps and gamma+1-token
+verification are the same call.
+A draft with a restricted output head (`output_head.py`) computes its logits with that head.
+A target that a feature draft reads from (`drafters/feature.py`) keeps its final hidden states
+(`keep_features`): `features[t]` is the hidden state at position t, valid for t < length.
+When cross-run batching is on (`batching.py`, the app's classes), concurrent runs' calls on one
+model share a forward pass; each run still sees exactly its own cache and keeps its own features.
+A subclass may feed input vectors instead of token ids and return hidden states instead of
+logits (`returns_hidden`; the feature draft's layer, `drafters.feature.FeatureDraftLM`): `_body` is
+the one place that calls the model, for a solo pass and for a batched one alike.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from . import batching
+from .kv_cache import growing_cache
+
+
+class CachedLM:
+    returns_hidden = False  # forward returns final hidden states, not logits (a subclass's choice)
+
+    def __init__(self, model: torch.nn.Module, device: torch.device, vocab_width: int, head=None):
+        self.model = model
+        self.device = device
+        self.vocab_width = vocab_width  # logits are cut to the vocabulary shared with the other model
+        self.head = head  # an OutputHead: logits over its tokens only (-inf elsewhere)
+        self.cache = growing_cache(model.config)  # appends in place (kv_cache.py)
+        self.length = 0  # tokens whose keys/values are in the cache
+        self.calls = 0  # forward passes so far (a batched pass counts once)
+        self.features: torch.Tensor | None = None  # (capacity, hidden) once keep_features() is called
+
+    def keep_features(self) -> None:
+        """From now on keep the final hidden state of every position fed (for a feature draft);
+        batched passes keep them too (the batcher hands each run its rows)."""
+        if self.features is None:
+            hidden = self.model.get_input_embeddings().weight.shape[1]
+            self.features = torch.empty(0, hidden, device=self.device)
+
+    def forward(self, tokens, keep: int | None = None) -> torch.Tensor:
+        """Append `tokens` to the cache; return float32 logits of shape (len(tokens), vocab_width),
+        or of the last `keep` tokens only (the LM head then runs on those rows alone: a prefill
+        that needs one row skips a (prompt x vocab) matmul). `tokens`: token ids, or for a subclass
+        that feeds vectors a (n, inputs) tensor."""
+        if len(tokens) == 0:
+            raise ValueError("forward needs at least one token")
+        batcher = batching.batcher()
+        if batcher is not None:
+            return batcher.forward(self, tokens, keep)
+        return self.forward_alone(tokens, keep)
+
+    def _body(self, inputs: torch.Tensor, position_ids: torch.Tensor, cache, attention_mask=None):
+        """One pass of the model's decoder over `inputs` (batch, n) token ids: its final hidden states
+        (batch, n, hidden) and the grown `cache`. `attention_mask`: None (causal) or a 4D additive
+        mask (batch, 1, n, cached + n)."""
+        out = self.model.get_decoder()(input_ids=inputs, past_key_values=cache, use_cache=True,
+                                       position_ids=position_ids, attention_mask=attention_mask)
+        return out.last_hidden_state, out.past_key_values
+
+    def _inputs(self, tokens) -> torch.Tensor:
+        """A call's tokens as one row of the model's input: (1, n) ids."""
+        return torch.tensor([list(tokens)], dtype=torch.long, device=self.device)
+
+    def _logits(self, rows: torch.Tensor) -> torch.Tensor:
+        """Float32 logits (n, vocab_width) of final hidden states `rows` (n, hidden)."""
+        if self.head is not None:
+            return self.head.logits(rows, self.vocab_width)
+        return self.model.get_output_embeddings()(rows)[:, : self.vocab_width].float()
+
+    @torch.inference_mode()
+    def forward_alone(self, tokens, keep: int | None = None) -> torch.Tensor:
+        """`forward` as one pass of this run alone."""
+        positions = torch.arange(self.length, self.length + len(tokens), device=self.device).unsqueeze(0)
+        if self.head is not None or self.features is not None or self.returns_hidden:
+            hidden, self.cache = self._body(self._inputs(tokens), positions, self.cache)
+            hidden = hidden[0]
+            if self.features is not None:
+                self.store_features(hidden)
+            self.length += len(tokens)
+            self.calls += 1
+            rows = hidden[-keep:] if keep else hidden
+            return rows if self.returns_hidden else self._logits(rows)
+        out = self.model(
+            input_ids=self._inputs(tokens),
+            past_key_values=self.cache,
+            use_cache=True,
+            position_ids=positions,
+            **({"logits_to_keep": keep} if keep is not None and keep < len(tokens) else {}),
+        )
+        self.cache = out.past_key_values
+        self.length += len(tokens)
+        self.calls += 1
+        return out.logits[0, :, : self.vocab_width].float()
+
+    def store_features(self, hidden: torch.Tensor) -> None:
+        """Write the fed positions' hidden states at [length, length + n) (growing the buffer)."""
+        end = self.length + hidden.shape[0]
+        if end > self.features.shape[0]:
+            grown = torch.empty(max(end, 2 * self.features.shape[0], 256), hidden.shape[1],
+                                dtype=hidden.dtype, device=hidden.device)
+            grown[: self.length] = self.features[: self.length].to(hidden.dtype)
+            self.features = grown
+        self.features[self.length: end] = hidden
+
+    def extend(self, sequence: list[int], extra: list[int] = (), keep: int | None = None) -> torch.Tensor:
+        """Feed sequence[self.length:] + extra; logits for every fed token (the last `keep` only)."""
+        if self.length > len(sequence):
+            raise RuntimeError("cache is ahead of the sequence: roll back first")
+        return self.forward(list(sequence[self.length :]) + list(extra), keep)
+
+    def rollback(self, length: int) -> None:
+        """Drop cached tokens beyond `length` (no-op when the cache is not longer)."""
+        remove = self.length - length
+        if remove > 0:
+            self.cache.crop(-remove)
+            self.length = length

@@ -1,0 +1,17 @@
+"""Layer 4, the methods: one generator per decoding method, yielding one `IterationRecord` per iteration.
+
+- `registry.py`        the method registry (`METHODS`): each method's generator, settings, trace data
+- `settings.py`        a method's own settings as dataclass fields made with `knob()` (default, range,
+                       help, CLI flag, app label)
+- `base.py`            what every method shares: `RunConfig`, `RunState` (cut at end-of-sequence or
+                       max-new-tokens, timing, energy, records)
+- `autoregressive.py`  plain decoding, the baseline
+- `speculative.py`     speculative sampling (Leviathan et al.): a chain drafted, verified in one pass
+- `mentored.py`        the chain with mentored decoding's lossy rule (the rule: `rules/mentored.py`)
+- `mjsd/`              multi-token joint speculative decoding: beam drafts, joint-likelihood verify
+- `ppd/`               parallel prompt decoding: prompt tokens, sparse trees, hardware-aware tree size
+
+A method is `method(target, drafter, prompt_ids, config, meter)`: it checks its settings, then returns
+a generator. Adding a method means one registry entry and its own files here. Imports only the
+trace, rules, lm and drafters layers.
+"""

@@ -1,0 +1,86 @@
+"""The method registry: one entry per decoding method, the single place that says what a method is.
+
+Each `MethodSpec` holds the method's generator (`run`), which common settings it uses (a drafter,
+gamma, lenience), its settings dataclass (fields carry default, range, help, CLI flag and app
+control: `settings.py`) and the dataclass of its per-iteration trace data. The CLI's flags,
+the app's controls and their checks, "copy as CLI command", the benchmark's variants and the app's
+method panels are all derived from `METHODS`; adding a method means one entry here and its own
+files (a strategy with its settings and trace data, and, if it has one, an app panel).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Iterator
+
+from .settings import MethodSettings
+from .autoregressive import AutoregressiveSettings, autoregressive
+from .mentored import MentoredSettings, MentoredStep, mentored
+from .mjsd.generator import MjsdSettings, MjsdStep, mjsd
+from .ppd.generator import PPDSettings, PPDStep, ppd
+from .speculative import ChainStep, SpeculativeSettings, speculative
+from ..trace.record import IterationRecord, StepData
+
+__all__ = ["MethodSpec", "METHODS", "method_spec", "STEP_DATA"]
+
+
+@dataclass(frozen=True)
+class MethodSpec:
+    name: str
+    run: Callable[..., Iterator[IterationRecord]]  # run(target, drafter, prompt_ids, config, meter)
+    settings: type[MethodSettings]
+    summary: str  # one line: what the method does
+    title: str = ""  # how people write its name ("PPD", "MJSD"); default: the name
+    uses_drafter: bool = False  # needs a drafter (a draft model or prompt lookup)
+    needs_draft_model: bool = False  # a weight-free drafter will not do (beam search on a model)
+    uses_gamma: bool = False
+    uses_lenience: bool = False
+    lossless: str = "yes"  # "yes", "no" or a condition ("greedy only")
+    trace_data: type[StepData] | None = None  # the method's own data in each record (record.extra[KEY])
+
+    def __post_init__(self) -> None:
+        if not self.title:
+            object.__setattr__(self, "title", self.name)
+
+    def __call__(self, target, drafter, prompt_ids, config, meter=None) -> Iterator[IterationRecord]:
+        return self.run(target, drafter, prompt_ids, config, meter)
+
+    @property
+    def adaptive_gamma(self) -> bool:
+        """Accepts a gamma schedule (fixed / auto / heuristic)."""
+        return any(f.name == "gamma_schedule" for f, _ in self.settings.knobs())
+
+
+METHODS: dict[str, MethodSpec] = {
+    spec.name: spec
+    for spec in (
+        MethodSpec("autoregressive", autoregressive, AutoregressiveSettings,
+                   "plain decoding: one target call per token (the baseline)"),
+        MethodSpec("speculative", speculative, SpeculativeSettings,
+                   "speculative sampling: a drafter proposes gamma tokens, the target checks them in one pass",
+                   uses_drafter=True, uses_gamma=True, uses_lenience=True, lossless="yes at lenience 1",
+                   trace_data=ChainStep),
+        MethodSpec("mentored", mentored, MentoredSettings,
+                   "mentored decoding: accept more drafts while KL(p || output) <= D per token",
+                   uses_drafter=True, uses_gamma=True, lossless="yes at D = 0", trace_data=MentoredStep),
+        MethodSpec("mjsd", mjsd, MjsdSettings,
+                   "multi-token joint speculative decoding: beam drafts, joint-likelihood ratio against tau",
+                   title="MJSD", uses_drafter=True, needs_draft_model=True, uses_gamma=True, lossless="no",
+                   trace_data=MjsdStep),
+        MethodSpec("ppd", ppd, PPDSettings,
+                   "parallel prompt decoding: the target guesses ahead with trained prompt tokens, sparse tree",
+                   title="PPD", lossless="greedy only", trace_data=PPDStep),
+    )
+}
+
+
+# every kind of method data a record can carry, by its key in record.extra (the trace reader checks them)
+STEP_DATA: dict[str, type[StepData]] = {cls.KEY: cls for cls in (ChainStep, MentoredStep, MjsdStep, PPDStep)}
+
+
+def method_spec(name: str, methods: dict[str, MethodSpec] | None = None) -> MethodSpec:
+    """The registry entry of `name`, or ValueError naming the choices."""
+    methods = METHODS if methods is None else methods
+    if name not in methods:
+        raise ValueError(f"unknown method {name!r}; choose one of: {', '.join(methods)}")
+    return methods[name]

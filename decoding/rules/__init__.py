@@ -1,0 +1,10 @@
+"""Layer 1, the rules: pure tensor maths over probability distributions (no models, no caches).
+
+- `warp.py`        temperature, top-k and top-p: logits -> the one distribution p or q is
+- `acceptance.py`  the strict and lenient acceptance rules, the residual, verifying a chain
+- `mentored.py`    mentored decoding's rule: the most acceptance within a KL(target || output) bound
+- `theory.py`      Leviathan et al.'s closed forms (tokens per call, speedup) and a measured cost model
+- `lab.py`         the single-step sampling lab: a rule applied N times to hand-written p and q
+
+Imports only the trace layer below it.
+"""
