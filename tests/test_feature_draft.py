@@ -394,7 +394,7 @@ def test_eval_draft_without_engine_runs_has_no_tokens_per_call_for_a_feature_dra
 
 
 def test_unroll_folds_several_layers_through_a_fuse_and_regresses_on_the_final_state():
-    """scripts/multilayer_features.py's fused arm: a draft with `fuse_in` reads wider input features;
+    """experiments/multilayer_features.py's fused arm: a draft with `fuse_in` reads wider input features;
     a fuse that starts as "take the final state" gives exactly the plain draft's predictions, and the
     regression target is the final state (the first block), not the whole fused width."""
     import importlib.util
@@ -405,7 +405,7 @@ def test_unroll_folds_several_layers_through_a_fuse_and_regresses_on_the_final_s
     from distill.feature_train import collate, losses, unroll
 
     spec = importlib.util.spec_from_file_location(
-        "multilayer_features", Path(__file__).resolve().parents[1] / "scripts" / "multilayer_features.py")
+        "multilayer_features", Path(__file__).resolve().parents[1] / "experiments" / "multilayer_features.py")
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)
     torch.manual_seed(0)
