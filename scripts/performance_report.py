@@ -22,9 +22,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from decoding.paths import DOCS  # noqa: E402
+from decoding.paths import BENCH_RUNS as BENCH, DOCS  # noqa: E402
 
-BENCH = DOCS / "bench"
 CATEGORY_NAMES = {"mt_bench": "multi-turn", "translation": "translation", "summarization": "summarization",
                   "qa": "QA", "math_reasoning": "math", "rag": "RAG"}
 ORDER = list(CATEGORY_NAMES)
