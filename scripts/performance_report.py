@@ -511,7 +511,9 @@ def header() -> list[str]:
             "a near-tie (each run's section gives the rate; transformers' assisted generation does the same). On the "
             "CPU a bfloat16 model runs a split attention kernel (`decoding/lm/models/attention.py`), its KV cache "
             "grows in place (`decoding/lm/kv_cache.py`), and its LM head gets freshly laid-out rows after a prefill "
-            "(`decoding/lm/models/head_layout.py`).", ""]
+            "(`decoding/lm/models/head_layout.py`). With the automatic γ the pass sizes follow measured times, so in "
+            "bfloat16 a speculative variant's greedy text, and with it how much a copy can find, can change from "
+            "run to run: compare bfloat16 runs by category with that spread in mind. In float32 it does not.", ""]
 
 
 def main(argv=None) -> int:
