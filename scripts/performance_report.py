@@ -22,6 +22,7 @@ import argparse
 import json
 import math
 import sys
+import textwrap
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -40,7 +41,7 @@ PUBLISHED = {
 }
 BEGIN, END = "<!-- performance:begin -->", "<!-- performance:end -->"
 CLASS_BEGIN, CLASS_END = "<!-- classroom:begin -->", "<!-- classroom:end -->"
-# The class checks of the Makefile, in the order docs/classroom.md lists them.
+# The class checks of the Makefile first, in this order; any other class-* run after them.
 CLASS_RUNS = {"class-check": "make class-check", "class-hall": "make class-hall", "class-soak": "make class-soak"}
 
 
@@ -402,7 +403,7 @@ def readme_block(name: str, result: dict) -> str:
                "`speculative-<drafter>-auto` is our speculative decoding with the automatic γ; `hf-*` rows are "
                "Hugging Face transformers' `generate()` and assisted generation in the same run. Every run, command "
                "and table: [docs/performance.md](docs/performance.md).")
-    return "\n".join([caption, ""] + category_table(result, headline_keys(result)))
+    return "\n".join(textwrap.wrap(caption, 100) + [""] + category_table(result, headline_keys(result)))
 
 
 def _span(bursts: list[dict], key: str, unit: str = " s", fmt: str = "g") -> str:
@@ -412,23 +413,39 @@ def _span(bursts: list[dict], key: str, unit: str = " s", fmt: str = "g") -> str
     return f"{lo:{fmt}}{unit}" if lo == hi else f"{lo:{fmt}}-{hi:{fmt}}{unit}"
 
 
-def classroom_block() -> str:
-    """docs/classroom.md's table: one row per class check the Makefile runs (the last run of each,
-    docs/bench/<check>-<precision>/result.json), the soak's figures as ranges over its bursts."""
-    rows = ["| check | clients | served / refused | wait, median | wait, longest | lab's slowest answer | "
-            "app's memory after | plain decoding alone | summary |", "|---|---|---|---|---|---|---|---|---|"]
+def class_label(path: Path, result: dict) -> str:
+    """A class run's name in the table: its make target, else what its command changed."""
     for prefix, target in CLASS_RUNS.items():
-        for path in sorted(BENCH.glob(f"{prefix}-*/result.json")):
-            r = read_json(path)
-            bursts, st = r["bursts"], r["settings"]
-            served, refused = sum(b["served"] for b in bursts), sum(b["refused"] for b in bursts)
-            who = f"{st['clients']} within {st['within_s']:g} s"
-            who += f", {len(bursts)} bursts" if len(bursts) > 1 else ""
-            rows.append(f"| `{target}` ({r['machine']['precision']}) | {who} | {served} / {refused} | "
-                        f"{_span(bursts, 'wait_done_median_s')} | {_span(bursts, 'wait_done_max_s')} | "
-                        f"{_span(bursts, 'lab_max_s')} | {_span(bursts, 'rss_mb_after', ' MB', ',')} | "
-                        f"{r['machine']['plain_tokens_per_second']:g} tokens/s | "
-                        f"[summary](bench/{path.parent.name}/summary.md) |")
+        if path.parent.name.startswith(prefix + "-"):
+            return f"`{target}`"
+    st = result["settings"]
+    changed = [f"--preset {st['preset']}" if st.get("preset") else "",
+               "--connect-in-burst" if st.get("connect_in_burst") else "",
+               " ".join(f"--set {k}={v}" for k, v in (st.get("set") or {}).items())]
+    return "`classroom_load.py " + " ".join(c for c in changed if c) + "`"
+
+
+def classroom_block() -> str:
+    """docs/classroom.md's table: one row per class run under docs/bench/ (class-*-<precision>/result.json,
+    written by `make class-check` and its siblings), the Makefile's checks first; a soak's figures are
+    ranges over its bursts."""
+    rows = ["| run | clients | served / refused | wait, median | wait, longest | lab's slowest answer | "
+            "app's memory after | plain decoding alone | summary |", "|---|---|---|---|---|---|---|---|---|"]
+    order = list(CLASS_RUNS)
+    paths = sorted(BENCH.glob("class-*-*/result.json"),
+                   key=lambda p: (next((i for i, k in enumerate(order) if p.parent.name.startswith(k + "-")),
+                                       len(order)), p.parent.name))
+    for path in paths:
+        r = read_json(path)
+        bursts, st = r["bursts"], r["settings"]
+        served, refused = sum(b["served"] for b in bursts), sum(b["refused"] for b in bursts)
+        who = f"{st['clients']} within {st['within_s']:g} s"
+        who += f", {len(bursts)} bursts" if len(bursts) > 1 else ""
+        rows.append(f"| {class_label(path, r)} ({r['machine']['precision']}) | {who} | {served} / {refused} | "
+                    f"{_span(bursts, 'wait_done_median_s')} | {_span(bursts, 'wait_done_max_s')} | "
+                    f"{_span(bursts, 'lab_max_s')} | {_span(bursts, 'rss_mb_after', ' MB', ',')} | "
+                    f"{r['machine']['plain_tokens_per_second']:g} tokens/s | "
+                    f"[summary](bench/{path.parent.name}/summary.md) |")
     return "\n".join(rows if len(rows) > 2 else ["No class check has been run yet (`make class-check`)."])
 
 
