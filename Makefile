@@ -34,7 +34,7 @@ gpu-check:
 # A class at once against a freshly started app on its own port (stopped at the end): 30 clients
 # press Run within 5 s (32 new tokens, the default pair and pacing), after a warm-up that loads the
 # pair and measures this machine's plain speed; result.json and summary.md go to
-# docs/bench/class-check-<precision>/ (the README's class figures come from there). class-soak: ten
+# docs/bench/class-check-<precision>/ (docs/classroom.md's table comes from there). class-soak: ten
 # such bursts of new sessions in a row, the app's memory after each; class-hall: 60 clients within 10 s.
 CLASS_PORT ?= 7870
 CLASS_LOAD := $(PY) scripts/classroom_load.py --start-app --port $(CLASS_PORT)

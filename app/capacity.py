@@ -3,11 +3,11 @@
 On a CPU the runs share their forward passes (cross-run batching, decoding/lm/batching.py): up to
 `BATCHED_SLOTS` runs decode at once, one worker thread runs every pass on all usable cores, and a
 pass over eight runs' tokens costs little more than one run's. Measured with
-`scripts/thread_layout.py --runs 16 --max-new-tokens 32 --draft hybrid` (bfloat16, greedy):
-see the README's "A whole class at once". `SPECDEC_CROSS_RUN_BATCHING=0` turns it off; the app then
+`experiments/thread_layout.py --runs 16 --max-new-tokens 32 --draft hybrid` (bfloat16, greedy):
+see docs/experiments.md and docs/classroom.md. `SPECDEC_CROSS_RUN_BATCHING=0` turns it off; the app then
 uses the layout below, measured before batching existed:
 
-Measured on the 2-core CPU this app is developed on (`scripts/thread_layout.py`, 8 runs of 32
+Measured on the 2-core CPU this app is developed on (`experiments/thread_layout.py`, 8 runs of 32
 tokens of the default set-up in bfloat16, three runs of the script): two runs at once on one torch
 thread each served the batch 1.17-1.30x faster than one run at a time on two threads (a 135M model
 keeps little of a second core busy inside one forward pass, and Python overhead between passes

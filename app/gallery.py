@@ -2,7 +2,7 @@
 measured for each.
 
 The prompts come from `benchmarks/gallery.jsonl` (fields id, kind, title, prompt). The measured
-tags come ONLY from `docs/bench/gallery.json`, which the benchmark writes (per prompt id: drafter,
+tags come ONLY from `assets/gallery.json`, which the benchmark writes (per prompt id: drafter,
 gamma, precision, speedup, tokens_per_call, machine, date); nothing here types a tag by hand. That
 file may be absent: then the prompts show without tags and a race's lane A is speculative decoding
 with the model pair's own draft at gamma 4. No Gradio here.
@@ -15,10 +15,9 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-from decoding.paths import BENCHMARKS, DOCS
+from decoding.paths import BENCHMARKS, GALLERY_TAGS
 
 GALLERY_PROMPTS = BENCHMARKS / "gallery.jsonl"
-GALLERY_TAGS = DOCS / "bench" / "gallery.json"
 
 # Lane A's drafter in the race: a choice relative to the model pair, so a tag measured on the
 # default pair also reads on another pair (value -> label).
@@ -40,7 +39,7 @@ class GalleryItem:
 
 @dataclass(frozen=True)
 class GalleryTag:
-    """What the benchmark measured for one gallery prompt (docs/bench/gallery.json)."""
+    """What the benchmark measured for one gallery prompt (assets/gallery.json)."""
 
     id: str
     drafter: str

@@ -381,7 +381,7 @@ GALLERY_PREFIX = "gallery:"
 
 def prompt_choices() -> list[tuple[str, str]]:
     """The explainer's example prompts: the classic examples, then the task gallery shared with the
-    race (its labels carry what the benchmark measured for each prompt, docs/bench/gallery.json)."""
+    race (its labels carry what the benchmark measured for each prompt, assets/gallery.json)."""
     from .gallery import gallery_choices
 
     return [(label, label) for label in EXAMPLE_PROMPTS] + [

@@ -49,7 +49,7 @@ def load_models(target_spec: str, draft_spec: str, need_draft: bool, progress=No
     if on_zerogpu() and not {target_spec, draft_spec if need_draft else target_spec} <= preset_specs:
         raise gr.Error("This Space runs on shared GPUs (ZeroGPU), where only the preset pairs are loaded, at start-up; "
                        "it cannot load a custom model. Pick a preset, or run the app on your own machine "
-                       "(README: Run it yourself) to try other models.", title="Custom models are off here")
+                       "(README: Run it) to try other models.", title="Custom models are off here")
     try:
         target, draft = load_run_pair(target_spec, draft_spec, need_draft, dtype,
                                       target_progress=reporter(0.0, "target"), draft_progress=reporter(0.5, "draft"))

@@ -1,6 +1,6 @@
 """What the project measured, read from the committed benchmark results (never typed by hand).
 
-`docs/bench/` holds the JSON of the benchmark runs the README reports; the app quotes them (the
+`docs/bench/` holds the JSON of the benchmark runs the docs report; the app quotes them (the
 greedy-equality rate in bfloat16, the task gallery's tags) instead of copying numbers into text.
 """
 
@@ -9,9 +9,7 @@ from __future__ import annotations
 import json
 from functools import lru_cache
 
-from decoding.paths import DOCS
-
-BENCH_DIR = DOCS / "bench"
+from decoding.paths import BENCH_RUNS as BENCH_DIR
 
 
 @lru_cache(maxsize=None)

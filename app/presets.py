@@ -3,7 +3,7 @@
 On a CPU the offline default is the hybrid drafter with the feature draft (measured below; the
 hybrid with the distilled draft where the feature draft is not shipped). On a GPU the first preset is
 the drafter the GPU check measured fastest there (`decoding/eval/gpu_check/choice.py`,
-docs/gpu-choice.json), with what it measured in its note; until a check has run, the presets make
+assets/gpu-choice.json), with what it measured in its note; until a check has run, the presets make
 no GPU speed claim and say how to measure one.
 """
 

@@ -12,10 +12,13 @@ SHIPPED_CORPUS = ASSETS / "corpus-smollm2-135m"  # the default target's own answ
 PPD_ASSETS = ASSETS / "ppd"  # trained PPD prompt tokens, one folder per target
 EXAMPLES = ASSETS / "examples"  # example traces the app opens before any model loads
 APP_CSS = ASSETS / "app.css"
+GALLERY_TAGS = ASSETS / "gallery.json"  # the task gallery's measured tags (bench --gallery, record_races.py)
+GPU_CHOICE = ASSETS / "gpu-choice.json"  # the drafter a GPU starts with (written by gpu-check)
 BENCHMARKS = REPO / "benchmarks"
 DEV_PROMPTS = BENCHMARKS / "dev.jsonl"  # the project's evaluation prompts
 SPEC_BENCH = BENCHMARKS / "spec_bench.jsonl"  # the Spec-Bench subset (public benchmark)
 DOCS = REPO / "docs"
+BENCH_RUNS = DOCS / "bench"  # the committed benchmark runs the docs cite (and the app quotes)
 
 
 def cache_dir() -> Path:

@@ -1,14 +1,19 @@
-"""Write docs/performance.md and the README's performance table from the committed measurements.
+"""Write docs/performance.md, the README's headline table and docs/classroom.md's table from the committed
+measurements, so no figure in them is typed by hand.
 
 Reads the benchmark runs under docs/bench/ (each `<name>/bench.json`, written by `python -m decoding
 bench ... --out docs/bench/<name>`), `docs/bench/verify-cost*.json` (`python -m decoding verify-cost
---json`), `docs/bench/attention-kernels.json` (`scripts/attention_kernels.py`) and
+--json`), `docs/bench/attention-kernels.json` (`experiments/attention_kernels.py`),
 `docs/bench/draft-head-*.json` and `docs/bench/feature-draft*.json` (`python -m decoding eval-draft
---json`), so no figure in either document is typed by hand. Usage:
+--json`), the experiments' JSON it reports (copy ceiling, copy continuation, several layers) and the
+class checks (`docs/bench/class-*-<precision>/result.json`, written by `make class-check` and its
+siblings). Usage:
 
     .venv/bin/python scripts/performance_report.py [--runs spec-bench-bfloat16,spec-bench-float32,...]
 
-The README's table sits between the lines `<!-- performance:begin -->` and `<!-- performance:end -->`.
+The README's table (the first run of --runs) sits between the lines `<!-- performance:begin -->` and
+`<!-- performance:end -->`; docs/classroom.md's between `<!-- classroom:begin -->` and
+`<!-- classroom:end -->`.
 """
 
 from __future__ import annotations
@@ -17,13 +22,13 @@ import argparse
 import json
 import math
 import sys
+import textwrap
 from pathlib import Path
 
-from decoding.paths import DOCS
+from decoding.paths import BENCH_RUNS as BENCH, DOCS
 
 ROOT = Path(__file__).resolve().parents[1]
 
-BENCH = DOCS / "bench"
 CATEGORY_NAMES = {"mt_bench": "multi-turn", "translation": "translation", "summarization": "summarization",
                   "qa": "QA", "math_reasoning": "math", "rag": "RAG"}
 ORDER = list(CATEGORY_NAMES)
@@ -34,9 +39,9 @@ PUBLISHED = {
     "PLD (prompt lookup), GPU, 7B": [1.64, 1.15, 2.46, 1.28, 1.72, 1.71, 1.64],
 }
 BEGIN, END = "<!-- performance:begin -->", "<!-- performance:end -->"
-# The baseline the drafts issue raises: the precision issue's bfloat16 run (kept as it was measured)
-# and its fastest variant there.
-BASELINE_RUN, BASELINE_KEY = "spec-bench-bfloat16-precision", "speculative-prompt-lookup-auto"
+CLASS_BEGIN, CLASS_END = "<!-- classroom:begin -->", "<!-- classroom:end -->"
+# The class checks of the Makefile first, in this order; any other class-* run after them.
+CLASS_RUNS = {"class-check": "make class-check", "class-hall": "make class-hall", "class-soak": "make class-soak"}
 
 
 def read_json(path: Path) -> dict | None:
@@ -105,7 +110,7 @@ def after_prefill_table(result: dict, keys: list[str]) -> list[str]:
 
 
 def continuation_section() -> list[str]:
-    """The hybrid with and without continuing a model draft by a copy (scripts/hybrid_continuation.py)."""
+    """The hybrid with and without continuing a model draft by a copy (experiments/hybrid_continuation.py)."""
     data = read_json(BENCH / "hybrid-continuation.json")
     if data is None:
         return []
@@ -126,14 +131,14 @@ def continuation_section() -> list[str]:
 
 
 def attention_section() -> list[str]:
-    """Target pass times per attention kernel and cache length (scripts/attention_kernels.py)."""
+    """Target pass times per attention kernel and cache length (experiments/attention_kernels.py)."""
     data = read_json(BENCH / "attention-kernels.json")
     if data is None:
         return []
     machine = data["machine"]
     kernels = [k for k in data["rows"][0] if k not in ("dtype", "context", "new_tokens", "pass")]
     lines = ["## Which attention kernel a pass runs", "",
-             f"Command: `python scripts/attention_kernels.py --out docs/bench/attention-kernels.json` "
+             f"Command: `python experiments/attention_kernels.py --out docs/bench/attention-kernels.json` "
              f"({machine['cpu']}, {machine.get('cpu_capability', '?')}, {machine['threads']} thread, torch {machine['torch']}, median of "
              f"{data['repeats']}). One target pass, in ms, with each kernel; the last column is the split kernel "
              "the loader gives a bfloat16 or float16 model on the CPU (`decoding/lm/models/attention.py`): "
@@ -287,34 +292,6 @@ def run_section(name: str, result: dict) -> list[str]:
     return lines + [""]
 
 
-def baseline_section(results: dict) -> list[str]:
-    """The current bfloat16 run's variants beside the baseline run's best, per category. Each speedup
-    is against the autoregressive decoding of its own run."""
-    old, new = load(BASELINE_RUN), results.get("spec-bench-bfloat16")
-    if old is None or new is None or BASELINE_KEY not in old["methods"]:
-        return []
-    cats = [c for c in ORDER if c in new["categories"] and c in old["categories"]]
-    lines = ["## Against the baseline", "",
-             f"The baseline is the fastest variant of the precision issue's bfloat16 run (`docs/bench/{BASELINE_RUN}/`, "
-             f"{old['date']}: {BASELINE_KEY}, drafts {old['models']['draft']}); the rows below it come from "
-             f"`docs/bench/spec-bench-bfloat16/` ({new['date']}). Each speedup is against our autoregressive "
-             "decoding in its own run. The baseline run predates the split attention kernel "
-             "(`decoding/lm/models/attention.py`), which made plain decoding's one-token steps on long prompts "
-             "about a third faster and verify passes no faster: its ratios are against a slower plain decoding "
-             "than the rows below it.", "",
-             "| variant | " + " | ".join(CATEGORY_NAMES[c] for c in cats) + " | all |", "|" + "---|" * (len(cats) + 2)]
-
-    def row(name, result, key):
-        cells = [_x(result["categories"][c][key]["speedup"]) for c in cats]
-        return f"| {name} | " + " | ".join(cells) + f" | **{_x(result['methods'][key]['speedup'])}** |"
-
-    lines.append(row(f"baseline: {BASELINE_KEY}", old, BASELINE_KEY))
-    for key, r in new["methods"].items():
-        if r["engine"] == "ours" and r["method"] != "autoregressive":
-            lines.append(row(key, new, key))
-    return lines + [""]
-
-
 def verify_section() -> list[str]:
     """One table per verify-cost run: docs/bench/verify-cost.json (a short cache) and, when present,
     docs/bench/verify-cost-long.json (`--context 1000`: the cache of a long prompt)."""
@@ -342,7 +319,7 @@ def verify_section() -> list[str]:
 
 
 def ceiling_section(results: dict) -> list[str]:
-    """How far copying and a draft model can go on these outputs (scripts/copy_ceiling.py), beside
+    """How far copying and a draft model can go on these outputs (experiments/copy_ceiling.py), beside
     the measured speedups of the benchmark run it took its prefill shares from."""
     data = read_json(BENCH / "copy-ceiling.json")
     if data is None:
@@ -414,17 +391,76 @@ def published_section() -> list[str]:
                     "relatively cheaper than for a 7B model on a GPU.", ""]
 
 
-def readme_block(results: dict) -> str:
-    lines = []
-    for name, result in results.items():
-        keys = [k for k in headline_keys(result) if not k.startswith("hf-assisted") or k.endswith("default")]
-        lines += [f"Spec-Bench subset, {precision(result)} ({machine_line(result)}):", ""]
-        lines += category_table(result, keys) + [""]
-    return "\n".join(lines)
+def readme_block(name: str, result: dict) -> str:
+    """The README's one table: every variant of the headline run, with a caption that says how it was
+    measured and where the rest is (no date: the run's date is in docs/performance.md)."""
+    m, st = result["machine"], result["settings"]
+    caption = (f"Speedup over our own autoregressive decoding in the same run (tokens/s ratio; "
+               f"`docs/bench/{name}/`): {st['prompts']} prompts of the Spec-Bench subset, {st['max_new_tokens']} "
+               f"new tokens, greedy, target {result['models']['target']} in {precision(result)}, "
+               f"{m['torch_threads']} torch thread on a {m['usable_cores']}-core {m['cpu']} CPU. "
+               "`speculative-<drafter>-auto` is our speculative decoding with the automatic γ; `hf-*` rows are "
+               "Hugging Face transformers' `generate()` and assisted generation in the same run. Every run, command "
+               "and table: [docs/performance.md](docs/performance.md).")
+    return "\n".join(textwrap.wrap(caption, 100) + [""] + category_table(result, headline_keys(result)))
+
+
+def _span(bursts: list[dict], key: str, unit: str = " s", fmt: str = "g") -> str:
+    """One figure of a class check's bursts: the value, or its range over the bursts of a soak."""
+    values = [b[key] for b in bursts]
+    lo, hi = min(values), max(values)
+    return f"{lo:{fmt}}{unit}" if lo == hi else f"{lo:{fmt}}-{hi:{fmt}}{unit}"
+
+
+def class_label(path: Path, result: dict) -> str:
+    """A class run's name in the table: its make target, else what its command changed."""
+    for prefix, target in CLASS_RUNS.items():
+        if path.parent.name.startswith(prefix + "-"):
+            return f"`{target}`"
+    st = result["settings"]
+    changed = [f"--preset {st['preset']}" if st.get("preset") else "",
+               "--connect-in-burst" if st.get("connect_in_burst") else "",
+               " ".join(f"--set {k}={v}" for k, v in (st.get("set") or {}).items())]
+    return "`classroom_load.py " + " ".join(c for c in changed if c) + "`"
+
+
+def classroom_block() -> str:
+    """docs/classroom.md's table: one row per class run under docs/bench/ (class-*-<precision>/result.json,
+    written by `make class-check` and its siblings), the Makefile's checks first; a soak's figures are
+    ranges over its bursts."""
+    rows = ["| run | clients | served / refused | wait, median | wait, longest | lab's slowest answer | "
+            "app's memory after | plain decoding alone | summary |", "|---|---|---|---|---|---|---|---|---|"]
+    order = list(CLASS_RUNS)
+    paths = sorted(BENCH.glob("class-*-*/result.json"),
+                   key=lambda p: (next((i for i, k in enumerate(order) if p.parent.name.startswith(k + "-")),
+                                       len(order)), p.parent.name))
+    for path in paths:
+        r = read_json(path)
+        bursts, st = r["bursts"], r["settings"]
+        served, refused = sum(b["served"] for b in bursts), sum(b["refused"] for b in bursts)
+        who = f"{st['clients']} within {st['within_s']:g} s"
+        who += f", {len(bursts)} bursts" if len(bursts) > 1 else ""
+        rows.append(f"| {class_label(path, r)} ({r['machine']['precision']}) | {who} | {served} / {refused} | "
+                    f"{_span(bursts, 'wait_done_median_s')} | {_span(bursts, 'wait_done_max_s')} | "
+                    f"{_span(bursts, 'lab_max_s')} | {_span(bursts, 'rss_mb_after', ' MB', ',')} | "
+                    f"{r['machine']['plain_tokens_per_second']:g} tokens/s | "
+                    f"[summary](bench/{path.parent.name}/summary.md) |")
+    return "\n".join(rows if len(rows) > 2 else ["No class check has been run yet (`make class-check`)."])
+
+
+def replace_block(path: Path, begin: str, end: str, block: str) -> bool:
+    """Put `block` between the lines `begin` and `end` of the file at `path`; False when it has no such lines."""
+    text = path.read_text() if path.is_file() else ""
+    if begin not in text or end not in text:
+        return False
+    head, rest = text.split(begin, 1)
+    _, tail = rest.split(end, 1)
+    path.write_text(f"{head}{begin}\n{block}\n{end}{tail}")
+    return True
 
 
 def multilayer_section() -> list[str]:
-    """The A/B of EAGLE-3's fused features (docs/bench/multilayer-features.json: scripts/multilayer_features.py)."""
+    """The A/B of EAGLE-3's fused features (docs/bench/multilayer-features.json: experiments/multilayer_features.py)."""
     run = read_json(BENCH / "multilayer-features.json")
     if not run:
         return []
@@ -456,41 +492,78 @@ def multilayer_section() -> list[str]:
     return lines + [""]
 
 
+def header() -> list[str]:
+    """The page's opening: how the runs are made and read (mechanism only; every figure is below)."""
+    return ["# Performance", "",
+            "Generated by `scripts/performance_report.py` from the JSON under `docs/bench/`: no figure here is typed "
+            "by hand. Speedups are tokens/s ratios within one run, against our own autoregressive decoding in the "
+            "same run and precision; the machine is a shared 2-core CPU, so compare runs by their ratios only. "
+            "The methods and drafts these rows name: [methods.md](methods.md), [drafts.md](drafts.md); the "
+            "one-question measurements behind some sections: [experiments.md](experiments.md).", "",
+            "## How the runs are made", "",
+            "```bash",
+            "python -m decoding bench --prompts benchmarks/spec_bench.jsonl \\",
+            "    --draft distilled,feature,hybrid,hybrid:feature,prompt-lookup \\",
+            "    --gamma auto --hf-gamma 4 --max-new-tokens 64 --repeats 1 --warmup 1 --threads 1 \\",
+            "    --no-memory --no-quality --out docs/bench/spec-bench-bfloat16",
+            "python -m decoding verify-cost --threads 1 --json > docs/bench/verify-cost.json",
+            "python scripts/performance_report.py",
+            "```", "",
+            "Each run's own command is in its section. The variants run interleaved per prompt after a warm-up; "
+            "timing runs generate a fixed number of tokens (end of sequence ignored, lean traces); `--no-quality` "
+            "skips the perplexity runs and reads greedy equality off the timing runs. `--gamma auto` picks γ every "
+            "iteration from running estimates of acceptance and of the measured draft and verify costs (γ 0, a "
+            "plain step, when drafting does not pay; `decoding/drafters/gamma_policy.py`); `--gamma heuristic` is "
+            "transformers' +2/-1 schedule. The `hf-*` variants are transformers' `generate()` and assisted "
+            "generation (a draft model or prompt lookup) at their default settings and at γ 4, in the same process "
+            "and precision. "
+            "Spec-Bench (`benchmarks/README.md`) is the public yardstick.", "",
+            "**Precision.** The target runs in bfloat16 on CPUs with native bfloat16 (AVX512-BF16 or AMX) and on "
+            "CUDA, in float32 elsewhere (`--dtype`, the app's Precision control or `SPECDEC_DTYPE` choose another): a "
+            "verify pass over several tokens costs little more than a one-token step in bfloat16 and much more in "
+            "float32 (\"What a verify pass costs\" below). float32 is the reference: every exactness test runs in "
+            "float32, and there greedy speculative text equals greedy autoregressive text. In bfloat16 a pass over "
+            "several tokens rounds differently from a one-token pass, so greedy text can part from autoregressive text after "
+            "a near-tie (each run's section gives the rate; transformers' assisted generation does the same). On the "
+            "CPU a bfloat16 model runs a split attention kernel (`decoding/lm/models/attention.py`), its KV cache "
+            "grows in place (`decoding/lm/kv_cache.py`), and its LM head gets freshly laid-out rows after a prefill "
+            "(`decoding/lm/models/head_layout.py`). With the automatic γ the pass sizes follow measured times, so in "
+            "bfloat16 a speculative variant's greedy text, and with it how much a copy can find, can change from "
+            "run to run: compare bfloat16 runs by category with that spread in mind. In float32 it does not.", ""]
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", default="spec-bench-bfloat16,spec-bench-corpus-bfloat16,spec-bench-float32,"
                                       "spec-bench-feature-float32,spec-bench-corpus-float32,"
                                       "spec-bench-long-bfloat16,spec-bench-long-feature-bfloat16")
     ap.add_argument("--readme", default=str(ROOT / "README.md"))
+    ap.add_argument("--classroom", default=str(DOCS / "classroom.md"))
     args = ap.parse_args(argv)
     results = {name: r for name in args.runs.split(",") if (r := load(name.strip())) is not None}
     if not results:
         print("no benchmark results found under docs/bench/", file=sys.stderr)
         return 2
-    doc = ["# Performance", "",
-           "Every figure below is read from the JSON the commands wrote (`scripts/performance_report.py`). "
-           "Speedups are ratios measured within one run, against our own autoregressive decoding in the same "
-           "precision; the machine is shared and noisy, so compare runs only by their ratios.", ""]
+    doc = header()
+    for name, result in results.items():
+        doc += run_section(name, result)
     doc += verify_section()
     doc += attention_section()
     doc += draft_head_section()
     doc += feature_draft_section()
     doc += feature_draft_gpu_section()
     doc += multilayer_section()
-    doc += baseline_section(results)
-    for name, result in results.items():
-        doc += run_section(name, result)
     doc += continuation_section()
     doc += ceiling_section(results)
     doc += published_section()
     (DOCS / "performance.md").write_text("\n".join(doc).replace("\n\n\n", "\n\n"))
-    readme = Path(args.readme)
-    text = readme.read_text()
-    if BEGIN in text and END in text:
-        head, rest = text.split(BEGIN, 1)
-        _, tail = rest.split(END, 1)
-        readme.write_text(f"{head}{BEGIN}\n{readme_block(results)}\n{END}{tail}")
-    print(f"wrote {DOCS / 'performance.md'}" + (" and the README's table" if BEGIN in text else ""))
+    headline = next(iter(results))
+    wrote = [str(DOCS / "performance.md")]
+    if replace_block(Path(args.readme), BEGIN, END, readme_block(headline, results[headline])):
+        wrote.append("the README's table")
+    if replace_block(Path(args.classroom), CLASS_BEGIN, CLASS_END, classroom_block()):
+        wrote.append("docs/classroom.md's table")
+    print("wrote " + ", ".join(wrote))
     return 0
 
 

@@ -3,7 +3,7 @@
     .venv/bin/python scripts/record_races.py GALLERY_ID [GALLERY_ID ...] [--out assets/races]
         [--max-new-tokens 64] [--temperature 0] [--seed 0] [--threads N] [--lane-b autoregressive]
         [--drafter pair|tag|prompt-lookup|hybrid] [--gamma N] [--target default] [--draft SPEC] [--dtype auto]
-        [--tags docs/bench/gallery.json | --no-tags] [--keep-anyway]
+        [--tags assets/gallery.json | --no-tags] [--keep-anyway]
 
     e.g. .venv/bin/python scripts/record_races.py gallery-summarize-1 gallery-rag-1 gallery-writing-3
 
@@ -18,7 +18,7 @@ as the app's Race button does (`app/race_run.py`).
 Each lane's text is checked first (`app/race_text.py`: no loop, no echo of the prompt where the
 task asks for new words); a race that fails is not written unless --keep-anyway. A race is written
 to OUT/GALLERY_ID.json, which the race tab lists under "Shipped races", and its measurement becomes
-the prompt's tag in docs/bench/gallery.json (drafter, gamma, precision, speedup, tokens per target
+the prompt's tag in assets/gallery.json (drafter, gamma, precision, speedup, tokens per target
 call, machine, date), which the task gallery shows, so the gallery and the shipped race agree.
 This script starts no server: it loads the models and decodes.
 """

@@ -27,7 +27,8 @@ def test_files_have_one_job_and_stay_short():
 MACHINE_PATH = ROOT.parent if ROOT.parent != ROOT.parent.parent else ROOT
 POINTERS = re.compile(r"shared/|issue [0-9]|\b00[0-4]_|DESIGN\.md|/(home|root|Users|mnt)/|"
                       + re.escape(f"{MACHINE_PATH}/"))
-SCANNED = ("decoding", "app", "training", "docs", "assets", "benchmarks", "scripts", "README.md", "Makefile")
+SCANNED = ("decoding", "app", "training", "docs", "assets", "benchmarks", "scripts", "experiments", "README.md",
+           "Makefile")
 
 
 @pytest.mark.parametrize("top", SCANNED)

@@ -146,7 +146,7 @@ def unroll(model, feats, embeds, mask, steps: int) -> list[torch.Tensor]:
     """The predicted features of unrolled draft steps 1..steps, each (batch, length, d): step 1 from
     the input features, step k from step k-1's predictions one position back, its attention given
     by `unrolled_mask` over the keys of all steps so far (kept in one cache). A model with a
-    `fuse_in` (scripts/multilayer_features.py) maps wider input features to d before step 1 and
+    `fuse_in` (experiments/multilayer_features.py) maps wider input features to d before step 1 and
     runs its `draft` on them."""
     batch_size, length = mask.shape
     if hasattr(model, "fuse_in"):  # a draft reading several of the target's layers folds them to one state first

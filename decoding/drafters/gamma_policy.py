@@ -34,7 +34,7 @@ Selected by the chain methods' `gamma_schedule` setting (CLI: `--gamma-schedule`
   acceptance and draft-time estimates; the verify costs are
   shared. Acceptance is kept as two rates, of the first draft position and of a position whose
   predecessor was accepted, since a copy that starts to match tends to go on matching (a copy's
-  later positions are accepted far more often than its first: `scripts/copy_acceptance.py` measures
+  later positions are accepted far more often than its first: `experiments/copy_acceptance.py` measures
   both on Spec-Bench's summarization and RAG prompts); the expected tokens per pass are then
   `theory.expected_tokens_two_rates`. A copy proposes at most the tokens the context holds after the
   match. Because the choice depends on earlier iterations only, never on this iteration's samples,

@@ -34,7 +34,7 @@ class HybridDrafter:
     tokens so far end in a suffix that repeats for at least `continue_min_match` tokens (default
     `min_match`), the model stops and up to `lookup_tokens` tokens of what followed the earlier
     occurrence are appended. The model often starts a span that the context then holds ("... said
-    the [model] Prime Minister [copy]"); scripts/hybrid_continuation.py measures tokens per target
+    the [model] Prime Minister [copy]"); experiments/hybrid_continuation.py measures tokens per target
     call with and without the continuation. Each copied token's q is one-hot and depends only on the
     tokens drafted before it, so the rule stays exact (q_i may depend on x_<i, as any draft's does).
 

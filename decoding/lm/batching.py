@@ -2,7 +2,7 @@
 
 When a class presses Run at once, many runs decode on the same target (and draft). On a CPU a
 forward pass over a few tokens is bound by reading the weights, not by arithmetic, so one pass over
-B runs' tokens costs little more than one run's (scripts/batch_forward.py measures it). With
+B runs' tokens costs little more than one run's (experiments/batch_forward.py measures it). With
 batching on (the app turns it on; the CLI, the benchmark and the tests of single runs leave it off),
 `CachedLM.forward` hands its call to the `ForwardBatcher`: one worker thread that takes one model's
 calls waiting at that moment, pads their KV caches to one length, runs one forward pass with a 4D

@@ -97,7 +97,7 @@ def default_draft_dtype(device: torch.device) -> torch.dtype:
     draft produced, and acceptance corrects toward p for any q. A single-token step of these small
     models is bound by reading the weights, so half-precision weights nearly halve it. float16
     steps a little faster than bfloat16 on CPUs without native bfloat16, but its passes over many
-    tokens (a long prompt) are far slower than bfloat16's and float32's (`scripts/draft_dtype.py`
+    tokens (a long prompt) are far slower than bfloat16's and float32's (`experiments/draft_dtype.py`
     measures both). The hybrid's draft makes such passes at every long prompt and after
     copied spans, so where bfloat16 is native (the target's default there too) the draft follows
     the target; without AVX-512 the float16 kernels are not measured: the target's dtype as well.

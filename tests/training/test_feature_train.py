@@ -135,7 +135,7 @@ def test_the_feature_stages_refuse_bad_input_with_exit_2(tmp_path, capsys):
 
 
 def test_unroll_folds_several_layers_through_a_fuse_and_regresses_on_the_final_state():
-    """scripts/multilayer_features.py's fused arm: a draft with `fuse_in` reads wider input features;
+    """experiments/multilayer_features.py's fused arm: a draft with `fuse_in` reads wider input features;
     a fuse that starts as "take the final state" gives exactly the plain draft's predictions, and the
     regression target is the final state (the first block), not the whole fused width."""
     import importlib.util
@@ -146,7 +146,7 @@ def test_unroll_folds_several_layers_through_a_fuse_and_regresses_on_the_final_s
     from training.feature_train import collate, losses, unroll
 
     spec = importlib.util.spec_from_file_location(
-        "multilayer_features", Path(__file__).resolve().parents[2] / "scripts" / "multilayer_features.py")
+        "multilayer_features", Path(__file__).resolve().parents[2] / "experiments" / "multilayer_features.py")
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)
     torch.manual_seed(0)

@@ -296,7 +296,7 @@ def needed_decode_speedup(goal: float, prefill_share: float) -> float | None:
 
 
 def markdown(result: dict, labels: dict | None = None) -> str:
-    """The table of a `scripts/copy_ceiling.py` result: whole-run speedup per rule, over all prompts
+    """The table of a `experiments/copy_ceiling.py` result: whole-run speedup per rule, over all prompts
     and per category (`labels` names the categories)."""
     labels = labels or {}
     cats = result["categories"]

@@ -3,7 +3,7 @@ and several-token passes over a cache with grouped queries.
 
 PyTorch's CPU SDPA in bfloat16 is slow for a single query token over a long cache: a one-token step
 of a whole target pass is faster when the step's attention runs SDPA on float32 copies of q, k and
-v, and can cost more than a 5-token pass in bfloat16 (`scripts/attention_kernels.py` measures the
+v, and can cost more than a 5-token pass in bfloat16 (`experiments/attention_kernels.py` measures the
 kernels; docs/bench/attention-kernels.json holds a run). transformers' eager attention is fast for
 the step too but rounds the attention scores to bfloat16: its output is several times further from
 the exact result than SDPA's (tests/decoding/lm/test_attention.py), enough to change greedy text and

@@ -5,7 +5,7 @@ many times slower than the same values laid out afresh (seen with torch 2.13.0+c
 float32 are not affected). That is exactly what `logits_to_keep` hands the LM head:
 `hidden[:, -k:, :]` of a longer pass, in every prefill and in every verification that feeds more
 tokens than it keeps. The pre-hook copies such an input (only the kept rows: cheap) into a fresh
-tensor first; the values, and so the logits, are unchanged. `python scripts/head_layout.py`
+tensor first; the values, and so the logits, are unchanged. `python experiments/head_layout.py`
 measures both paths.
 """
 

@@ -111,7 +111,7 @@ def test_script_rejects_bad_arguments_before_loading_anything(capsys):
     import importlib.util
     from pathlib import Path
 
-    path = Path(__file__).resolve().parents[4] / "scripts" / "copy_ceiling.py"
+    path = Path(__file__).resolve().parents[4] / "experiments" / "copy_ceiling.py"
     spec = importlib.util.spec_from_file_location("copy_ceiling", path)
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)

@@ -4,7 +4,7 @@ Times the offline default target's LM head (bfloat16 where the machine has it) o
 afresh and on the same row as `logits_to_keep` slices it from a longer pass (hidden[:, -1:, :]),
 then one prefill with logits_to_keep=1 with and without the workaround's pre-hook.
 
-    .venv/bin/python scripts/head_layout.py [--threads 1]
+    .venv/bin/python experiments/head_layout.py [--threads 1]
 """
 
 from __future__ import annotations

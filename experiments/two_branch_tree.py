@@ -10,7 +10,7 @@ emit max(chain accepted, other accepted) + 1 tokens in a pass over both branches
 is costed with the verify-pass times per pass size and the draft step time of a benchmark run of
 the same variant (`--bench`), against the chain's pass and draft times from the same table.
 
-    .venv/bin/python scripts/two_branch_tree.py --categories summarization,rag
+    .venv/bin/python experiments/two_branch_tree.py --categories summarization,rag
 """
 
 from __future__ import annotations

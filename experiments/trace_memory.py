@@ -6,7 +6,7 @@ upload runs), each into its own session, then releases the sessions the way Grad
 expire (`delete_session`). Prints the parse time at the limit and this process's resident memory
 before, with ten sessions open, and after they were released.
 
-    .venv/bin/python scripts/trace_memory.py [--opens 10]
+    .venv/bin/python experiments/trace_memory.py [--opens 10]
 """
 
 from __future__ import annotations

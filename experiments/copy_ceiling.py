@@ -10,7 +10,7 @@ the whole run's, as the benchmark reports them. Where a rule copies nothing, the
 the position to a draft model in expectation, with the alpha and c that `eval-draft` measured for the
 shipped feature draft (`--draft-eval`) or a stronger one (`--alphas`).
 
-    .venv/bin/python scripts/copy_ceiling.py --out docs/bench/copy-ceiling.json
+    .venv/bin/python experiments/copy_ceiling.py --out docs/bench/copy-ceiling.json
 """
 
 from __future__ import annotations
@@ -152,7 +152,7 @@ def main(argv=None) -> int:
               for c in ("summarization", "rag")}
     result = {
         "date": time.strftime("%Y-%m-%d %H:%M"),
-        "command": "python scripts/copy_ceiling.py " + " ".join(argv or sys.argv[1:]),
+        "command": "python experiments/copy_ceiling.py " + " ".join(argv or sys.argv[1:]),
         "prompts": len(outputs), "categories": list(CATEGORIES), "max_new_tokens": args.max_new_tokens,
         "dtype": args.dtype, "threads": args.threads,
         "decode_seconds": decode_seconds, "bench": args.bench, "verify_cost": args.verify_cost,

@@ -5,7 +5,7 @@ pass over a long prompt (the draft's prefill, which the hybrid drafter makes at 
 a pass over 16 new tokens (its catch-up after a copied span) and a single-token step (its draft
 step), each on a 500-token cache. `decoding.lm.devices.default_draft_dtype` rests on these figures.
 
-    .venv/bin/python scripts/draft_dtype.py [--threads 1] [--prompt-tokens 1000]
+    .venv/bin/python experiments/draft_dtype.py [--threads 1] [--prompt-tokens 1000]
 """
 
 from __future__ import annotations

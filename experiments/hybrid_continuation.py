@@ -7,7 +7,7 @@ pair in the machine's default precision. Per category it prints each variant's s
 autoregressive decoding in this run, its tokens per target call, and the speedup after the prompt's
 prefill pass; `--out` keeps the figures as JSON.
 
-    .venv/bin/python scripts/hybrid_continuation.py [--categories summarization,rag] [--gamma auto]
+    .venv/bin/python experiments/hybrid_continuation.py [--categories summarization,rag] [--gamma auto]
 """
 
 from __future__ import annotations

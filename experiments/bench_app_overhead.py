@@ -2,7 +2,7 @@
 as the CLI does) and through the app's /generate endpoint with pacing off (gradio_client), and
 prints both wall times. Quality bar: the app costs at most 15% of headless tokens/s.
 
-    .venv/bin/python scripts/bench_app_overhead.py [--max-new-tokens 64] [--repeats 2]
+    .venv/bin/python experiments/bench_app_overhead.py [--max-new-tokens 64] [--repeats 2]
 """
 
 from __future__ import annotations

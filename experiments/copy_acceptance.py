@@ -5,7 +5,7 @@ long) on the Spec-Bench subset's prompts of the given categories and counts, per
 position in the draft, how many positions were examined and how many accepted. The automatic gamma
 schedule's two acceptance rates (first position, position after an accepted one) rest on this.
 
-    .venv/bin/python scripts/copy_acceptance.py --categories summarization,rag [--gamma 12]
+    .venv/bin/python experiments/copy_acceptance.py --categories summarization,rag [--gamma 12]
 """
 
 from __future__ import annotations

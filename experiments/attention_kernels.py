@@ -6,7 +6,7 @@ the project's split kernel (`decoding/lm/models/attention.py`), in each precisio
 figure is the median of the repeats; the kernels alternate within a repeat, so machine noise
 falls on all of them alike. `decoding.lm.models.attention` rests on these figures.
 
-    .venv/bin/python scripts/attention_kernels.py [--threads 1] [--dtypes bfloat16,float32] [--out F.json]
+    .venv/bin/python experiments/attention_kernels.py [--threads 1] [--dtypes bfloat16,float32] [--out F.json]
 """
 
 from __future__ import annotations

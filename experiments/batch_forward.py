@@ -5,7 +5,7 @@ different lengths, and times B runs' one-token steps (and five-token verificatio
 pass (decoding/lm/batching.py) and as B solo passes; prints the times and their ratio (> 1: the
 batched pass serves the B runs faster). This is why the app batches a class's runs on a CPU.
 
-    .venv/bin/python scripts/batch_forward.py [--threads 1] [--repeats 5]
+    .venv/bin/python experiments/batch_forward.py [--threads 1] [--repeats 5]
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Issue 5's comparison table: autoregressive, speculative, mentored (two D), MJSD on one prompt set.
 
-    .venv/bin/python scripts/compare_methods.py --prompts benchmarks/dev.jsonl [--limit N]
+    .venv/bin/python experiments/compare_methods.py --prompts benchmarks/dev.jsonl [--limit N]
 
 Every row uses the same warping (the MJSD paper's top-k 20, top-p 0.9 at temperature 1) and the same
 seed per prompt. Columns (pooled over all prompts):

@@ -11,7 +11,7 @@ the offline default pair in the machine's fast precision, greedy) in one process
 and prints each wall time, its speedup over sequential, and how many runs' greedy tokens equal the
 sequential ones (batched passes round differently in bfloat16, so a few may part ways).
 
-    .venv/bin/python scripts/thread_layout.py --runs 16 --max-new-tokens 32
+    .venv/bin/python experiments/thread_layout.py --runs 16 --max-new-tokens 32
 """
 
 from __future__ import annotations

@@ -16,7 +16,7 @@ the shipped feature draft's acceptance on the default target before anyone build
 3. Both report the holdout prompts' agreement (the draft's top token is the target's) at draft steps
    1-3 and a lower bound of alpha at T=1, before and after; `--out` gets the JSON.
 
-    .venv/bin/python scripts/multilayer_features.py --out docs/bench/multilayer-features.json
+    .venv/bin/python experiments/multilayer_features.py --out docs/bench/multilayer-features.json
 """
 
 from __future__ import annotations
@@ -197,7 +197,8 @@ def main(argv=None) -> int:
         print("error: an arm failed (see above)", file=sys.stderr)
         return 1
     arms = {arm: json.loads(path.read_text()) for arm, path in children.items()}
-    result = {"command": "python scripts/multilayer_features.py " + " ".join(sys.argv[1:] if argv is None else argv),
+    command = "python experiments/multilayer_features.py " + " ".join(sys.argv[1:] if argv is None else argv)
+    result = {"command": command,
               "date": time.strftime("%Y-%m-%d %H:%M"), "draft": DRAFT, "data": CORPUS, "layers": layers,
               "epochs": args.epochs, "lr": args.lr, "unroll_steps": UNROLL, "seconds": round(time.time() - started),
               "arms": arms}
