@@ -85,12 +85,21 @@ def threads_per_run(slots: int) -> int:
     return max(1, usable_cores() // max(1, slots))
 
 
+# the allocator heaps the app's process keeps (see `configure`); `make class-soak` measures the effect
+HEAP_ARENAS = 2
+
+
 def configure(slots: int) -> int:
-    """Set torch's intra-op threads for `slots` concurrent CPU runs, and turn on cross-run
-    batching where it applies; returns the thread count."""
+    """Set torch's intra-op threads for `slots` concurrent CPU runs, turn on cross-run batching
+    where it applies, and keep the allocator's heaps to HEAP_ARENAS (`procstat.limit_heap_arenas`:
+    with one heap per worker thread, each burst of new visitors left the server's memory higher);
+    returns the thread count."""
     import torch
 
+    from decoding.eval.procstat import limit_heap_arenas
     from decoding.lm import batching
+
+    limit_heap_arenas(HEAP_ARENAS)
 
     threads = threads_per_run(slots)
     if not torch.cuda.is_available():

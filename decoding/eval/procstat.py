@@ -1,6 +1,7 @@
 """A process's memory figures from Linux's /proc/<pid>/status (VmRSS, VmHWM, ...), read by the
 benchmark's memory children, the classroom load script and the trace-memory script, and
-`release_free_memory`, which the app calls after a run. No torch here, so a load-test client can
+`release_free_memory`, which the app calls after a run, and `limit_heap_arenas`, which it calls at
+start-up. No torch here, so a load-test client can
 import it cheaply."""
 
 from __future__ import annotations
@@ -19,6 +20,26 @@ def _libc():
         return libc if hasattr(libc, "malloc_trim") else None
     except OSError:
         return None
+
+
+# glibc's mallopt parameter for the most heaps (arenas) the allocator keeps (malloc.h's M_ARENA_MAX)
+M_ARENA_MAX = -8
+
+
+def limit_heap_arenas(arenas: int) -> bool:
+    """Let glibc keep at most `arenas` heaps; False where there is no glibc or it refused.
+
+    glibc gives a thread that allocates while another holds a heap's lock a heap of its own, up to
+    eight per core. Memory freed in a heap stays in it for that heap's next allocations, so a server
+    whose runs and sessions move between many worker threads (Gradio's pool has 40) keeps a little
+    unused memory in each of many heaps, and its resident memory creeps up with every burst of new
+    visitors. Fewer heaps share their free memory; the threads contend for them only on small
+    allocations (tensors' storage of more than a few hundred kB is mapped on its own). Heaps created
+    before the call stay, so call it before the server starts its threads."""
+    libc = _libc()
+    if libc is None or arenas < 1:
+        return False
+    return bool(libc.mallopt(M_ARENA_MAX, arenas))
 
 
 def release_free_memory() -> bool:
