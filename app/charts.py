@@ -21,6 +21,7 @@ from decoding.trace.metrics import tokens_per_second
 from decoding.trace.record import BONUS, CORRECTION, Candidate, IterationRecord
 
 from .html_text import visible
+from .rules_text import candidates
 from .settings import MAX_GAMMA
 
 P_COLOUR = "#0072B2"  # target p: blue
@@ -197,7 +198,7 @@ def pq_figure(record: IterationRecord | None, position: int | None = None) -> Fi
     if position is None or not (0 <= position < len(record.draft)):
         position = default_position(record)
     d = record.draft[position]
-    if record.method == "ppd":  # no draft distribution: the candidate came from a prompt token's guess
+    if candidates(record):  # no draft distribution: the candidate came from a guess (PPD: a prompt token's)
         cands = _top_with(d.top, Candidate(d.token_id, d.text, d.p))
         if not cands:
             return empty_figure("No top-k lists in this trace (lean run).", "p (target)")

@@ -8,7 +8,7 @@ import html
 
 import gradio as gr
 
-from decoding.methods.registry import METHODS
+from decoding.methods.registry import METHODS, method_view
 
 from .controls import with_run_inputs
 from .texts import greedy_texts_note
@@ -40,7 +40,7 @@ def compare(session, values: dict, progress):
         except ValueError as exc:
             raise gr.Error(str(exc)) from None
         summary = summarize(records, config, s.prompt, target, draft)
-        if method == "autoregressive":
+        if method_view(method).baseline:
             session.baselines[s.target] = summary.tokens_per_second
         results.append((label, method, summary))
         yield (session, *_compare_outputs(results))

@@ -237,15 +237,13 @@ def follow_player(session, position, evt: gr.EventData):
 
 
 def show_position(session, upto, position):
-    from . import charts_methods
+    from .panels import position_figure
 
     session = _session(session)
     if not session.records:
         return charts.empty_figure("No run yet."), gr.skip()
     record = session.records[iteration_index(session.records, timeline_index(upto))]
-    mentored = (charts_methods.mentored_output_figure(record, position_index(position))
-                if record.method == "mentored" else gr.skip())
-    return charts.pq_figure(record, position_index(position)), mentored
+    return charts.pq_figure(record, position_index(position)), position_figure(record, position_index(position))
 
 
 def open_trace_file(session: Session, path, title: str, source: str, position):

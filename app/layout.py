@@ -14,7 +14,7 @@ from __future__ import annotations
 import gradio as gr
 
 from decoding.rules.lab import EXAMPLE_P, EXAMPLE_Q, EXAMPLE_VOCAB
-from decoding.methods.registry import METHODS
+from decoding.methods.registry import METHODS, baseline_method
 from decoding.run.pair import PROMPT_LOOKUP
 from decoding.paths import APP_CSS, ASSETS
 
@@ -220,8 +220,8 @@ def build_demo() -> gr.Blocks:
                                                  value=next(iter(EXAMPLE_PROMPTS.values()))[0], elem_id="race-prompt")
                         with gr.Row():
                             lane_a = gr.Dropdown(methods, value=default_method, label="Lane A", min_width=120)
-                            lane_b = gr.Dropdown(methods, value="autoregressive" if "autoregressive" in methods
-                                                 else methods[0], label="Lane B (baseline)", min_width=120)
+                            lane_b = gr.Dropdown(methods, value=baseline_method(methods) or methods[0],
+                                                 label="Lane B (baseline)", min_width=120)
                         lane_a_draft = gr.Dropdown([(label, key) for key, label in DRAFTERS.items()],
                                                    value=DEFAULT_DRAFTER, label="Lane A's drafter")
                         lane_a_gamma = gr.Slider(1, MAX_GAMMA, value=DEFAULT_GAMMA, step=1, label="Lane A's γ (draft length)")
@@ -244,7 +244,7 @@ def build_demo() -> gr.Blocks:
                     gr.Markdown("Uses the prompt, models and settings of the Explainer tab.", elem_classes="note")
                     with gr.Row():
                         method_a = gr.Dropdown(methods, value=default_method, label="Method A")
-                        method_b = gr.Dropdown(methods, value="autoregressive" if "autoregressive" in methods else methods[0],
+                        method_b = gr.Dropdown(methods, value=baseline_method(methods) or methods[0],
                                                label="Method B (baseline)")
                     compare_btn = gr.Button("Run A, then B", variant="primary")
                     compare_status = gr.HTML("", elem_id="compare-status", padding=False)

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import yaml
 
+from decoding.methods.registry import METHODS
 from decoding.paths import ASSETS
 
 from .lesson_values import VALUES
@@ -34,7 +35,11 @@ WIDGETS = {
     "theory": {"alpha", "gamma", "c", "numbers"},
     "race": {"name"},
 }
-PANELS = {None, "mentored", "mjsd", "ppd"}
+
+
+def panel_methods() -> list[str]:
+    """The methods a trace widget's `panel` may name: those with a method panel (the registry's view)."""
+    return [name for name, spec in METHODS.items() if spec.view.panel is not None]
 
 
 class LessonError(ValueError):
@@ -138,8 +143,8 @@ def _check_chapter(n: int, ch, errors: list[str], live_keys: set[str] | None) ->
         extra = set(widget) - WIDGETS[kind] - {"kind"}
         if extra:
             errors.append(f"{where}: a {kind} widget has no setting {', '.join(sorted(extra))}")
-        if widget.get("panel") not in PANELS:
-            errors.append(f"{where}: panel must be one of mentored, mjsd, ppd")
+        if widget.get("panel") is not None and widget.get("panel") not in panel_methods():
+            errors.append(f"{where}: panel must be one of {', '.join(panel_methods())}")
         if widget.get("show", "all") not in ("all", "drafts"):
             errors.append(f"{where}: show is all (the iteration checked) or drafts (its drafts before the check)")
     tried = ch.get("try")

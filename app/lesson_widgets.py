@@ -11,6 +11,7 @@ from __future__ import annotations
 import html
 from dataclasses import dataclass
 
+from decoding.methods.registry import method_view
 from decoding.rules import theory
 from decoding.run.pair import PROMPT_LOOKUP
 from decoding.rules.lab import EXAMPLE_P, EXAMPLE_Q, EXAMPLE_VOCAB, run_sampling_lab
@@ -52,6 +53,26 @@ def _proposal(records, upto: int, summary) -> str:
             f'{source}, not checked yet:</p><div class="chips lesson-proposal">{drafts}</div>')
 
 
+def _kl_decisions(record, stats: str, caption: str) -> WidgetView:
+    return WidgetView(stats + render_methods.mentored_table_html(record),
+                      charts_methods.mentored_acceptance_figure(record))
+
+
+def _joint_prefixes(record, stats: str, caption: str) -> WidgetView:
+    head = (f'<p class="lesson-caption">Iteration {record.iteration + 1}: {len(record.draft)} draft tokens, '
+            'one beam.</p>')
+    return WidgetView(stats + head, charts_methods.mjsd_ratio_figure(record))
+
+
+def _prompt_tree(record, stats: str, caption: str) -> WidgetView:
+    return WidgetView(stats + caption + render.tree_html(record))
+
+
+# a trace widget's `panel` names a method; its panel kind (the registry's view) picks what the lesson shows,
+# and a kind without a lesson view shows the chips, as a widget without a panel does
+LESSON_PANELS = {"kl-decisions": _kl_decisions, "joint-prefixes": _joint_prefixes, "prompt-tree": _prompt_tree}
+
+
 def _trace_view(w: dict) -> WidgetView:
     records, summary = trace(w["name"])
     upto = len(records) - 1 if w.get("upto", "last") == "last" else max(0, min(int(w["upto"]), len(records) - 1))
@@ -62,15 +83,9 @@ def _trace_view(w: dict) -> WidgetView:
         return WidgetView(f'<div class="lesson-note">{html.escape(label)}</div>' + _proposal(records, upto, summary))
     stats = render.stats_html(records, upto, summary if upto == len(records) - 1 else None, label)
     caption = f'<p class="lesson-caption">{html.escape(render.caption(record))}</p>'
-    panel = w.get("panel")
-    if panel == "mentored":
-        return WidgetView(stats + render_methods.mentored_table_html(record),
-                          charts_methods.mentored_acceptance_figure(record))
-    if panel == "mjsd":
-        head = f'<p class="lesson-caption">Iteration {record.iteration + 1}: {len(record.draft)} draft tokens, one beam.</p>'
-        return WidgetView(stats + head, charts_methods.mjsd_ratio_figure(record))
-    if panel == "ppd":
-        return WidgetView(stats + caption + render.tree_html(record))
+    panel = LESSON_PANELS.get(method_view(w["panel"]).panel) if w.get("panel") else None
+    if panel is not None:
+        return panel(record, stats, caption)
     # the chips' legend: the colours a chapter names are on screen even where this iteration lacks a kind
     return WidgetView(stats + caption + render.legend_html() + render.chips_html(records, upto)
                       + render.draft_row_html(record))

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import gradio as gr
 
-from decoding.methods.registry import METHODS
+from decoding.methods.registry import METHODS, method_view
 
 from .presets import MAX_PARAMS, fitting_preset, pair_problem, presets, resolve_pair
 from .session import Session
@@ -162,7 +162,7 @@ def finish(session: Session, stop_reason: str | None = None) -> None:
     config = session.settings.config()
     session.summary = summarize(session.records, config, session.settings.prompt, session.target,
                                 session.draft, stop_reason)
-    if session.settings.method == "autoregressive" and session.summary.stop_reason != "stopped":
+    if method_view(session.settings.method).baseline and session.summary.stop_reason != "stopped":
         session.baselines[session.settings.target] = session.summary.tokens_per_second
     _close(getattr(session, "meter", None))
     session.release_run()

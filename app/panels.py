@@ -1,5 +1,7 @@
-"""The method panel of the explainer: dispatched by the record's method through the registry's
-trace-data type, so a method with its own data gets its own panel and the others none.
+"""The method panel of the explainer: dispatched by the panel kind of the record's method
+(`decoding.methods.registry`: `MethodSpec.view.panel`). A kind without a renderer here, or the kind
+"fields", shows every field of the method's trace data as a plain table, so a new method shows without a
+change here; a method without a panel kind (or without trace data in the record) gets none.
 
 Each panel builder returns (panel visibility, explanation, table/tree HTML, chart A, visibility of
 chart B's column, chart B).
@@ -9,7 +11,7 @@ from __future__ import annotations
 
 import gradio as gr
 
-from decoding.methods.registry import METHODS
+from decoding.methods.registry import METHODS, MethodSpec
 from decoding.methods.mentored import MentoredStep
 from decoding.methods.mjsd.generator import MjsdStep
 from decoding.methods.ppd.generator import PPDStep
@@ -53,15 +55,36 @@ def ppd_panel(record: IterationRecord, position, records) -> tuple:
             gr.update(visible=False), None)
 
 
-# the panel of each method's trace data (registry: decoding.methods.registry.METHODS[...].trace_data)
-PANELS = {MentoredStep: mentored_panel, MjsdStep: mjsd_panel, PPDStep: ppd_panel}
+def fields_panel(record: IterationRecord, position, records, spec: MethodSpec) -> tuple:
+    """The fallback: the method's summary, then every field of its trace data in this record."""
+    data = spec.trace_data.of(record) if spec.trace_data is not None else None
+    return (gr.update(visible=True), f"### {spec.title} panel\n{spec.summary[:1].upper()}{spec.summary[1:]}.",
+            render_methods.fields_table_html(record, data), gr.update(value=None, visible=False),
+            gr.update(visible=False), None)
+
+
+# the renderer of each panel kind (registry: decoding.methods.registry.METHODS[...].view.panel)
+PANELS = {"kl-decisions": mentored_panel, "joint-prefixes": mjsd_panel, "prompt-tree": ppd_panel}
+
+# the panel kinds whose second chart follows the draft position picked in the p/q chart
+POSITION_FIGURES = {"kl-decisions": charts_methods.mentored_output_figure}
 
 
 def method_panel(record: IterationRecord | None, position=None, records: list[IterationRecord] | None = None) -> tuple:
     """The method-specific panel for a record, hidden for methods without one. `records` (the whole
     run) supplies PPD's hardware-aware tuning, which only its first record carries."""
     spec = METHODS.get(record.method) if record is not None else None
-    build = PANELS.get(spec.trace_data) if spec is not None else None
-    if build is None:
+    kind = spec.view.panel if spec is not None and spec.trace_data is not None else None
+    if kind is None:
         return gr.update(visible=False), "", "", None, gr.update(visible=False), None
+    build = PANELS.get(kind)
+    if build is None:
+        return fields_panel(record, position, records, spec)
     return build(record, position, records)
+
+
+def position_figure(record: IterationRecord, position: int | None):
+    """The method panel's chart that follows the picked draft position, or gr.skip() where its kind has none."""
+    spec = METHODS.get(record.method)
+    figure = POSITION_FIGURES.get(spec.view.panel) if spec is not None else None
+    return figure(record, position) if figure is not None else gr.skip()

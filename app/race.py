@@ -17,7 +17,7 @@ from pathlib import Path
 
 import gradio as gr
 
-from decoding.methods.registry import METHODS
+from decoding.methods.registry import METHODS, method_view
 from decoding.run.pair import HYBRID, HYBRID_CORPUS, PROMPT_LOOKUP
 
 from .controls import with_run_inputs
@@ -101,7 +101,7 @@ def race(session, values: dict, progress):
     except ValueError as exc:
         raise gr.Error(f"The race stopped: {exc}", title="Race not finished") from None
     for lane in result.lanes:
-        if lane.summary.method == "autoregressive":  # the theory panel's baseline, as the Explainer keeps it
+        if method_view(lane.summary.method).baseline:  # the theory panel's baseline, as the Explainer keeps it
             session.baselines[runs[0].settings.target] = lane.summary.tokens_per_second
     value, figures = race_view(result)
     return session, value, figures, gr.update(value=_race_download(session, result), interactive=True)

@@ -14,11 +14,13 @@ from decoding.trace.source import COPY_KINDS
 from decoding.drafters.hybrid import HYBRID_LOOKUP_TOKENS
 from decoding.trace.metrics import RunCounts
 from decoding.methods.ppd.generator import PPDStep
+from decoding.methods.registry import method_view
 from decoding.methods.speculative import ChainStep
 from decoding.trace.record import ACCEPTED, BONUS, CORRECTION, TARGET, Candidate, IterationRecord, RunSummary
 
 from .html_text import attr as _attr, fmt, special_name, token_html, visible
-from .rules_text import greedy_rule, mjsd_prefix, ppd_argmax, ppd_caption, ppd_lossy, ppd_rule_text, threshold_label
+from .rules_text import (candidates, greedy_rule, mjsd_prefix, ppd_argmax, ppd_caption, ppd_lossy, ppd_rule_text,
+                         threshold_label)
 
 REJECTED = "rejected"
 
@@ -124,7 +126,7 @@ def _draft_tip(d, kind_label: str, record: IterationRecord) -> str:
     if source:
         lines.append(source)
     joint = mjsd_prefix(record, d.position)
-    if record.method == "ppd":
+    if candidates(record):
         lines.append(f"p(x) = {fmt(d.p)} (target)   q(x) = {fmt(d.q)} (the prompt token's guess probability)")
         lines.append(ppd_rule_text(record, d))
     elif joint is not None:
@@ -226,14 +228,14 @@ def draft_row_html(record: IterationRecord | None) -> str:
     head = (f'<div class="iterhead">Iteration {record.iteration + 1} · context {record.context_length} tokens · '
             f'γ = {record.gamma}</div>')
     if not record.draft:
-        if record.method == "autoregressive" or record.gamma == 0:
+        if method_view(record.method).baseline or record.gamma == 0:
             why = "Plain (autoregressive) decoding: no draft, one target call gives one token."
         else:
             why = "The drafter proposed nothing this time (e.g. prompt lookup found no matching n-gram), so the target produced one token itself."
         final = "".join(record_chips(record))
         return (f'<div class="draftrow">{head}<p>{why}</p><div class="chips" role="list" aria-label="The token of '
                 f'this iteration">{final}</div></div>')
-    greedy = greedy_rule(record) and mjsd_prefix(record, 0) is None and record.method != "ppd"
+    greedy = greedy_rule(record) and mjsd_prefix(record, 0) is None and not candidates(record)
     chain = ChainStep.of(record)
     if chain is not None and chain.source in SOURCES:
         last = _last_tokens(chain.match_length)
@@ -261,7 +263,7 @@ def draft_row_html(record: IterationRecord | None) -> str:
         joint = mjsd_prefix(record, d.position)
         coin = fmt(d.coin) if d.coin is not None else ("greedy" if d.accepted is not None and joint is None else "—")
         threshold = fmt(d.threshold)
-        if record.method == "ppd":
+        if candidates(record):
             coin = "—"
             if not ppd_lossy(record):
                 top = ppd_argmax(d)
@@ -446,7 +448,7 @@ def caption(record: IterationRecord | None) -> str:
     """One plain sentence saying what happened in an iteration (for the classroom)."""
     if record is None:
         return ""
-    if record.method == "ppd" and PPDStep.of(record) is not None:
+    if candidates(record) and PPDStep.of(record) is not None:
         return ppd_caption(record)
     if not record.draft:
         tok = record.emitted[0].text if record.emitted else ""

@@ -1,9 +1,11 @@
 """The method panels' HTML: mentored decisions per draft position, MJSD's prefixes against tau with
 the beam tree, PPD's verification path, status block and sparse tree. Each reads its method's
-typed trace data (`MentoredStep`, `MjsdStep`, `PPDStep`)."""
+typed trace data (`MentoredStep`, `MjsdStep`, `PPDStep`); `fields_table_html` shows any other method's
+trace data field by field."""
 
 from __future__ import annotations
 
+import dataclasses
 import html
 
 from decoding.methods.mentored import MentoredStep
@@ -247,3 +249,36 @@ def ppd_table_html(record: IterationRecord | None) -> str:
             "Numbers: the probability the prompt token gave that candidate. Hover a node for details.</p>"
             + tree_html(record))
     return f'<div class="methodtable">{ppd_path_html(record)}{tree}</div>'
+
+
+def _plain(value) -> str:
+    """One field's value in words: numbers short, booleans yes / no, lists and nested data spelled out,
+    a missing value as a dash (never a Python repr)."""
+    if value is None:
+        return "—"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int):
+        return str(value)
+    if isinstance(value, float):
+        return _num(value)
+    if isinstance(value, dict):
+        return "; ".join(f"{str(k).replace('_', ' ')}: {_plain(v)}" for k, v in value.items()) or "—"
+    if isinstance(value, (list, tuple)):
+        return ", ".join(_plain(v) for v in value) or "—"
+    if dataclasses.is_dataclass(value):
+        return _plain({f.name: getattr(value, f.name) for f in dataclasses.fields(value)})
+    return str(value)
+
+
+def fields_table_html(record: IterationRecord | None, data) -> str:
+    """A method's own trace data of one iteration (a `StepData`), every field as one row: the panel of a
+    method the app has no panel for."""
+    if record is None or data is None:
+        return '<div class="methodtable empty">No method data in this iteration.</div>'
+    rows = "".join(f'<tr><td>{html.escape(f.name.replace("_", " "))}</td>'
+                   f'<td>{html.escape(_plain(getattr(data, f.name)))}</td></tr>'
+                   for f in dataclasses.fields(data))
+    return (f'<div class="methodtable"><div class="tablewrap"><table class="drafttable">'
+            f"<caption>The method's own data in iteration {record.iteration + 1}</caption>"
+            f"<thead><tr><th>field</th><th>value</th></tr></thead><tbody>{rows}</tbody></table></div></div>")

@@ -5,6 +5,7 @@ rejected, one caption per PPD step. Read from the records' typed method data
 from __future__ import annotations
 
 from decoding.methods.mjsd.generator import MjsdPrefix, MjsdStep
+from decoding.methods.registry import method_view
 from decoding.methods.ppd.generator import PPDStep
 from decoding.methods.speculative import ChainStep
 from decoding.trace.record import ACCEPTED, Candidate, IterationRecord
@@ -29,11 +30,18 @@ def greedy_rule(record: IterationRecord) -> bool:
     return bool(record.draft) and all(d.coin is None for d in record.draft if d.accepted is not None)
 
 
+def candidates(record: IterationRecord) -> bool:
+    """Whether the record's drafts are a tree's candidates checked against the target (its method's
+    rule "candidates"): no coin, and q is the probability of a guess, not a draft distribution."""
+    return method_view(record.method).rule == "candidates"
+
+
 def threshold_label(record: IterationRecord) -> str:
-    """What the threshold column means for this record's rule."""
-    if record.method == "mentored":
+    """What the threshold column means for this record's rule (its method's `view.rule`)."""
+    rule = method_view(record.method).rule
+    if rule == "kl-bound":
         return "mentored threshold (KL ≤ D)"
-    if record.method == "ppd":
+    if rule == "candidates":
         return ("typical threshold min(ε, δ·e^(−H(p)))" if ppd_lossy(record)
                 else "exact match: the target's argmax")
     if mjsd_prefix(record, 0) is not None:

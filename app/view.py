@@ -10,7 +10,7 @@ from __future__ import annotations
 import gradio as gr
 
 from decoding.rules import theory
-from decoding.methods.registry import METHODS
+from decoding.methods.registry import METHODS, method_view
 from decoding.trace.metrics import RunCounts
 
 from . import charts, render
@@ -25,7 +25,7 @@ def theory_panel(session: Session, upto: int | None = None):
     run measured (all figures from `decoding.trace.metrics`)."""
     records = session.records[: (upto + 1) if upto is not None else None]
     spec = METHODS.get(records[-1].method) if records else None
-    if spec is not None and not spec.uses_drafter and spec.name != "autoregressive":
+    if spec is not None and spec.view.theory == "tree-size":
         msg = ("This panel models a separate draft model (Leviathan et al.: acceptance rate α, cost ratio c). "
                f"{spec.title} has no draft model: the target guesses ahead inside its own forward pass, so its "
                "trade-off is the tree size n. See the method panel above: tokens per step T(n) against the "
@@ -55,7 +55,7 @@ def theory_panel(session: Session, upto: int | None = None):
     ]
     baseline = session.baseline_tps()
     method = records[-1].method
-    if baseline and method != "autoregressive":
+    if baseline and not method_view(method).baseline:
         ratio = tps / baseline if baseline else 0.0
         if ratio < 1:
             lines.append(f"**On this machine {method} decoding is slower than plain decoding: {tps:.1f} vs {baseline:.1f} "
@@ -67,7 +67,7 @@ def theory_panel(session: Session, upto: int | None = None):
         lines.append("No autoregressive baseline measured in this session yet: run the *Race* tab (or the "
                      "autoregressive method) to see whether speculative decoding is actually faster here. "
                      "On a CPU with a small target it often is **not**.")
-    if method not in ("speculative",):
+    if method_view(method).theory != "exact":
         lines.append(f"These closed forms describe speculative sampling; for {method} they are a reference point, "
                      "with α taken from the same measured overlaps.")
     if predicted < 1:

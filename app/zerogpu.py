@@ -27,7 +27,6 @@ MAX_GPU_SECONDS = 120  # a call asking more is refused ("illegal duration") on c
 ATTACH_SECONDS = 5.0  # getting the GPU slice and moving the weights onto it
 STEP_SECONDS = 0.03  # one target call of a small model plus the engine's work (a generous GPU figure)
 STEP_SECONDS_PER_BPARAM = 0.02  # the weights' share of a step, per billion target parameters
-METHOD_FACTOR = {"mjsd": 2.0, "ppd": 1.5}  # beams and trees cost more per generated token
 
 
 def on_zerogpu() -> bool:
@@ -61,9 +60,12 @@ def run_seconds(settings, target_params: float | None = None) -> int:
     """Seconds of GPU to ask for one run of `settings` (app.settings.Settings): attaching, then
     every new token at a generous per-step cost that grows with the target's size; clamped to
     [MIN_GPU_SECONDS, MAX_GPU_SECONDS]."""
+    from decoding.methods.registry import METHODS  # here, not at the top: app.py imports this module before torch
+
     params = target_params if target_params is not None else _target_params(settings.target)
     step = STEP_SECONDS + STEP_SECONDS_PER_BPARAM * params / 1e9
-    seconds = ATTACH_SECONDS + settings.max_new_tokens * step * METHOD_FACTOR.get(settings.method, 1.0)
+    spec = METHODS.get(settings.method)  # beams and trees cost more per generated token (the registry's step_cost)
+    seconds = ATTACH_SECONDS + settings.max_new_tokens * step * (spec.step_cost if spec is not None else 1.0)
     return int(min(MAX_GPU_SECONDS, max(MIN_GPU_SECONDS, math.ceil(seconds))))
 
 

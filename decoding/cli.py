@@ -20,12 +20,14 @@ EXIT_BAD_INPUT = 2
 
 
 def _add_generate(sub, methods=None) -> None:
+    from .methods.registry import METHODS
+
     g = sub.add_parser("generate", help="decode a prompt with one method, optionally as a JSON trace")
     g.add_argument("--prompt", required=True)
     g.add_argument("--chat", action="store_true", help="apply the model's chat template")
     g.add_argument("--method", default="speculative",
                    help="one of the registry's methods (decoding/methods/registry.py): "
-                   "autoregressive | speculative | mentored | mjsd | ppd")
+                   + " | ".join(METHODS if methods is None else methods))
     g.add_argument("--gamma", type=int, default=4, help=f"draft length, 1..{MAX_GAMMA}")
     g.add_argument("--temperature", type=float, default=1.0, help="0 means greedy")
     g.add_argument("--top-k", type=int, default=0, help="0 means off")

@@ -1,6 +1,7 @@
 """Layer 4, the methods: one generator per decoding method, yielding one `IterationRecord` per iteration.
 
-- `registry.py`        the method registry (`METHODS`): each method's generator, settings, trace data
+- `registry.py`        the method registry (`METHODS`): each method's generator, settings, trace data, view
+- `view.py`            what a method shows (`MethodView`): its rule's columns, panel kind, baseline, theory
 - `settings.py`        a method's own settings as dataclass fields made with `knob()` (default, range,
                        help, CLI flag, app label)
 - `base.py`            what every method shares: `RunConfig`, `RunState` (cut at end-of-sequence or
