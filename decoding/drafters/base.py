@@ -88,7 +88,7 @@ class Drafter(abc.ABC):
     (prompt lookup has no cache to roll back and reads no target) says so in its own no-op.
 
     Members (tensors on the drafter's device; V is `vocab_width`):
-    - `name`: the drafter in words, as the trace's summary and the app show it (an attribute).
+    - `name`: the drafter in words (an attribute; the hybrid names itself after its model's).
     - `vocab_width`: V, the width of every q row it proposes (the vocabulary it shares with the
       target); the loop scores the target over min(target vocabulary, V) columns.
     - `calls`: forward passes its own model(s) made so far in this run (0 without a model); the
