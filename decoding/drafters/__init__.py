@@ -1,7 +1,9 @@
 """Layer 3, the drafters: what proposes the draft tokens, and how many to propose.
 
-- `base.py`          `Proposal` (draft tokens with q, the distribution each was drawn from) and what
-                     every drafter shares
+- `base.py`          the `Drafter` interface every drafter implements (vocab_width, calls,
+                     attach_target, sources, propose, rollback; explicit no-ops where a drafter has
+                     nothing to do) and `Proposal` (draft tokens with q, the distribution each was
+                     drawn from)
 - `model.py`         the draft model: a small causal LM with its own KV cache (`ModelDrafter`)
 - `lookup.py`        prompt lookup: copy what followed the context's longest earlier suffix match
 - `corpus.py`        a corpus of the target's own earlier answers as a source of copies

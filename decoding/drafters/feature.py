@@ -25,7 +25,7 @@ from pathlib import Path
 import torch
 
 from ..lm.cached_lm import CachedLM
-from .base import CATCH_UP_TOKENS, Proposal
+from .base import CATCH_UP_TOKENS, Drafter, Proposal
 from ..trace.source import MODEL_SOURCE, DraftSource
 from .output_head import OutputHead, load_head
 from ..rules.warp import SamplingConfig, warp_logits
@@ -150,7 +150,7 @@ class FeatureDraftLM(CachedLM):
                           attention_mask=attention_mask, use_cache=True)
 
 
-class FeatureDrafter:
+class FeatureDrafter(Drafter):
     """Drafts with a FeatureDraftModel from the target's features (the chain loop attaches the
     target's CachedLM, which then keeps its final hidden states). Its KV cache (`lm`, a
     FeatureDraftLM) holds only the pairs (f_t, x_{t+1}) built from true features; the pairs a draft
@@ -165,11 +165,16 @@ class FeatureDrafter:
         self.head = head
         self.embedding = embedding
         self.device = device
-        self.vocab_width = vocab_width
+        self._vocab_width = vocab_width
         self.name = name
         self.lm = FeatureDraftLM(model, device)
         self.length = 0  # pairs in the cache, all from true features: pair t sits at position t
         self.target = None  # the target's CachedLM (attach_target)
+
+    @property
+    def vocab_width(self) -> int:
+        """The width of its q rows: the target's vocabulary (its head scores a subset of it)."""
+        return self._vocab_width
 
     @property
     def calls(self) -> int:

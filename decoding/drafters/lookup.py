@@ -11,7 +11,7 @@ import torch
 
 from ..rules.warp import SamplingConfig
 from ..trace.source import DraftSource
-from .base import Proposal, one_hot_rows
+from .base import Drafter, Proposal, cut_where_told, one_hot_rows
 
 PROMPT_LOOKUP = "prompt-lookup"
 
@@ -59,7 +59,7 @@ def match_length(sequence: list[int], i: int, j: int, max_length: int) -> int:
     return length
 
 
-class PromptLookupDrafter:
+class PromptLookupDrafter(Drafter):
     """Copy the continuation of the longest earlier match of the context's last n-gram.
 
     Parameter-free drafting from the context itself (cf. Leviathan et al., section 3.6 on trivial
@@ -68,14 +68,26 @@ class PromptLookupDrafter:
     """
 
     kind = "prompt-lookup"
-    calls = 0  # no model: no forward passes
 
     def __init__(self, vocab_width: int, device: torch.device, max_ngram: int = 3, min_ngram: int = 1):
-        self.vocab_width = vocab_width
+        self._vocab_width = vocab_width
         self.device = device
         self.max_ngram = max_ngram
         self.min_ngram = min_ngram
         self.name = PROMPT_LOOKUP
+
+    @property
+    def vocab_width(self) -> int:
+        """The width of its one-hot q rows (the target's vocabulary)."""
+        return self._vocab_width
+
+    @property
+    def calls(self) -> int:
+        """Always 0: it has no model, so it makes no forward passes."""
+        return 0
+
+    def attach_target(self, lm) -> None:
+        """Nothing to do: it copies from the context and never reads the target."""
 
     def find(self, sequence: list[int], gamma: int) -> list[int]:
         """The continuation (up to gamma tokens) of the longest earlier match of the suffix."""
@@ -88,12 +100,14 @@ class PromptLookupDrafter:
         return [] if source is None else [source]
 
     def propose(self, sequence: list[int], gamma: int, sampling: SamplingConfig, generator: torch.Generator,
-                keep_going=None, source: DraftSource | None = None, exact: bool = False) -> Proposal:
-        # gamma copied tokens under every schedule; a copied span has no confidence: keep_going is unused
+                keep_going=None, source: DraftSource | None = None, exact: bool = False,
+                stop_after=None) -> Proposal:
+        """gamma copied tokens under every schedule (`exact` changes nothing); a copied span has no
+        confidence, so `keep_going` is not asked; `stop_after` cuts the span (`cut_where_told`)."""
         source = source or lookup_source(sequence, self.max_ngram, self.min_ngram)
         if source is None:
             return Proposal([], one_hot_rows([], self.vocab_width, self.device), "lookup")
-        return copy_proposal(sequence, source, gamma, self.vocab_width, self.device)
+        return cut_where_told(copy_proposal(sequence, source, gamma, self.vocab_width, self.device), stop_after)
 
     def rollback(self, length: int) -> None:
-        pass
+        """Nothing to do: it keeps no cache; each proposal reads the context afresh."""

@@ -9,10 +9,10 @@ import torch
 from ..lm.cached_lm import CachedLM
 from ..rules.warp import SamplingConfig, warp_logits
 from ..trace.source import MODEL_SOURCE, DraftSource
-from .base import CATCH_UP_TOKENS, Proposal
+from .base import CATCH_UP_TOKENS, Drafter, Proposal
 
 
-class ModelDrafter:
+class ModelDrafter(Drafter):
     """Autoregressive drafting with a small causal LM (Algorithm 1, step 1 of Leviathan et al.)."""
 
     kind = "model"
@@ -22,10 +22,19 @@ class ModelDrafter:
         self.name = name
 
     @property
+    def vocab_width(self) -> int:
+        """The columns its cached LM scores (the vocabulary it shares with the target)."""
+        return self.lm.vocab_width
+
+    @property
     def calls(self) -> int:
         return self.lm.calls
 
+    def attach_target(self, lm) -> None:
+        """Nothing to do: it drafts from its own model and cache, never from the target."""
+
     def sources(self, sequence: list[int]) -> list[DraftSource]:
+        """The model, which can always draft."""
         return [MODEL_SOURCE]
 
     def propose(self, sequence: list[int], gamma: int, sampling: SamplingConfig, generator: torch.Generator,
@@ -56,4 +65,5 @@ class ModelDrafter:
                         catch_up_seconds=catch_up)
 
     def rollback(self, length: int) -> None:
+        """Crop its KV cache to the first `length` tokens."""
         self.lm.rollback(length)

@@ -20,6 +20,7 @@ import torch
 
 from ..rules.acceptance import ChainVerdict, verify_chain
 from ..lm.cached_lm import CachedLM
+from ..drafters.base import Drafter
 from ..drafters.gamma_policy import SCHEDULES, GammaPolicy
 from .settings import MethodSettings, knob
 from ..trace.record import ACCEPTED, BONUS, CORRECTION, DraftToken, IterationRecord, Residual, StepData, TreeNode
@@ -74,9 +75,10 @@ def strict_verify(state: RunState, p_rows, q_rows, draft: list[int], logits) -> 
     return verify_chain(p_rows, q_rows, draft, coins, state.config.lenience, p_raw)
 
 
-def chain_loop(name: str, verify: VerifyFn, target, drafter, prompt_ids: list[int], config: RunConfig,
+def chain_loop(name: str, verify: VerifyFn, target, drafter: Drafter, prompt_ids: list[int], config: RunConfig,
                meter=None, settings: ChainSettings | None = None) -> Iterator[IterationRecord]:
     """Steps 1-5 for any rule that verifies one draft chain; `verify` is Steps 3-4 (strict, mentored, ...).
+    The drafter is used through the `Drafter` interface only (drafters/base.py).
 
     `verify(state, p_rows, q_rows, draft, logits)` returns a ChainVerdict; its `extra` dict goes
     into the record's `extra` (method-specific trace data).
@@ -84,8 +86,7 @@ def chain_loop(name: str, verify: VerifyFn, target, drafter, prompt_ids: list[in
     settings = settings or ChainSettings()
     state = RunState(name, target, prompt_ids, config, meter, drafter)
     lm = CachedLM(target.model, target.device, _shared_width(target, drafter))
-    if hasattr(drafter, "attach_target"):  # a feature draft reads the target's hidden states
-        drafter.attach_target(lm)
+    drafter.attach_target(lm)  # a feature draft reads the target's hidden states; other drafters do nothing
     greedy = config.sampling.greedy
     # fixed gamma, or chosen per iteration (gamma_policy.py)
     policy = GammaPolicy(settings.gamma_schedule, config.gamma, max_gamma=settings.max_gamma)
@@ -157,10 +158,9 @@ def chain_loop(name: str, verify: VerifyFn, target, drafter, prompt_ids: list[in
         yield record
 
 
-def _shared_width(target, drafter) -> int:
-    width = target.vocab_size
-    drafter_width = getattr(drafter, "vocab_width", None) or drafter.lm.vocab_width
-    return min(width, drafter_width)
+def _shared_width(target, drafter: Drafter) -> int:
+    """The vocabulary columns the target is scored over: those the drafter's q rows also have."""
+    return min(target.vocab_size, drafter.vocab_width)
 
 
 def _draft_tokens(state, draft, p_rows, q_rows, verdict, p_raw, proposal) -> list[DraftToken]:
