@@ -13,10 +13,10 @@ from decoding.rules import theory
 from decoding.methods.registry import METHODS
 from decoding.trace.metrics import RunCounts
 
-from . import charts, render
+from .. import charts, render
 from .panels import method_panel
-from .session import Session
-from .settings import cli_command
+from ..session import Session
+from ..settings import cli_command
 from .view_common import iteration_index, position_index, rest_index
 
 
