@@ -27,7 +27,7 @@ from .playback import idle_playback, playback_data
 from ..presets import fitting_preset, pair_problem, preset_by_label, preset_for_models, resolve_pair
 from ..session import Session, example_traces, find_trace, read_trace
 from ..settings import settings_from_summary
-from .view import VIEW_OUTPUTS, view
+from .view import VIEW_OUTPUTS, view, view_of
 from .view_common import iteration_index, position_index, rest_index, timeline_index
 from ..zerogpu import on_zerogpu
 
@@ -200,8 +200,7 @@ def stop(session, position):
         note = "Stopped. Step continues this run; Run continues it to the end."
         return (session, *view(session, None, position, final=True, note=note, playback=playback_data(session)),
                 _status(note))
-    return (session, *[gr.skip()] * len(view(session, None, position)),
-            _status("The run had already finished; the player pauses where it is."))
+    return (session, *view_of(), _status("The run had already finished; the player pauses where it is."))
 
 
 def reset(session, position):
@@ -227,13 +226,13 @@ def follow_player(session, position, evt: gr.EventData):
     session = _session(session)
     data = getattr(evt, "_data", None) or {}
     if not session.records or data.get("nonce") != session.playback_id:
-        return tuple(gr.skip() for _ in VIEW_OUTPUTS)
+        return view_of()
     try:
         i = int(data.get("iteration"))
     except (TypeError, ValueError):
-        return tuple(gr.skip() for _ in VIEW_OUTPUTS)
+        return view_of()
     # every panel at iteration i, and the player told so (it waits for this before going on)
-    return (*view(session, i, position)[:-1], gr.update(shown={"nonce": data["nonce"], "iteration": i}))
+    return view(session, i, position)._replace(playback=gr.update(shown={"nonce": data["nonce"], "iteration": i}))
 
 
 def show_position(session, upto, position):
