@@ -26,5 +26,6 @@ Shared by the tabs, at this root:
     capacity.py, zerogpu.py               model slots, threads and the queue; ZeroGPU Spaces
     theme.py                              the colours
 
-Root modules never import a tab package; the Lesson imports from the Explainer and the Race tab.
+Root modules (but layout.py, which composes the tabs) never import a tab package; the Lesson imports
+from the Explainer and the Race tab.
 """

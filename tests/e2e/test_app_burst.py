@@ -15,6 +15,8 @@ from gradio_client import Client  # noqa: E402
 
 from _app_server import running_app  # noqa: E402
 
+pytestmark = pytest.mark.slow  # bursts of eight runs on a live server
+
 CLIENTS = 8
 TOKENS = 16
 PACING = 0.3
