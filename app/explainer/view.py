@@ -113,8 +113,8 @@ def whole_run_note(session: Session, i: int) -> str:
 def view(session: Session, upto=None, position=None, final: bool = False, note: str = "", playback=None,
          light: bool = False):
     """Every panel of the explainer for iteration `upto` (an index) of the session's run, as a `View`
-    (a tuple in the order of `VIEW_OUTPUTS`, its fields named by them). `upto` None: the iteration a finished run rests on (`final`:
-    `rest_index`), else the last. `playback`: the browser player's new value (`player.py`), or None
+    (a tuple in the order of `VIEW_OUTPUTS`, its fields named by them). `upto` None: the iteration a
+    finished run rests on (`final`: `rest_index`), else the last. `playback`: the browser player's new value (`player.py`), or None
     to leave the player as it is (moving the timeline must not restart a playback). `light`: only
     the cheap panels (the figures, chips, text and draft row), the rest left as they are: what a
     run refreshes while it decodes."""
