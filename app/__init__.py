@@ -1,5 +1,31 @@
-"""The Gradio app: tabs and event wiring (`layout.py`), handlers (`handlers.py`, `lab_events.py`,
-`race.py` and `compare.py`), a session's live run (`live.py`), and the views that turn trace records into HTML
-(`render*.py`) and plotly figures (`charts*.py`). Numbers shown are read off the records; run
-statistics (tokens per call, alpha, c, ...) come from `decoding.trace.metrics`, the engine's definitions.
+"""The Gradio app. Numbers shown are read off the trace records; run statistics (tokens per call,
+alpha, c, ...) come from `decoding.trace.metrics`, the engine's definitions.
+
+One package per tab, each with a `build` that lays the tab out and wires its events:
+
+    lesson/       the Lesson: chapters from assets/lesson.yaml, their widgets, "Run it live"
+    explainer/    the Explainer: one run iteration by iteration (handlers, the view, the method panel,
+                  the player's data)
+    lab/          the Exactness lab: one step sampled N times
+    race/         the Race: two lanes replayed together, the plain comparison table, lane text checks
+    layout.py     the page: the tabs in order, and what joins them (Stop, the lesson's links)
+
+Shared by the tabs, at this root:
+
+    session.py, packed.py, footprint.py   a user's state (gr.State), records kept packed, their bytes
+    live.py, presets.py, controls.py      a live run on the loaded pair, the model pairs, the method controls
+    settings.py                           a run's settings, their limits, the CLI command
+    render.py, render_methods.py          trace records -> HTML (chips, draft row, tree, the methods' tables)
+    charts.py, charts_methods.py          trace records -> plotly figures
+    rules_text.py, html_text.py, texts.py the rules' words, HTML escaping and numbers, the tabs' texts
+    player.py                             the browser player (a gr.HTML component with its JavaScript)
+    race_file.py, race_result.py, race_run.py   a race's file, figures and recording (the lesson and
+                                          ZeroGPU use them too)
+    gallery.py, measured.py               the task gallery, figures measured for the texts
+    errors.py                             the error boundary: every failure in its event's status line
+    capacity.py, zerogpu.py               model slots, threads and the queue; ZeroGPU Spaces
+    theme.py                              the colours
+
+Root modules (but layout.py, which composes the tabs) never import a tab package; the Lesson imports
+from the Explainer and the Race tab.
 """

@@ -40,6 +40,11 @@ MAX_CPU_SLOTS = 8  # beyond this, one shared copy of the weights is better serve
 GPU_SLOTS = 2
 
 
+def model_events() -> dict:
+    """The settings of an event that runs a model: the app's one concurrency group of `model_slots` slots."""
+    return dict(concurrency_limit=model_slots(), concurrency_id="model")
+
+
 def model_slots() -> int:
     """The concurrency limit of the events that run a model."""
     raw = os.environ.get(SLOTS_ENV, "").strip()

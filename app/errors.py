@@ -128,3 +128,15 @@ def guard(fn, n_outputs: int, clear: bool = True):
     handler.__signature__ = sig.replace(parameters=[*params, extra])
     handler.__annotations__ = {**getattr(fn, "__annotations__", {}), REQUEST_PARAM: gr.Request}
     return handler
+
+
+# the settings of a cheap event: outside the queue, no progress overlay, not part of the API
+CHEAP = dict(queue=False, show_progress="hidden", api_name=False)
+
+
+def on(trigger, fn, inputs, outputs, status, clear: bool = True, **kwargs):
+    """Wire `fn` to `trigger` (an event listener, e.g. `button.click`) through the error boundary:
+    its failures show in `status`, nothing else changes (`guard`). `clear`: a success clears the
+    status line (else leaves it). Returns the event, for `.then` and `cancels`."""
+    outputs = list(outputs) if isinstance(outputs, (list, tuple)) else [outputs]
+    return trigger(guard(fn, len(outputs), clear), inputs, [*outputs, status], **kwargs)

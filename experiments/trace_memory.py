@@ -53,7 +53,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--opens", type=int, default=10)
     args = ap.parse_args(argv)
-    from app.handlers import open_trace_file
+    from app.explainer.handlers import open_trace_file
     from decoding.eval.procstat import rss_mb
     from app.session import Session, delete_session
     from decoding.run.trace_file import MAX_TRACE_BYTES, read_trace

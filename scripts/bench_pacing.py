@@ -45,7 +45,7 @@ def from_stats(stats_html: str) -> tuple[float, int]:
 def settings_values(preset_label: str, max_new_tokens: int) -> dict:
     """The Explainer's default run inputs (controls.DEFAULTS, the first example prompt) on a preset."""
     from app.controls import method_controls
-    from app.handlers import EXAMPLE_PROMPTS
+    from app.explainer.handlers import EXAMPLE_PROMPTS
 
     try:
         from app.controls import DEFAULTS

@@ -52,7 +52,7 @@ ROOT = Path(__file__).resolve().parents[1]
 LAB_TABLE = {"headers": ["token", "p (target)", "q (draft)"],
              "data": [["a", 0.4, 0.5], ["b", 0.3, 0.25], ["c", 0.2, 0.15], ["d", 0.1, 0.1]]}
 # /generate's outputs, found by their labels in the app's own API description (`output_indices`): the
-# API leaves out the layout blocks among the Explainer's outputs, so their places are not app/view.py's
+# API leaves out the layout blocks among the Explainer's outputs, so their places are not app/explainer/view.py's
 STATS_LABEL = "Run statistics"  # the run's statistics panel
 CLI_LABEL = "Copy as CLI command"  # the "copy as CLI command" text
 PLAYBACK_LABEL = "Playback in the browser"  # the browser player's value (its "result" says the decoding speed)

@@ -15,7 +15,7 @@ default precision, greedy. Lane A is speculative decoding with the pair's own dr
 autoregressive decoding. Both are warmed up, then run one after the other with lean traces, exactly
 as the app's Race button does (`app/race_run.py`).
 
-Each lane's text is checked first (`app/race_text.py`: no loop, no echo of the prompt where the
+Each lane's text is checked first (`app/race/text.py`: no loop, no echo of the prompt where the
 task asks for new words); a race that fails is not written unless --keep-anyway. A race is written
 to OUT/GALLERY_ID.json, which the race tab lists under "Shipped races", and its measurement becomes
 the prompt's tag in assets/gallery.json (drafter, gamma, precision, speedup, tokens per target
@@ -32,7 +32,7 @@ from pathlib import Path
 from app.gallery import (DEFAULT_DRAFTER, DEFAULT_GAMMA, DRAFTERS, GALLERY_TAGS, gallery_item,
                          lane_a_choice)
 from app.race_file import SHIPPED_RACES, Race, write_race
-from app.race_text import text_problems
+from app.race.text import text_problems
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -107,7 +107,7 @@ def main(argv=None) -> int:
     from decoding.lm.models import DEFAULT_TARGET
     from decoding.run.pair import default_drafter_spec, load_pair
 
-    from app.race import drafter_spec
+    from app.race.handlers import drafter_spec
     from app.race_result import race_figures
     from app.race_run import LaneRun, record_race
     from app.settings import make_settings

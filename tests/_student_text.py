@@ -1,6 +1,6 @@
 """What a student must never read: developer text (Python values, commands, file and machine paths,
 CLI flags, raw special tokens, internal names). Shared by the unit tests on rendered panels
-(test_student_text.py) and the browser tests (e2e/)."""
+(app/test_student_text.py) and the browser tests (e2e/)."""
 
 from __future__ import annotations
 

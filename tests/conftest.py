@@ -1,7 +1,7 @@
 """Shared test fixtures: tiny random Llama models written to disk and loaded through the real
 loader (`decoding.lm.models.load_model`), the smoke distillation pipeline, the `requires_embedded_target`
 marker and the `browser` marker. Shared for tests/ and every folder under it (tests/decoding/<layer>/,
-tests/training/, tests/e2e/); the packages import as installed (`pip install -e .`, scripts/setup.sh).
+tests/app/<tab>/, tests/training/, tests/e2e/); the packages import as installed (`pip install -e .`, scripts/setup.sh).
 
 Tiny models: a character-level tokenizer (lowercase letters, digits, space, newline,
 punctuation, ChatML special tokens, ``<|endoftext|>`` as eos) and random fp32 Llama weights with

@@ -37,7 +37,7 @@ WIDER_THAN_VIEWPORT_JS = """(vw) => {
 }"""
 
 # The visible tab's text, tooltips and plot labels, leaving out the one part labelled for researchers
-# (the run as a command line, app/layout.py: `.for-researchers`), which shows a command on purpose.
+# (the run as a command line, app/explainer/tab.py: `.for-researchers`), which shows a command on purpose.
 VISIBLE_TEXT_JS = """() => {
   const panel = [...document.querySelectorAll('[role=tabpanel]')].find((e) => e.offsetParent !== null) || document.body;
   const aside = (e) => e.closest('.for-researchers');

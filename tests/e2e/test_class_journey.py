@@ -24,8 +24,8 @@ from _explainer import ERROR_BADGE, SHOWN, click_run, new_page, pick, set_number
 from _pages import TABS, VISIBLE_TEXT_JS, WIDER_THAN_VIEWPORT_JS, show_tab
 from _student_text import dev_hits
 
-from app.lesson import load
-from app.lesson_tab import live_kind
+from app.lesson.content import load
+from app.lesson.tab import live_kind
 from decoding.methods.registry import METHODS
 
 pytestmark = [pytest.mark.slow, pytest.mark.requires_embedded_target]

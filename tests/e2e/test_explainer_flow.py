@@ -18,8 +18,8 @@ from _browser import SHOTS, browser, open_tab  # noqa: F401 (browser: a fixture)
 from _explainer import (ERROR_BADGE, SHOWN, click_run, new_page, pick, run_bar_in_view, selected_tab,
                        set_number, wait_done)
 
-from app.lesson import load
-from app.lesson_tab import live_kind
+from app.lesson.content import load
+from app.lesson.tab import live_kind
 
 CHAPTERS = load()
 

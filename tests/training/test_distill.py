@@ -129,7 +129,7 @@ def test_shipped_draft_shares_vocabulary_and_greedy_equals_autoregressive(embedd
 def test_shipped_draft_drafts_with_its_8192_token_head(embedded_target):
     """The shipped head.safetensors: 8,192 token ids (end-of-sequence among them) whose rows come from
     the draft's own tied head; the app's load message says the draft proposes only those tokens."""
-    from app.handlers import load_models
+    from app.explainer.handlers import load_models
     from app.presets import presets
     from decoding.run.pair import load_draft_value
 

@@ -1,6 +1,6 @@
 """Start the app as `app.py` does (so on ZeroGPU it preloads and wraps), launch it on a free port,
 and drive one generation, one step and one race through gradio_client; print the results as JSON.
-Run by tests/test_zerogpu.py in a fresh process (the decorators apply at import time)."""
+Run by tests/app/test_zerogpu.py in a fresh process (the decorators apply at import time)."""
 
 import json
 import runpy

@@ -1,4 +1,4 @@
-"""A stand-in for Hugging Face's `spaces` package (tests/test_zerogpu.py puts this folder first on
+"""A stand-in for Hugging Face's `spaces` package (tests/app/test_zerogpu.py puts this folder first on
 the path): `spaces.GPU` records what it wraps and every call with its asked duration, and passes
 arguments and results through pickle, as ZeroGPU does between the app and its GPU worker."""
 

@@ -171,7 +171,7 @@ def test_shipped_feature_draft_is_exact_and_the_app_offers_it(embedded_target):
     """`--draft feature` loads the shipped folder for the offline target (head rows from the
     target's head, eos inside); greedy output equals autoregressive in float32, with tokens
     accepted; the app lists its preset and says what it drafts from."""
-    from app.handlers import load_models
+    from app.explainer.handlers import load_models
     from app.presets import presets
     from decoding.paths import SHIPPED_FEATURE_DRAFT
 

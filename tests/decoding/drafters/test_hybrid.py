@@ -154,7 +154,7 @@ def test_the_explainer_says_when_a_model_draft_was_continued_by_a_copy(tiny_pair
     assert "Proposed by the draft model</b>, then <b>continued by a copy</b>" in html
     assert f"the {copied} tokens that followed it were added" in html
     assert [d.source for d in record.draft][-copied:] == ["lookup"] * copied
-    from app.lesson_widgets import _proposal  # the guided lesson's "not checked yet" caption
+    from app.lesson.widgets import _proposal  # the guided lesson's "not checked yet" caption
 
     caption = _proposal(records, records.index(record), None)
     assert "proposed by the draft model and continued by a copy from the context" in caption

@@ -100,7 +100,7 @@ def test_concurrent_runs_with_batching_give_the_tokens_of_runs_one_at_a_time(tin
     assert together == alone
     shared = batching.batcher().batch_sizes
     assert max(shared) > 1, f"no pass served more than one run: {shared}"
-    from app.handlers import shared_note
+    from app.explainer.handlers import shared_note
 
     passes, calls = batching.sharing()
     assert calls == sum(size * count for size, count in shared.items()) and passes == sum(shared.values())
@@ -109,7 +109,7 @@ def test_concurrent_runs_with_batching_give_the_tokens_of_runs_one_at_a_time(tin
 
 
 def test_a_run_alone_gets_no_sharing_note(tiny_target_dir, batching_on):
-    from app.handlers import shared_note
+    from app.explainer.handlers import shared_note
     from decoding.lm.models import load_model
     from decoding.run.runner import generate
     from decoding.methods.base import RunConfig

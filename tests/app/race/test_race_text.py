@@ -1,11 +1,11 @@
-"""The checks on a lane's text (app/race_text.py) and the shipped races that pass them."""
+"""The checks on a lane's text (app/race/text.py) and the shipped races that pass them."""
 
 import pytest
 
 from app.gallery import gallery_item, gallery_tags
 from app.race_file import read_race, shipped_races
 from app.race_result import speedup
-from app.race_text import copied_share, loop, text_problems, words
+from app.race.text import copied_share, loop, text_problems, words
 
 GERMAN = ("Translate German to English: Die Schülerinnen und Schüler haben im Rahmen eines Projekts einen kleinen "
           "Garten hinter der Schule angelegt.")

@@ -20,16 +20,16 @@ import gradio as gr
 from decoding.methods.registry import METHODS, method_view
 from decoding.run.pair import HYBRID, HYBRID_CORPUS, PROMPT_LOOKUP
 
-from .controls import with_run_inputs
-from .gallery import DRAFTERS, gallery_item, lane_a_choice, tag_text
-from .live import check_prompt_fits, load_models, settings_from_values
-from .player import empty_data, lane_data, player_data
-from .race_file import Race, read_race, shipped_races, write_race
-from .race_result import lane_name, race_figures
-from .race_run import LaneRun, record_race
-from .session import Session
-from .settings import MAX_GAMMA, Settings
-from .zerogpu import on_zerogpu, whole_race
+from ..controls import with_run_inputs
+from ..gallery import DRAFTERS, gallery_item, lane_a_choice, tag_text
+from ..live import check_prompt_fits, load_models, settings_from_values
+from ..player import empty_data, lane_data, player_data
+from ..race_file import Race, read_race, shipped_races, write_race
+from ..race_result import lane_name, race_figures
+from ..race_run import LaneRun, record_race
+from ..session import Session
+from ..settings import MAX_GAMMA, Settings
+from ..zerogpu import on_zerogpu, whole_race
 
 NO_RACE = "No race yet: pick a shipped race, or press Race to run one on the loaded models."
 _SHIPPED_COPIES: str | None = None  # a temporary folder serving shipped races for download
@@ -177,7 +177,7 @@ def race_settings_note(race: Race) -> str:
 
 def race_controls(race: Race) -> tuple:
     """The race tab's controls for a shown race: prompt, lane A, lane B, lane A's drafter and γ, the note."""
-    from .presets import presets
+    from ..presets import presets
 
     a, b = race.lanes
     settings = a.settings or {}

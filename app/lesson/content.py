@@ -2,7 +2,7 @@
 
 A teacher edits the YAML file only. Its numbers come from the engine through placeholders,
 `{namespace.value(arg=x, ...)}` or `{namespace.value:.2f}`, each one a function of
-`lesson_values.VALUES`. `validate` says, in plain words, what is wrong with a lesson file: a
+`values.VALUES`. `validate` says, in plain words, what is wrong with a lesson file: a
 chapter without a title, text, widget, try-this or question; text over MAX_WORDS words; a
 placeholder that does not resolve; a question whose answer is not exactly one of its choices; or a
 literal number typed into a choice, an answer or the feedback (those must be placeholders, so a
@@ -20,7 +20,7 @@ import yaml
 from decoding.methods.registry import METHODS
 from decoding.paths import ASSETS
 
-from .lesson_values import VALUES
+from .values import VALUES
 
 LESSON_FILE = ASSETS / "lesson.yaml"
 MAX_WORDS = 120  # one idea in at most 120 words (counted with the placeholders resolved)

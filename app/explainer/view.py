@@ -1,11 +1,14 @@
-"""The explainer's view of one iteration: every panel, in the order of the layout's outputs.
+"""The explainer's view of one iteration: every panel, by the name of its output (`VIEW_OUTPUTS`).
 
 `view(session, upto, position)` renders the session's run at iteration `upto` (the records hold
 every number; nothing here recomputes what the engine measured, and run statistics come from
-`decoding.trace.metrics`).
+`decoding.trace.metrics`) as a `View`: a named tuple whose fields are the outputs' names, which the
+Explainer's layout (tab.py) also creates its components under, so their order is defined once.
 """
 
 from __future__ import annotations
+
+from collections import namedtuple
 
 import gradio as gr
 
@@ -13,10 +16,10 @@ from decoding.rules import theory
 from decoding.methods.registry import METHODS, method_view
 from decoding.trace.metrics import RunCounts
 
-from . import charts, render
+from .. import charts, render
 from .panels import method_panel
-from .session import Session
-from .settings import cli_command
+from ..session import Session
+from ..settings import cli_command
 from .view_common import iteration_index, position_index, rest_index
 
 
@@ -75,11 +78,20 @@ def theory_panel(session: Session, upto: int | None = None):
     return charts.theory_figure(a, c, gamma), "\n\n".join(lines)
 
 
-# the names of `view`'s outputs, in order: the layout wires its components in this order
+# the names of `view`'s outputs, in order: the layout creates a component under each name and wires them in
+# this order (tab.py)
 VIEW_OUTPUTS = ("stats", "timeline", "iter_caption", "chips", "text", "draft_row", "pq_plot", "residual_plot", "tree",
                 "running", "theory_plot", "theory_md", "cli", "download", "method_box", "method_md", "method_html",
                 "method_plot", "method_col2", "method_plot2", "playback")
 LIGHT = frozenset({"stats", "timeline", "iter_caption", "chips", "text", "draft_row"})
+# the outputs of `panels.method_panel`, in the order it returns them
+METHOD_PANEL = ("method_box", "method_md", "method_html", "method_plot", "method_col2", "method_plot2")
+View = namedtuple("View", VIEW_OUTPUTS)
+
+
+def view_of(**shown) -> View:
+    """A `View` with the outputs named in `shown`, every other output left as it is (gr.skip())."""
+    return View(**{name: shown.get(name, gr.skip()) for name in VIEW_OUTPUTS})
 
 
 def timeline_update(n: int, i: int):
@@ -100,9 +112,9 @@ def whole_run_note(session: Session, i: int) -> str:
 
 def view(session: Session, upto=None, position=None, final: bool = False, note: str = "", playback=None,
          light: bool = False):
-    """Every panel of the explainer for iteration `upto` (an index) of the session's run, as a tuple
-    in the order of `VIEW_OUTPUTS`. `upto` None: the iteration a finished run rests on (`final`:
-    `rest_index`), else the last. `playback`: the browser player's new value (`player.py`), or None
+    """Every panel of the explainer for iteration `upto` (an index) of the session's run, as a `View`
+    (a tuple in the order of `VIEW_OUTPUTS`, its fields named by them). `upto` None: the iteration a
+    finished run rests on (`final`: `rest_index`), else the last. `playback`: the browser player's new value (`player.py`), or None
     to leave the player as it is (moving the timeline must not restart a playback). `light`: only
     the cheap panels (the figures, chips, text and draft row), the rest left as they are: what a
     run refreshes while it decodes."""
@@ -110,10 +122,12 @@ def view(session: Session, upto=None, position=None, final: bool = False, note: 
     played = gr.skip() if playback is None else playback
     if not records:
         empty = charts.empty_figure("No run yet.")
-        return (render.stats_html([], note=note or "No run yet: press Run or Step."), timeline_update(0, 0),
-                "", render.chips_html([]), "", render.draft_row_html(None), empty, empty, render.tree_html(None),
-                charts.running_figure([]), empty, "", "", gr.update(value=None, interactive=False),
-                *method_panel(None), played)
+        return View(stats=render.stats_html([], note=note or "No run yet: press Run or Step."),
+                    timeline=timeline_update(0, 0), iter_caption="", chips=render.chips_html([]), text="",
+                    draft_row=render.draft_row_html(None), pq_plot=empty, residual_plot=empty,
+                    tree=render.tree_html(None), running=charts.running_figure([]), theory_plot=empty, theory_md="",
+                    cli="", download=gr.update(value=None, interactive=False),
+                    **dict(zip(METHOD_PANEL, method_panel(None))), playback=played)
     i = rest_index(records) if (upto is None and final) else iteration_index(records, upto)
     record = records[i]
     last = i == len(records) - 1
@@ -121,27 +135,26 @@ def view(session: Session, upto=None, position=None, final: bool = False, note: 
     note = " ".join(n for n in (whole_run_note(session, i), note) if n)
     stats = render.stats_html(records, i, session.summary if last else None, session.models_label(), note)
     if light:
-        out = dict(stats=stats, timeline=timeline_update(len(records), i), iter_caption=render.caption(record),
-                   chips=render.chips_html(records, i), text=text, draft_row=render.draft_row_html(record))
-        return tuple(out.get(name, gr.skip()) for name in VIEW_OUTPUTS)
+        return view_of(stats=stats, timeline=timeline_update(len(records), i), iter_caption=render.caption(record),
+                       chips=render.chips_html(records, i), text=text, draft_row=render.draft_row_html(record))
     theory_fig, theory_md = theory_panel(session, i)
     cli = cli_command(session.settings) if session.settings is not None else ""
     download = gr.update(value=session.trace_path(), interactive=True) if final else gr.skip()
-    return (
-        stats,
-        timeline_update(len(records), i),
-        render.caption(record),
-        render.chips_html(records, i),
-        text,
-        render.draft_row_html(record),
-        charts.pq_figure(record, position_index(position)),
-        charts.residual_figure(record),
-        render.tree_html(record),
-        charts.running_figure(records, i, session.baseline_tps(), session.target_bytes, session.draft_bytes),
-        theory_fig,
-        theory_md,
-        cli,
-        download,
-        *method_panel(record, position, records),
-        played,
+    return View(
+        stats=stats,
+        timeline=timeline_update(len(records), i),
+        iter_caption=render.caption(record),
+        chips=render.chips_html(records, i),
+        text=text,
+        draft_row=render.draft_row_html(record),
+        pq_plot=charts.pq_figure(record, position_index(position)),
+        residual_plot=charts.residual_figure(record),
+        tree=render.tree_html(record),
+        running=charts.running_figure(records, i, session.baseline_tps(), session.target_bytes, session.draft_bytes),
+        theory_plot=theory_fig,
+        theory_md=theory_md,
+        cli=cli,
+        download=download,
+        **dict(zip(METHOD_PANEL, method_panel(record, position, records))),
+        playback=played,
     )

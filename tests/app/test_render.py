@@ -172,8 +172,8 @@ def test_running_and_theory_figures(rejected_record, bonus_record):
 def test_example_traces_replay_without_a_model():
     examples = example_traces()
     assert examples, "assets/examples must hold precomputed traces"
-    from app.handlers import open_trace_file as _open_trace
-    from app.view import view
+    from app.explainer.handlers import open_trace_file as _open_trace
+    from app.explainer.view import view
 
     for title, path in examples.items():
         assert path.stat().st_size < 300_000
@@ -268,7 +268,7 @@ def test_numeric_token_texts_stay_categories():
 def test_uploaded_trace_opens_and_a_bad_one_is_refused(tmp_path):
     import gradio as gr
 
-    from app.handlers import open_trace
+    from app.explainer.handlers import open_trace
     from app.presets import presets
 
     path = next(iter(example_traces().values()))
@@ -305,7 +305,7 @@ def _panel_shown(out) -> bool:
 
 
 def test_mentored_panel_renders_from_engine_records(tiny_pair):
-    from app.panels import method_panel
+    from app.explainer.panels import method_panel
 
     records = _engine_records(tiny_pair, "mentored", {"kl_bound": 0.3})
     rec = next(r for r in records if r.extra.get("mentored", {}).get("positions"))
@@ -338,7 +338,7 @@ def test_mentored_panel_renders_from_engine_records(tiny_pair):
 
 
 def test_mentored_panel_survives_infinite_kl_and_lean_records():
-    from app.panels import method_panel
+    from app.explainer.panels import method_panel
 
     draft = [DraftToken(0, 8, "8", q=0.9, p=0.0, coin=0.4, threshold=0.35, accepted=True, overlap=0.1)]
     rec = _record(0, draft, [EmittedToken(8, "8", ACCEPTED), EmittedToken(4, "4", BONUS)], method="mentored")
@@ -358,7 +358,7 @@ def test_mentored_panel_survives_infinite_kl_and_lean_records():
 
 
 def test_mjsd_panel_renders_from_engine_records(tiny_pair):
-    from app.panels import method_panel
+    from app.explainer.panels import method_panel
 
     records = _engine_records(tiny_pair, "mjsd", {"beams": 3, "tau": 0.1})
     rec = next(r for r in records if r.draft)
@@ -384,7 +384,7 @@ def test_mjsd_panel_renders_from_engine_records(tiny_pair):
 
 def test_mjsd_panel_marks_the_longest_passing_prefix_not_the_first_failure():
     """The joint ratio is not monotone: j = 2 fails, j = 3 passes again, so eta = 3."""
-    from app.panels import method_panel
+    from app.explainer.panels import method_panel
 
     draft = [DraftToken(i, 30 + i, t, q=0.5, p=0.4, coin=None, threshold=None, accepted=True, overlap=0.5)
              for i, t in enumerate("abc")]
@@ -407,8 +407,8 @@ def test_mjsd_panel_marks_the_longest_passing_prefix_not_the_first_failure():
 
 @pytest.mark.parametrize("method", ["speculative", "autoregressive"])
 def test_method_panel_hidden_for_other_methods(method, rejected_record):
-    from app.panels import method_panel
-    from app.view import view
+    from app.explainer.panels import method_panel
+    from app.explainer.view import view
 
     rejected_record.method = method
     out = method_panel(rejected_record, 0)
@@ -420,7 +420,7 @@ def test_method_panel_hidden_for_other_methods(method, rejected_record):
 
 
 def test_view_shows_the_panel_of_a_mentored_run(tiny_pair):
-    from app.view import view
+    from app.explainer.view import view
 
     session = Session()
     session.records = _engine_records(tiny_pair, "mentored", {"kl_bound": 0.3})

@@ -4,8 +4,8 @@ the panels for each iteration it shows; `handlers.follow_player` answers)."""
 
 from __future__ import annotations
 
-from .player import empty_data, lane_data, player_data
-from .session import Session
+from ..player import empty_data, lane_data, player_data
+from ..session import Session
 from .view_common import rest_index
 
 PLAYBACK_IDLE = ("The run you open or decode plays here, in your browser: a run with pacing above 0 at that "
@@ -21,7 +21,7 @@ def playback_data(session: Session, pacing: float = 0.0, shared: str = "", curre
     iteration `current` (default: the one the run rests on, `rest_index`), and Replay plays it at its
     measured times. The figures shown at the end are the run's measured ones; `shared` (shared_note)
     follows them. The session remembers the value's nonce (`follow_player` answers only that player)."""
-    from .race_result import lane_name
+    from ..race_result import lane_name
 
     records, summary = session.records, session.summary
     paced = pacing > 0

@@ -6,14 +6,15 @@ gallery's tags; special tokens show as labelled markers."""
 import pytest
 
 from _student_text import dev_hits, visible_text
-from app import charts, lesson_tab, render, render_methods, texts
+from app import charts, render, render_methods, texts
+from app.lesson import tab as lesson_tab
 from app.controls import method_controls
 from app.gallery import gallery_tags, tag_text
 from app.html_text import special_name, token_html, visible
-from app.lesson_values import trace
-from app.lesson_widgets import render_widget
-from app.panels import method_panel
-from app.race import race_settings_note, race_view
+from app.lesson.values import trace
+from app.lesson.widgets import render_widget
+from app.explainer.panels import method_panel
+from app.race.handlers import race_settings_note, race_view
 from app.race_file import read_race, shipped_races
 from app.session import Session, example_traces
 from decoding.trace.record import ACCEPTED, BONUS, CORRECTION, DraftToken, EmittedToken, IterationRecord, Timings
@@ -69,7 +70,7 @@ def test_every_panel_of_every_iteration_of_the_shipped_traces_reads_as_plain_wor
         text += " " + " ".join(figure_text(f) for f in (charts.pq_figure(record), charts.residual_figure(record),
                                                         charts.running_figure(records, i)))
         text += " " + _texts_of(method_panel(record, None, records))
-        from app.view import theory_panel
+        from app.explainer.view import theory_panel
 
         fig, words = theory_panel(session, i)
         text += " " + figure_text(fig) + " " + words

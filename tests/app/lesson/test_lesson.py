@@ -16,12 +16,12 @@ from decoding.rules import theory
 from decoding.rules.acceptance import acceptance_threshold
 from decoding.rules.lab import EXAMPLE_P, EXAMPLE_Q
 
-from app import lesson, lesson_values
+from app.lesson import content as lesson, values as lesson_values
 from app.controls import control_order
-from app.lesson import LESSON_FILE, MAX_WORDS, PLACEHOLDER, literal_numbers, resolve, validate
-from app.lesson_widgets import render_widget
+from app.lesson.content import LESSON_FILE, MAX_WORDS, PLACEHOLDER, literal_numbers, resolve, validate
+from app.lesson.widgets import render_widget
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 RAW = yaml.safe_load(LESSON_FILE.read_text(encoding="utf-8"))
 CHAPTERS = lesson.load(live_keys=control_order())
 
@@ -162,7 +162,7 @@ def test_every_widget_and_its_try_this_render_and_differ():
 
 
 def test_feedback_try_this_and_run_it_live():
-    from app import lesson_tab
+    from app.lesson import tab as lesson_tab
 
     chapters = CHAPTERS
     q = chapters[1].question
@@ -175,10 +175,10 @@ def test_feedback_try_this_and_run_it_live():
     tried, label, *_ = lesson_tab.try_this(chapters, 0, False)
     assert tried is True and "Undo" in label["value"]  # it undoes the panel's change only
 
-    from app.lesson_values import race
+    from app.lesson.values import race
     from app.presets import pair_problem, preset_by_label, presets
     from app.session import Session
-    from app.view import view as explainer_view
+    from app.explainer.view import view as explainer_view
 
     names = control_order()
     n = len(explainer_view(Session()))  # the Explainer's view outputs
@@ -203,13 +203,13 @@ def test_feedback_try_this_and_run_it_live():
 
 
 def test_the_lesson_text_modules_do_not_import_gradio():
-    code = "import sys, app.lesson, app.lesson_values; print('gradio' in sys.modules)"
+    code = "import sys, app.lesson.content, app.lesson.values; print('gradio' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"
 
 
 def test_the_method_panels_and_a_bad_widget():
-    from app import lesson_tab
+    from app.lesson import tab as lesson_tab
 
     mentored = render_widget({"kind": "trace", "name": "05_question_mentored_kl0.3", "upto": 1, "panel": "mentored"})
     assert mentored.plot is not None and mentored.html
@@ -223,7 +223,7 @@ def test_the_method_panels_and_a_bad_widget():
 
 def test_no_lesson_event_loads_a_model(monkeypatch):
     import decoding.lm.models as models
-    from app import lesson_tab
+    from app.lesson import tab as lesson_tab
 
     def refuse(*args, **kwargs):
         raise AssertionError("the lesson loaded a model")
@@ -238,7 +238,7 @@ def test_no_lesson_event_loads_a_model(monkeypatch):
 
 
 def test_a_broken_lesson_file_still_builds_the_app_and_says_why(monkeypatch, tmp_path):
-    from app import lesson_tab
+    from app.lesson import tab as lesson_tab
     from app.layout import build_demo
 
     bad = tmp_path / "lesson.yaml"
@@ -258,7 +258,7 @@ def test_a_broken_lesson_file_still_builds_the_app_and_says_why(monkeypatch, tmp
 
 def test_try_this_opens_once_an_answer_is_checked():
     """Predict, then play: the Try this button is closed on a new chapter and opens with Check."""
-    from app import lesson_tab
+    from app.lesson import tab as lesson_tab
 
     for i, ch in enumerate(CHAPTERS):
         view = lesson_tab.chapter_view(CHAPTERS, i)
@@ -273,7 +273,7 @@ def test_the_colours_a_chapter_names_are_on_screen():
     lab's caps (chapter 7) are drawn black, as the chapter and the lab say."""
     import re
 
-    from app.lesson_widgets import render_widget
+    from app.lesson.widgets import render_widget
 
     ch = next(c for c in CHAPTERS if c.widget.get("panel") == "ppd")
     drawn = {"black": r'class="node [a-z ]*kind-root', "green": r'class="node acc kind-candidate',

@@ -119,7 +119,7 @@ def test_race_files_round_trip_and_their_figures(tmp_path):
     ('{"format": "specdec-race", "version": 1, "lanes": [{"label": "A"}, {"label": "B"}]}', "lane A has no trace"),
 ])
 def test_a_bad_race_file_gives_a_clear_visible_error(tmp_path, content, message):
-    from app.race import open_race_upload
+    from app.race.handlers import open_race_upload
 
     path = tmp_path / "bad.json"
     path.write_text(content)
@@ -161,7 +161,8 @@ def test_the_gallery_fits_the_app_and_reads_its_tags(tmp_path, monkeypatch):
     slower = gallery_tags(path)[items[0].id].__class__(items[0].id, "hybrid", 3, speedup=0.8)
     assert slower.drafter_choice == "hybrid" and "(slower)" in tag_text(slower)
     # picking a gallery prompt moves it into the race and sets lane A from the tag
-    from app import gallery, race
+    from app import gallery
+    from app.race import handlers as race
 
     monkeypatch.setattr(gallery, "GALLERY_TAGS", path)
     prompt, method, drafter, gamma, note = race.on_gallery_pick(items[0].id)
@@ -170,7 +171,7 @@ def test_the_gallery_fits_the_app_and_reads_its_tags(tmp_path, monkeypatch):
 
 
 def test_lane_a_drafter_choices():
-    from app.race import drafter_spec
+    from app.race.handlers import drafter_spec
 
     assert drafter_spec("pair", "some/draft") == "some/draft"
     assert drafter_spec("prompt-lookup", "some/draft") == "prompt-lookup"
@@ -193,7 +194,7 @@ def test_record_races_writes_a_race_that_opens(tmp_path, tiny_target_dir, tiny_d
     import importlib.util
     from pathlib import Path
 
-    script = Path(__file__).resolve().parents[1] / "scripts" / "record_races.py"
+    script = Path(__file__).resolve().parents[3] / "scripts" / "record_races.py"
     spec = importlib.util.spec_from_file_location("record_races", script)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -267,7 +268,7 @@ def test_race_lane_a_takes_its_own_drafter(client):
 
 def test_the_task_gallery_is_shared_with_the_explainer():
     from app.gallery import gallery_items, gallery_tags
-    from app.handlers import on_prompt_pick, prompt_choices
+    from app.explainer.handlers import on_prompt_pick, prompt_choices
 
     choices = dict((value, label) for label, value in prompt_choices())
     items = gallery_items()
@@ -282,7 +283,7 @@ def test_the_task_gallery_is_shared_with_the_explainer():
 def test_a_shipped_race_sets_the_race_tabs_controls_to_itself(monkeypatch):
     """On load (and when picked) the race tab's prompt, lanes, drafter and γ are the shown race's, so
     that what plays and what Race would run agree."""
-    from app.race import lane_a_drafter, open_shipped_race, race_on_load
+    from app.race.handlers import lane_a_drafter, open_shipped_race, race_on_load
     from app.race_file import shipped_races
 
     for var in ("SPECDEC_APP_TARGET", "SPECDEC_APP_DRAFT"):  # the app's own presets: the race's pair is the first

@@ -10,11 +10,11 @@ import gradio as gr
 
 from decoding.methods.registry import METHODS, method_view
 
-from .controls import with_run_inputs
-from .texts import greedy_texts_note
-from .live import load_models, settings_from_values
-from .session import Session
-from .zerogpu import on_zerogpu, whole_run
+from ..controls import with_run_inputs
+from ..texts import greedy_texts_note
+from ..live import load_models, settings_from_values
+from ..session import Session
+from ..zerogpu import on_zerogpu, whole_run
 
 
 @with_run_inputs(method_inputs=("method_a", "method_b"))

@@ -3,7 +3,7 @@
 Each widget is drawn by the app's own panels (`render`, `charts`, `charts_methods`, the race
 `player`) from the engine's results (`decoding.rules.lab`, `decoding.rules.theory`, shipped traces and races),
 so the lesson shows exactly what the Explainer, the lab and the race tab would. `render_widget`
-returns a `WidgetView`; the tab (`lesson_tab.py`) puts it into its components.
+returns a `WidgetView`; the tab (`tab.py`) puts it into its components.
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ from decoding.rules import theory
 from decoding.run.pair import PROMPT_LOOKUP
 from decoding.rules.lab import EXAMPLE_P, EXAMPLE_Q, EXAMPLE_VOCAB, run_sampling_lab
 
-from . import charts, charts_methods, render, render_methods
-from .html_text import fmt, token_html
-from .lesson_values import coin, find_trace, keep_chance, race, trace
-from .race import race_view
+from .. import charts, charts_methods, render, render_methods
+from ..html_text import fmt, token_html
+from .values import coin, find_trace, keep_chance, race, trace
+from ..race.handlers import race_view
 
 # Large enough for the lab's bars to settle, small enough to answer at once (the lab's own cap is higher).
 MAX_LESSON_SAMPLES = 200_000

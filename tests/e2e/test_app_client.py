@@ -21,7 +21,7 @@ PLAYBACK, STATUS = -2, -1  # the browser player, last of the view's outputs, the
 
 
 def test_generate_streams_iterations_and_ends_with_text(client, monkeypatch):
-    from app import handlers
+    from app.explainer import handlers
 
     monkeypatch.setattr(handlers, "LIGHT_SECONDS", 0.0)  # every iteration refreshes (the app runs in-process)
     job = client.submit(prompt="the cat sat", chat=False, method="speculative", gamma=3, temperature=0,

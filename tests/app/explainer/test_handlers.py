@@ -7,11 +7,11 @@ method the pair cannot run switches the pair before Run."""
 import gradio as gr
 import pytest
 
-from app import handlers
+from app.explainer import handlers
 from app.controls import DEFAULTS, method_controls
 from app.session import Session, example_traces
-from app.view import LIGHT, VIEW_OUTPUTS, view
-from app.view_common import rest_index, timeline_index
+from app.explainer.view import LIGHT, VIEW_OUTPUTS, view
+from app.explainer.view_common import rest_index, timeline_index
 
 def is_skip(value) -> bool:
     return value == gr.skip()

@@ -15,6 +15,8 @@ from gradio_client import Client  # noqa: E402
 
 from _app_server import running_app  # noqa: E402
 
+pytestmark = pytest.mark.slow  # bursts of eight runs on a live server
+
 CLIENTS = 8
 TOKENS = 16
 PACING = 0.3
@@ -144,7 +146,7 @@ def test_the_class_load_script_reads_the_apps_outputs(tiny_target_dir, tiny_draf
     import importlib.util
     from pathlib import Path
 
-    path = Path(__file__).resolve().parents[1] / "scripts" / "classroom_load.py"
+    path = Path(__file__).resolve().parents[2] / "scripts" / "classroom_load.py"
     spec = importlib.util.spec_from_file_location("classroom_load", path)
     load = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(load)

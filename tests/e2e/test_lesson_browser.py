@@ -13,7 +13,7 @@ import pytest
 from _app_server import running_app
 from _browser import SHOTS, browser  # noqa: F401 (browser: a fixture)
 
-from app.lesson import load
+from app.lesson.content import load
 
 CHAPTERS = load()
 

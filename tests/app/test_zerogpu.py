@@ -15,7 +15,7 @@ import pytest
 from app import zerogpu
 from app.settings import Settings
 
-STANDIN = Path(__file__).parent / "zerogpu_standin"
+STANDIN = Path(__file__).resolve().parents[1] / "zerogpu_standin"
 
 
 def drive(tmp_path, tiny_target_dir, tiny_draft_dir, zero: bool) -> tuple[dict, list]:

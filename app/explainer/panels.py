@@ -17,7 +17,7 @@ from decoding.methods.mjsd.generator import MjsdStep
 from decoding.methods.ppd.generator import PPDStep
 from decoding.trace.record import IterationRecord
 
-from . import charts_methods, render_methods, texts
+from .. import charts_methods, render_methods, texts
 from .view_common import position_index
 
 

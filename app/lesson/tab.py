@@ -19,19 +19,19 @@ from decoding.paths import ASSETS
 
 from decoding.methods.registry import METHODS
 
-from .controls import control_order, controls_from_settings, default_values
-from .errors import status_html
-from .handlers import run_if_asked, trace_controls
-from .playback import idle_playback
-from .presets import fitting_preset, preset_for_models
-from .race import SHIPPED_RACE_OUTPUTS, open_shipped_race
-from .lesson import Chapter, LessonError, load
-from .lesson_values import find_trace, race, trace
-from .lesson_widgets import WidgetView, render_widget
-from .player import empty_data, player
-from .session import Session, example_traces
-from .settings import settings_from_summary
-from .view import view
+from ..controls import control_order, controls_from_settings, default_values
+from ..errors import status_html
+from ..explainer.handlers import run_if_asked, trace_controls
+from ..explainer.playback import idle_playback
+from ..presets import fitting_preset, preset_for_models
+from ..race.handlers import SHIPPED_RACE_OUTPUTS, open_shipped_race
+from .content import Chapter, LessonError, load
+from .values import find_trace, race, trace
+from .widgets import WidgetView, render_widget
+from ..player import empty_data, player
+from ..session import Session, example_traces
+from ..settings import settings_from_summary
+from ..explainer.view import view
 
 LESSON_CSS = ASSETS / "lesson.css"
 CHEAP = dict(queue=False, api_name=False, show_progress="hidden")

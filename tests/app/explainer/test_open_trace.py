@@ -17,7 +17,7 @@ _bad_files = load_test_module("decoding/run/test_trace_file.py")._bad_files
 def test_opening_a_trace_moves_the_controls_to_its_settings():
     """Open an example trace: the controls take its method, knobs and sampling settings."""
     from app.controls import CONTROL_ORDER
-    from app.handlers import controls_from_session, open_example
+    from app.explainer.handlers import controls_from_session, open_example
     from app.session import example_traces
 
     titles = {Path(path).name: title for title, path in example_traces().items()}
@@ -37,7 +37,7 @@ EXAMPLE = EXAMPLES / "01_list_copy_speculative.jsonl"
 
 
 def test_a_failed_open_leaves_the_session_as_it_was(tmp_path):
-    from app.handlers import open_example, open_trace
+    from app.explainer.handlers import open_example, open_trace
     from app.presets import presets
     from app.session import Session
 

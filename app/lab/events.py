@@ -9,7 +9,7 @@ import gradio as gr
 
 from decoding.rules.lab import run_sampling_lab
 
-from . import charts
+from .. import charts
 
 
 def _lab_inputs(table):

@@ -16,20 +16,20 @@ import gradio as gr
 
 from decoding.lm.batching import sharing
 
-from . import charts
+from .. import charts
 from decoding.methods.registry import METHODS
 
-from .controls import controls_from_settings, visible_for, with_run_inputs
-from .errors import Status, status_html
-from .live import advance, load_models as load_pair_models, settings_from_values, start
-from .packed import pack
+from ..controls import controls_from_settings, visible_for, with_run_inputs
+from ..errors import Status, status_html
+from ..live import advance, load_models as load_pair_models, settings_from_values, start
+from ..packed import pack
 from .playback import idle_playback, playback_data
-from .presets import fitting_preset, pair_problem, preset_by_label, preset_for_models, resolve_pair
-from .session import Session, example_traces, find_trace, read_trace
-from .settings import settings_from_summary
-from .view import VIEW_OUTPUTS, view
+from ..presets import fitting_preset, pair_problem, preset_by_label, preset_for_models, resolve_pair
+from ..session import Session, example_traces, find_trace, read_trace
+from ..settings import settings_from_summary
+from .view import VIEW_OUTPUTS, view, view_of
 from .view_common import iteration_index, position_index, rest_index, timeline_index
-from .zerogpu import on_zerogpu
+from ..zerogpu import on_zerogpu
 
 ZEROGPU_STEP_NOTE = ("On this shared-GPU Space one GPU call computed the whole run at once; Step reveals it one "
                      "iteration at a time.")
@@ -200,8 +200,7 @@ def stop(session, position):
         note = "Stopped. Step continues this run; Run continues it to the end."
         return (session, *view(session, None, position, final=True, note=note, playback=playback_data(session)),
                 _status(note))
-    return (session, *[gr.skip()] * len(view(session, None, position)),
-            _status("The run had already finished; the player pauses where it is."))
+    return (session, *view_of(), _status("The run had already finished; the player pauses where it is."))
 
 
 def reset(session, position):
@@ -227,13 +226,13 @@ def follow_player(session, position, evt: gr.EventData):
     session = _session(session)
     data = getattr(evt, "_data", None) or {}
     if not session.records or data.get("nonce") != session.playback_id:
-        return tuple(gr.skip() for _ in VIEW_OUTPUTS)
+        return view_of()
     try:
         i = int(data.get("iteration"))
     except (TypeError, ValueError):
-        return tuple(gr.skip() for _ in VIEW_OUTPUTS)
+        return view_of()
     # every panel at iteration i, and the player told so (it waits for this before going on)
-    return (*view(session, i, position)[:-1], gr.update(shown={"nonce": data["nonce"], "iteration": i}))
+    return view(session, i, position)._replace(playback=gr.update(shown={"nonce": data["nonce"], "iteration": i}))
 
 
 def show_position(session, upto, position):
@@ -380,7 +379,7 @@ GALLERY_PREFIX = "gallery:"
 def prompt_choices() -> list[tuple[str, str]]:
     """The explainer's example prompts: the classic examples, then the task gallery shared with the
     race (its labels carry what the benchmark measured for each prompt, assets/gallery.json)."""
-    from .gallery import gallery_choices
+    from ..gallery import gallery_choices
 
     return [(label, label) for label in EXAMPLE_PROMPTS] + [
         (f"Task gallery, {label}", GALLERY_PREFIX + ident) for label, ident in gallery_choices()]
@@ -388,7 +387,7 @@ def prompt_choices() -> list[tuple[str, str]]:
 
 def on_prompt_pick(choice):
     if isinstance(choice, str) and choice.startswith(GALLERY_PREFIX):
-        from .gallery import gallery_item
+        from ..gallery import gallery_item
 
         item = gallery_item(choice[len(GALLERY_PREFIX):])
         return (item.prompt, True) if item is not None else (gr.skip(), gr.skip())

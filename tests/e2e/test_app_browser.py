@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from app import handlers
+from app.explainer import handlers
 from _app_server import running_app
 from _browser import SHOTS, browser, open_tab  # noqa: F401 (browser: a fixture)
 

@@ -8,8 +8,8 @@ import json
 import pytest
 
 from app import charts, charts_methods, render, render_methods
-from app.panels import method_panel
-from app.view import view
+from app.explainer.panels import method_panel
+from app.explainer.view import view
 from app.session import Session, read_trace, write_trace
 from decoding.trace.record import (
     ACCEPTED,

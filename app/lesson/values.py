@@ -25,9 +25,9 @@ from decoding.methods.mjsd.generator import MjsdStep
 from decoding.trace.record import BONUS, CORRECTION
 from decoding.run.trace_file import read_trace
 
-from .race_file import read_race, shipped_races
-from .race_result import speedup
-from .session import example_traces, find_named, find_trace  # noqa: F401 (find_trace: the lesson's too)
+from ..race_file import read_race, shipped_races
+from ..race_result import speedup
+from ..session import example_traces, find_named, find_trace  # noqa: F401 (find_trace: the lesson's too)
 
 VALUES: dict[str, Callable[..., object]] = {}
 
@@ -262,7 +262,7 @@ def race_title(name: str) -> str:
 @value("race.drafter")
 def race_drafter(name: str) -> str:
     """Lane A's drafter in words ("hybrid: copying + feature draft")."""
-    from .race_result import drafter_words
+    from ..race_result import drafter_words
 
     return drafter_words((race(name)[1].lanes[0].summary.models or {}).get("draft") or "none")
 

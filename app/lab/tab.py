@@ -1,0 +1,46 @@
+"""The Exactness lab tab's layout and events: a vocabulary with hand-written p and q, one speculative step
+sampled N times (`events.lab_run`), its convergence (`events.lab_converge`); cheap, outside the queue
+but "Watch it converge" (a stream), and shown once on page load."""
+
+from __future__ import annotations
+
+import gradio as gr
+
+from decoding.rules.lab import EXAMPLE_P, EXAMPLE_Q, EXAMPLE_VOCAB
+
+from .. import texts
+from ..errors import on
+from .events import lab_converge, lab_normalize, lab_run
+
+
+def build(demo: gr.Blocks) -> None:
+    """The tab's components and events (call inside `gr.Tab("Exactness lab")`)."""
+    gr.Markdown(texts.LAB)
+    with gr.Row(equal_height=False):
+        with gr.Column(scale=1, min_width=280):
+            table = gr.Dataframe(
+                value=[[v, p, q] for v, p, q in zip(EXAMPLE_VOCAB, EXAMPLE_P, EXAMPLE_Q)],
+                headers=["token", "p (target)", "q (draft)"], datatype=["str", "number", "number"],
+                type="array", interactive=True, label="Vocabulary, p and q (add or delete rows)",
+                elem_id="lab-table",
+            )
+            normalize_btn = gr.Button("Normalise p and q to sum to 1", size="sm")
+            lenience = gr.Slider(0.05, 1.0, value=1.0, step=0.05, label="Lenience l (1 = exact)")
+            n = gr.Dropdown([100, 1_000, 10_000, 100_000, 1_000_000], value=10_000, label="N steps")
+            seed = gr.Number(value=0, precision=0, label="Seed", minimum=0)
+            with gr.Row():
+                lab_btn = gr.Button("Sample N", variant="primary", elem_id="lab-btn")
+                converge_btn = gr.Button("Watch it converge", elem_id="converge-btn")
+            status = gr.HTML("", elem_id="lab-status", padding=False)
+        with gr.Column(scale=2, min_width=300):
+            md = gr.Markdown()
+            plot = gr.Plot(label="Empirical vs expected distribution", elem_id="lab-plot")
+            with gr.Row():
+                residual = gr.Plot(label="Residual", min_width=280)
+                tv = gr.Plot(label="Convergence", min_width=280)
+
+    shown = [plot, residual, tv, md]
+    on(lab_btn.click, lab_run, [table, lenience, n, seed], shown, status, api_name="lab", queue=False)
+    on(converge_btn.click, lab_converge, [table, lenience, seed], shown, status, api_name="lab_converge")
+    on(normalize_btn.click, lab_normalize, table, table, status, api_name=False, queue=False)
+    on(demo.load, lab_run, [table, lenience, n, seed], shown, status, clear=False, api_name=False, queue=False)
