@@ -18,11 +18,11 @@ toy_method.register(lambda mapping, key, value: mapping.__setitem__(key, value))
 
 import gradio as gr  # noqa: E402
 
-from app import handlers  # noqa: E402
+from app.explainer import handlers  # noqa: E402
 from app.controls import DEFAULTS, method_controls  # noqa: E402
 from app.layout import build_demo  # noqa: E402
 from app.presets import presets  # noqa: E402
-from app.view import VIEW_OUTPUTS  # noqa: E402
+from app.explainer.view import VIEW_OUTPUTS  # noqa: E402
 
 
 def value(update):
