@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 import sys
 import textwrap
 from pathlib import Path
@@ -418,7 +419,8 @@ def class_label(path: Path, result: dict) -> str:
         if path.parent.name.startswith(prefix + "-"):
             return f"`{target}`"
     st = result["settings"]
-    changed = [f"--preset {st['preset']}" if st.get("preset") else "",
+    key = re.search(r"--preset (\S+)", result.get("command", ""))  # the preset's key, not its long label
+    changed = [f"--preset {key.group(1) if key else st['preset']}" if st.get("preset") else "",
                "--connect-in-burst" if st.get("connect_in_burst") else "",
                " ".join(f"--set {k}={v}" for k, v in (st.get("set") or {}).items())]
     return "`classroom_load.py " + " ".join(c for c in changed if c) + "`"
