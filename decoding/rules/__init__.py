@@ -5,6 +5,8 @@
 - `mentored.py`    mentored decoding's rule: the most acceptance within a KL(target || output) bound
 - `theory.py`      Leviathan et al.'s closed forms (tokens per call, speedup) and a measured cost model
 - `lab.py`         the single-step sampling lab: a rule applied N times to hand-written p and q
+- `implementations.py`  the lab's switch: the correct step and five public mistakes, closed form and sampler
+- `examples.py`    the lab's shipped p and q: the worked example and a 47-token Zipf-like vocabulary
 
 Imports only the trace layer below it.
 """
