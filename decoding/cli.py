@@ -15,6 +15,8 @@ import sys
 
 from .errors import UsageError
 from .methods.base import MAX_GAMMA
+from .rules.examples import EXAMPLES
+from .rules.implementations import IMPLEMENTATIONS
 
 EXIT_BAD_INPUT = 2
 
@@ -87,6 +89,11 @@ def _add_sample(sub) -> None:
     s.add_argument("--kl-bound", type=float, default=None, help="run mentored decoding with KL bound D instead")
     s.add_argument("--n", type=int, default=100_000)
     s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--implementation", default=None, metavar="NAME",
+                   help="the step as implemented: " + ", ".join(IMPLEMENTATIONS)
+                   + " (default: correct; the others are public mistakes, compared at lenience 1)")
+    s.add_argument("--example", default=None, metavar="NAME",
+                   help="the shipped p and q when --p/--q are not given: " + ", ".join(EXAMPLES) + " (default: worked)")
     s.add_argument("--json", action="store_true")
 
 
@@ -226,11 +233,17 @@ def method_extra(args, methods=None) -> dict:
 
 
 def cmd_sample(args) -> int:
-    from .rules.lab import EXAMPLE_P, EXAMPLE_Q, parse_distribution, run_sampling_lab
+    from .rules.implementations import DEFAULT_IMPLEMENTATION, get_implementation
+    from .rules.lab import parse_distribution, run_sampling_lab
 
-    p = parse_distribution(args.p, "--p") if args.p else EXAMPLE_P
-    q = parse_distribution(args.q, "--q") if args.q else EXAMPLE_Q
-    out = run_sampling_lab(p, q, lenience=args.lenience, n=args.n, seed=args.seed, kl_bound=args.kl_bound)
+    if args.example is not None and args.example not in EXAMPLES:
+        raise ValueError(f"unknown example {args.example!r}; choose one of: {', '.join(EXAMPLES)}")
+    example = EXAMPLES[args.example or "worked"]
+    p = parse_distribution(args.p, "--p") if args.p else list(example.p)
+    q = parse_distribution(args.q, "--q") if args.q else list(example.q)
+    impl = get_implementation(args.implementation or DEFAULT_IMPLEMENTATION)
+    out = run_sampling_lab(p, q, lenience=args.lenience, n=args.n, seed=args.seed, kl_bound=args.kl_bound,
+                           implementation=impl.name)
     if args.json:
         _print_json(out)
         return 0
@@ -240,9 +253,13 @@ def cmd_sample(args) -> int:
     rule = f"mentored, KL bound {out['kl_bound']}" if out.get("rule") == "mentored" else f"lenience {out['lenience']}"
     print(f"expected output {fmt(out['expected'])}   ({rule})")
     print(f"empirical       {fmt(out['empirical'])}   (n = {out['n']})")
-    print(f"residual        {fmt(out['residual']) if out['residual'] else 'none (never rejects)'}")
+    drawn = "residual       " if impl.name == DEFAULT_IMPLEMENTATION else "after rejection"
+    print(f"{drawn} {fmt(out['residual']) if out['residual'] else 'none (never rejects)'}")
     print(f"alpha {out['alpha']:.4f}   acceptance rate {out['acceptance_rate']:.4f}")
     print(f"TV(empirical, p) {out['tv_to_target']:.4f}   TV(empirical, expected) {out['tv_to_expected']:.4f}")
+    if impl.name != DEFAULT_IMPLEMENTATION:
+        print(f"implementation {impl.name}: {impl.label}; TV(expected, p) {out['expected_tv_to_target']:.4f}   "
+              f"correct rule's alpha {out['correct_alpha']:.4f}")
     if out.get("rule") == "mentored":
         print(f"strict alpha {out['strict_alpha']:.4f}   KL(p || expected) {out['kl_to_target']:.6f} <= D = {out['kl_bound']}"
               f"   KL(p || q) {out['kl_draft']:.6f}")

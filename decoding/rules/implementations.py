@@ -178,7 +178,7 @@ IMPLEMENTATIONS: dict[str, Implementation] = {i.name: i for i in (
         "leftover norm(max(0, p − q)): the output is exactly p.",
         "Leviathan et al. and Chen et al., 2023.", True, correct_parts, correct_sample),
     Implementation(
-        "greedy-draft-softmax-q", "Greedy draft, but divides by the sampled q",
+        "greedy-draft-softmax-q", "Greedy draft treated as if sampled from q",
         "The draft always proposes its most likely token even at temperature above 0, yet the rule divides by q "
         "as if that token had been drawn from q, so the draft's favourite comes out too often and the rest "
         "too rarely.",

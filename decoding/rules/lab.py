@@ -13,13 +13,16 @@ from typing import Callable, Sequence
 import torch
 
 from .acceptance import acceptance_threshold, lenient_output_distribution, residual_distribution, validate_lenience
+from .examples import WORKED
+from .implementations import DEFAULT_IMPLEMENTATION, get_implementation
 from .mentored import kl_divergence, mentored_one_step_samples, mentored_output_distribution, validate_kl_bound
 from .theory import lenient_alpha
 
 # The worked example (docs/papers.md): vocabulary "is", "stock", "girl", "cherry".
-EXAMPLE_VOCAB = ["is", "stock", "girl", "cherry"]
-EXAMPLE_P = [0.4, 0.3, 0.2, 0.1]
-EXAMPLE_Q = [0.5, 0.25, 0.15, 0.1]
+# (examples.py holds it with the larger example, as data.)
+EXAMPLE_VOCAB = list(WORKED.vocab)
+EXAMPLE_P = list(WORKED.p)
+EXAMPLE_Q = list(WORKED.q)
 MAX_SAMPLES = 10_000_000
 
 
@@ -72,13 +75,19 @@ def one_step_samples(
 
 def run_sampling_lab(p: Sequence[float], q: Sequence[float], lenience: float = 1.0, n: int = 100_000,
                      seed: int = 0, residual_fn: Callable = residual_distribution,
-                     kl_bound: float | None = None) -> dict:
+                     kl_bound: float | None = None, implementation: str = DEFAULT_IMPLEMENTATION) -> dict:
     """Everything the CLI's `sample` prints and the app's exactness lab draws, as plain data.
 
     With `kl_bound` D the rule is mentored decoding (`decoding.rules.mentored`) instead of the strict /
     lenient one: "expected", "empirical", "alpha", "acceptance_rate" and "residual" then describe
     the mentored rule, "strict_alpha" is the strict rule's alpha for comparison, and
     "kl_to_target" is KL(p || expected), the divergence that D bounds.
+
+    With `implementation` other than "correct" (`decoding.rules.implementations`) the step is that
+    implementation at lenience 1: "expected" is its closed-form output, "alpha" its acceptance
+    probability, "residual" what it draws after a rejection, plus "expected_tv_to_target" (TV(expected, p)),
+    "correct_alpha" (the correct rule's alpha, for the speed comparison) and "exact".
+    Every result carries "implementation".
     """
     p_t, q_t = validate_distribution(p, "p (target)"), validate_distribution(q, "q (draft)")
     if len(p_t) != len(q_t):
@@ -90,9 +99,15 @@ def run_sampling_lab(p: Sequence[float], q: Sequence[float], lenience: float = 1
             raise ValueError("choose either a lenience or a KL bound, not both (the KL bound replaces the lenient rule)")
     if int(n) != n or not (1 <= n <= MAX_SAMPLES):
         raise ValueError(f"n must be a whole number from 1 to {MAX_SAMPLES} (got {n})")
+    impl = get_implementation(implementation)
+    if impl.name != DEFAULT_IMPLEMENTATION and (lenience != 1.0 or kl_bound is not None):
+        raise ValueError("the implementations are compared at lenience 1 without a KL bound: "
+                         "choose the correct rule to use a lenience or a KL bound")
     generator = torch.Generator().manual_seed(seed)
     if kl_bound is not None:
-        return _mentored_lab(p_t, q_t, kl_bound, n, seed, generator)
+        return {**_mentored_lab(p_t, q_t, kl_bound, n, seed, generator), "implementation": impl.name}
+    if impl.name != DEFAULT_IMPLEMENTATION:
+        return _implementation_lab(impl, p_t, q_t, n, seed, generator)
     tokens, accepted = one_step_samples(p_t, q_t, n, lenience, generator, residual_fn)
     empirical = torch.bincount(tokens, minlength=len(p_t)).double() / n
     expected = lenient_output_distribution(p_t, q_t, lenience)
@@ -111,6 +126,37 @@ def run_sampling_lab(p: Sequence[float], q: Sequence[float], lenience: float = 1
         "residual": None if alpha >= 1 - 1e-12 else residual.tolist(),
         "residual_mass": mass,
         "cap": (p_t / lenience).clamp(max=1.0).tolist(),  # no token may exceed p/l
+        "tv_to_target": total_variation(empirical, p_t),
+        "tv_to_expected": total_variation(empirical, expected),
+        "implementation": impl.name,
+    }
+
+
+def _implementation_lab(impl, p_t: torch.Tensor, q_t: torch.Tensor, n: int, seed: int,
+                        generator: torch.Generator) -> dict:
+    """One of the implementations (p_t, q_t: (V,) float64): the strict lab's keys, read for that implementation."""
+    tokens, accepted = impl.sample(p_t, q_t, n, generator)
+    empirical = torch.bincount(tokens, minlength=len(p_t)).double() / n
+    kept, after = impl.parts(p_t, q_t)
+    expected = kept + (1.0 - kept.sum()) * after
+    alpha = float(kept.sum())
+    return {
+        "target": p_t.tolist(),
+        "draft": q_t.tolist(),
+        "lenience": 1.0,
+        "implementation": impl.name,
+        "exact": impl.exact,
+        "n": n,
+        "seed": seed,
+        "expected": expected.tolist(),
+        "empirical": empirical.tolist(),
+        "alpha": alpha,
+        "correct_alpha": float(torch.minimum(p_t, q_t).sum()),
+        "acceptance_rate": float(accepted.double().mean()),
+        "residual": None if alpha >= 1 - 1e-12 else after.tolist(),  # what a rejection draws from
+        "residual_mass": 1.0 - alpha,
+        "cap": None,
+        "expected_tv_to_target": total_variation(expected, p_t),
         "tv_to_target": total_variation(empirical, p_t),
         "tv_to_expected": total_variation(empirical, expected),
     }

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from decoding.cli import main
+from decoding.rules.implementations import IMPLEMENTATIONS
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -64,6 +65,24 @@ def test_sample_json_keys(capsys):
     assert data["tv_to_target"] < 0.01
 
 
+@pytest.mark.parametrize("name", list(IMPLEMENTATIONS))
+def test_sample_implementation_json(name, capsys):
+    code, out, _ = run_cli(["sample", "--implementation", name, "--example", "larger", "--n", "20000", "--json"],
+                           capsys)
+    data = json.loads(out)
+    assert code == 0 and data["implementation"] == name and len(data["target"]) == 47
+    assert 0 <= data["tv_to_target"] <= 1 and 0 <= data["acceptance_rate"] <= 1
+    assert data["acceptance_rate"] == pytest.approx(data["alpha"], abs=0.02)
+
+
+def test_sample_help_lists_the_implementations(capsys):
+    with pytest.raises(SystemExit):
+        run_cli(["sample", "--help"], capsys)
+    text = " ".join(capsys.readouterr().out.split()).replace("- ", "-")  # argparse wraps after hyphens
+    for name in IMPLEMENTATIONS:
+        assert name in text
+
+
 def test_theory_json_keys(capsys):
     code, out, _ = run_cli(["theory", "--alpha", "0.8", "--gamma", "4", "--c", "0.1", "--json"], capsys)
     assert code == 0
@@ -93,6 +112,9 @@ GENERATE = ["generate", "--prompt", "hi"]
     (["sample", "--p", "0.5,0.5", "--q", "0.2,0.3,0.5"], "differ in length"),
     (["sample", "--p", "a,b"], "comma-separated"),
     (["sample", "--lenience", "2"], "lenience"),
+    (["sample", "--implementation", "nope"], "unknown implementation 'nope'; choose one of: correct"),
+    (["sample", "--implementation", "exact-match", "--lenience", "0.5"], "lenience 1"),
+    (["sample", "--example", "nope"], "unknown example 'nope'; choose one of: worked, larger"),
     (["theory", "--alpha", "1.5", "--gamma", "4", "--c", "0.1"], "alpha"),
     (["theory", "--alpha", "0.5", "--gamma", "-1", "--c", "0.1"], "gamma"),
 ])
