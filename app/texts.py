@@ -71,6 +71,9 @@ The histogram of N outputs converges to the **expected** distribution, which is 
 lenience l = 1. With l < 1 more drafts are accepted and no token can exceed its cap p/l (black ticks).
 Starting values: the worked example of the tutorial *Accelerating LLM Inference - Speculative Decoding*:
 the draft proposes "is" more often than the target would write it.
+The **Implementation** menu swaps the rule for mistakes that shipped or were proposed in public: some
+drift away from p however large N gets (fast but wrong), one stays exactly p but keeps fewer drafts
+(exact but slower). The larger example (47 tokens) shows the one that needs more than 20 tokens.
 """
 
 SIDE = """

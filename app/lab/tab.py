@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import gradio as gr
 
+from decoding.rules.examples import EXAMPLES
+from decoding.rules.implementations import DEFAULT_IMPLEMENTATION, IMPLEMENTATIONS
 from decoding.rules.lab import EXAMPLE_P, EXAMPLE_Q, EXAMPLE_VOCAB
 
 from .. import texts
 from ..errors import on
-from .events import lab_converge, lab_normalize, lab_run
+from .events import implementation_words, lab_converge, lab_example, lab_normalize, lab_run
 
 
 def build(demo: gr.Blocks) -> None:
@@ -18,6 +20,8 @@ def build(demo: gr.Blocks) -> None:
     gr.Markdown(texts.LAB)
     with gr.Row(equal_height=False):
         with gr.Column(scale=1, min_width=280):
+            example = gr.Dropdown([(e.title, key) for key, e in EXAMPLES.items()], value="worked",
+                                  label="Example (replaces the table)", elem_id="lab-example")
             table = gr.Dataframe(
                 value=[[v, p, q] for v, p, q in zip(EXAMPLE_VOCAB, EXAMPLE_P, EXAMPLE_Q)],
                 headers=["token", "p (target)", "q (draft)"], datatype=["str", "number", "number"],
@@ -25,6 +29,11 @@ def build(demo: gr.Blocks) -> None:
                 elem_id="lab-table",
             )
             normalize_btn = gr.Button("Normalise p and q to sum to 1", size="sm")
+            implementation = gr.Dropdown([(i.label, key) for key, i in IMPLEMENTATIONS.items()],
+                                         value=DEFAULT_IMPLEMENTATION, label="Implementation",
+                                         elem_id="lab-implementation")
+            implementation_md = gr.Markdown(implementation_words(DEFAULT_IMPLEMENTATION),
+                                            elem_id="lab-implementation-words")
             lenience = gr.Slider(0.05, 1.0, value=1.0, step=0.05, label="Lenience l (1 = exact)")
             n = gr.Dropdown([100, 1_000, 10_000, 100_000, 1_000_000], value=10_000, label="N steps")
             seed = gr.Number(value=0, precision=0, label="Seed", minimum=0)
@@ -40,7 +49,16 @@ def build(demo: gr.Blocks) -> None:
                 tv = gr.Plot(label="Convergence", min_width=280)
 
     shown = [plot, residual, tv, md]
-    on(lab_btn.click, lab_run, [table, lenience, n, seed], shown, status, api_name="lab", queue=False)
-    on(converge_btn.click, lab_converge, [table, lenience, seed], shown, status, api_name="lab_converge")
+    # the API's inputs keep their order; the implementation is the last one (default: the correct rule)
+    inputs = [table, lenience, n, seed, implementation]
+    on(lab_btn.click, lab_run, inputs, shown, status, api_name="lab", queue=False)
+    on(converge_btn.click, lab_converge, [table, lenience, seed, implementation], shown, status,
+       api_name="lab_converge")
     on(normalize_btn.click, lab_normalize, table, table, status, api_name=False, queue=False)
-    on(demo.load, lab_run, [table, lenience, n, seed], shown, status, clear=False, api_name=False, queue=False)
+    # choosing an example or an implementation runs the lab at once (each step through the error boundary)
+    picked = on(example.input, lab_example, example, table, status, api_name=False, queue=False)
+    on(picked.then, lab_run, inputs, shown, status, api_name=False, queue=False)
+    switched = on(implementation.input, implementation_words, implementation, implementation_md, status,
+                  api_name=False, queue=False)
+    on(switched.then, lab_run, inputs, shown, status, api_name=False, queue=False)
+    on(demo.load, lab_run, inputs, shown, status, clear=False, api_name=False, queue=False)

@@ -182,13 +182,13 @@ IMPLEMENTATIONS: dict[str, Implementation] = {i.name: i for i in (
         "The draft always proposes its most likely token even at temperature above 0, yet the rule divides by q "
         "as if that token had been drawn from q, so the draft's favourite comes out too often and the rest "
         "too rarely.",
-        "The transformers library, issue 32867, fixed by pull request 33534.", False,
+        "The transformers library, GitHub issue #32867, fixed by pull request #33534.", False,
         greedy_softmax_parts, greedy_softmax_sample),
     Implementation(
         "wrong-q", "Divides by a different q than the one drawn from",
         f"The draft samples at temperature {WRONG_Q_TEMPERATURE:g} but the rule divides by, and takes the leftover "
         "from, the draft's q before that warping, so the coin no longer undoes the draft's bias.",
-        "The transformers library, issue 47932.", False, wrong_q_parts, wrong_q_sample),
+        "The transformers library, GitHub issue #47932.", False, wrong_q_parts, wrong_q_sample),
     Implementation(
         "resample-from-p", "After a rejection, draws from p",
         "After a rejection it draws the replacement from p instead of the leftover norm(max(0, p − q)), so "
@@ -200,7 +200,7 @@ IMPLEMENTATIONS: dict[str, Implementation] = {i.name: i for i in (
         "The target draws its own token and the draft token is kept only when both are the same: the output "
         "is still exactly p, but drafts are kept Σ p·q of the time instead of Σ min(p, q), so most of the "
         "speed-up is lost once sampling is on.",
-        "Proposed for the mlx-lm library in pull request 1709.", True, exact_match_parts, exact_match_sample),
+        "Proposed for the mlx-lm library in GitHub pull request #1709.", True, exact_match_parts, exact_match_sample),
     Implementation(
         "top20-target", "Target cut to its top 20 tokens",
         f"Verifies against the target's {TOP_K_TARGET} most likely tokens, renormalised, so no other token can "
