@@ -361,6 +361,9 @@ def theory_figure(alpha: float, c: float, gamma: int, max_gamma: int = 16) -> Fi
     )
 
 
+LAB_MANY_TOKENS = 12  # above this many tokens the lab's bars get upright labels and the legend moves down
+
+
 def lab_figure(vocab: list[str], result: dict) -> Fig:
     labels = [visible(v) for v in vocab]
     data = [
@@ -382,6 +385,10 @@ def lab_figure(vocab: list[str], result: dict) -> Fig:
     if result.get("implementation", "correct") != "correct":  # a mistake: how far from p, too
         title = f"N = {result['n']:,}: TV(empirical, p) = {result['tv_to_target']:.4f}, " \
                 f"TV(empirical, expected) = {result['tv_to_expected']:.4f}"
+    if len(vocab) > LAB_MANY_TOKENS:  # e.g. 47 tokens: upright labels; the legend at the figure's foot, below them
+        return _fig(data, title, height=540, barmode="group", bargap=0.1, yaxis={"title": {"text": "probability"}},
+                    xaxis={"tickangle": -90, "tickfont": {"size": 10}}, margin={"b": 170},
+                    legend={"y": 0, "yref": "container", "yanchor": "bottom", "x": 0, "xanchor": "left"})
     return _fig(data, title, height=380,
                 barmode="group", yaxis={"title": {"text": "probability"}}, margin={"b": 90},
                 legend={"y": -0.12, "yanchor": "top", "x": 0, "xanchor": "left"})
