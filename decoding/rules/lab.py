@@ -85,9 +85,9 @@ def run_sampling_lab(p: Sequence[float], q: Sequence[float], lenience: float = 1
 
     With `implementation` other than "correct" (`decoding.rules.implementations`) the step is that
     implementation at lenience 1: "expected" is its closed-form output, "alpha" its acceptance
-    probability, "residual" what it draws after a rejection, plus "expected_tv_to_target" (TV(expected, p)),
-    "correct_alpha" (the correct rule's alpha, for the speed comparison) and "exact".
-    Every result carries "implementation".
+    probability, "residual" what it draws after a rejection, plus "correct_alpha" (the correct rule's
+    alpha, for the speed comparison) and "exact". Every result carries "implementation" and
+    "expected_tv_to_target", TV(expected, p): how far the rule itself is from p, whatever N.
     """
     p_t, q_t = validate_distribution(p, "p (target)"), validate_distribution(q, "q (draft)")
     if len(p_t) != len(q_t):
@@ -128,6 +128,7 @@ def run_sampling_lab(p: Sequence[float], q: Sequence[float], lenience: float = 1
         "cap": (p_t / lenience).clamp(max=1.0).tolist(),  # no token may exceed p/l
         "tv_to_target": total_variation(empirical, p_t),
         "tv_to_expected": total_variation(empirical, expected),
+        "expected_tv_to_target": total_variation(expected, p_t),  # 0 at lenience 1: the rule is exact
         "implementation": impl.name,
     }
 
@@ -189,4 +190,5 @@ def _mentored_lab(p_t: torch.Tensor, q_t: torch.Tensor, kl_bound: float, n: int,
         "cap": None,
         "tv_to_target": total_variation(empirical, p_t),
         "tv_to_expected": total_variation(empirical, expected),
+        "expected_tv_to_target": total_variation(expected, p_t),
     }
