@@ -81,10 +81,12 @@ def _rule_samples(p: torch.Tensor, q_drawn: torch.Tensor, q_divided: torch.Tenso
 # --- the correct rule -------------------------------------------------------------------------------------------
 
 def correct_parts(p, q):
+    """Algorithm 1: accepted min(p, q) (V,), after a rejection the residual norm(max(0, p - q)) (V,)."""
     return torch.minimum(p, q), residual_distribution(p, q)[0]
 
 
 def correct_sample(p, q, n, generator):
+    """n steps of Algorithm 1: (n,) tokens, (n,) accepted."""
     return _rule_samples(p, q, q, residual_distribution(p, q)[0], n, generator)
 
 
@@ -116,6 +118,7 @@ def wrong_q_sample(p, q, n, generator):
 # --- (c) resampling from p after a rejection ---------------------------------------------------------------------
 
 def resample_p_parts(p, q):
+    """Accepted min(p, q) (V,) as in the correct rule, but a rejection draws from p itself (V,)."""
     return torch.minimum(p, q), p.clone()
 
 
@@ -142,6 +145,7 @@ def exact_match_sample(p, q, n, generator):
 # --- (e) a target truncated to its top 20 log-probabilities ---------------------------------------------------------
 
 def top20_parts(p, q):
+    """The correct rule's parts with p replaced by its top-20 cut (both (V,))."""
     return correct_parts(truncate_top_k(p, TOP_K_TARGET), q)
 
 
