@@ -326,13 +326,16 @@ def running_figure(records: list[IterationRecord], upto: int | None = None, base
     layout["annotations"] += more_layout.pop("annotations")
     layout.update(more_layout)
     return _fig(data, "", height=RUNNING_HEIGHT, margin={"t": 50, "b": 60},
-                legend={"y": RUNNING_TOP[0] - 0.045, "yanchor": "top", "x": 0, "xanchor": "left"}, **layout)
+                legend={"y": RUNNING_TOP[0] - 0.068, "yanchor": "top", "x": 0, "xanchor": "left"},
+                # the acceptance row's own legend, in its top right corner (the rates fall with the position)
+                legend2={"x": 0.99, "xanchor": "right", "y": ACCEPTANCE_ROWS[0][1], "yanchor": "top",
+                         "bgcolor": "rgba(255,255,255,0.85)", "font": {"size": 11}}, **layout)
 
 
 # the running charts' figure: its three rows by iteration on top, then the two acceptance rows (paper heights)
-RUNNING_HEIGHT = 980
-RUNNING_TOP = (0.52, 1.0)  # the rows by iteration
-ACCEPTANCE_ROWS = ((0.27, 0.41), (0.0, 0.14))  # per draft position; histogram of accepted lengths
+RUNNING_HEIGHT = 1050
+RUNNING_TOP = (0.56, 1.0)  # the rows by iteration
+ACCEPTANCE_ROWS = ((0.27, 0.40), (0.0, 0.13))  # per draft position; histogram of accepted lengths
 
 
 def _squeeze_rows(layout: dict, n: int, span: tuple[float, float]) -> None:
@@ -377,12 +380,12 @@ def acceptance_rows(records: list[IterationRecord]) -> tuple[list[dict], dict]:
     spec = METHODS.get(records[-1].method) if records else None
     counts = RunCounts.from_records(records, per_position=spec is None or spec.chain_draft)
     tally = counts.positions
-    title4 = ("How often each draft position was accepted: of the iterations that drafted at least i tokens, "
-              "the share whose first i draft tokens were all accepted")
-    title5 = "How many draft tokens each iteration accepted (iterations that drafted only)"
+    title4 = ("Acceptance per draft position i: of the iterations that drafted at least i tokens, the share "
+              "whose first i draft tokens were all accepted")
+    title5 = "Draft tokens accepted per iteration (iterations that drafted)"
     if tally:
-        title5 += (f"; mean acceptance length {counts.mean_acceptance_length:.2f} tokens per iteration "
-                   "(the accepted ones plus the one the target adds)")
+        title5 += (f"; mean acceptance length {counts.mean_acceptance_length:.2f} tokens: the accepted ones plus "
+                   "the one token the target adds")
     layout["annotations"] = [_row_title(title4, hi4), _row_title(title5, hi5)]
     if not tally:
         if spec is not None and not spec.chain_draft:
@@ -399,8 +402,8 @@ def acceptance_rows(records: list[IterationRecord]) -> tuple[list[dict], dict]:
         return data, layout
     positions = list(range(1, tally.gamma_max + 1))
     data = [
-        {"type": "bar", "x": positions, "y": [round(x, 4) for x in tally.rates], "name": "accepted up to position i",
-         "marker": {"color": EMP_COLOUR}, "xaxis": "x4", "yaxis": "y4",
+        {"type": "bar", "x": positions, "y": [round(x, 4) for x in tally.rates], "name": "measured in this run",
+         "marker": {"color": EMP_COLOUR}, "xaxis": "x4", "yaxis": "y4", "legend": "legend2",
          "customdata": [[r, d] for r, d in zip(tally.reached, tally.drafted)],
          "hovertemplate": "position %{x}: %{y:.0%} (%{customdata[0]} of %{customdata[1]} iterations)<extra></extra>"},
         {"type": "bar", "x": list(range(len(tally.lengths))), "y": tally.histogram, "name": "iterations",
@@ -409,9 +412,9 @@ def acceptance_rows(records: list[IterationRecord]) -> tuple[list[dict], dict]:
     ]
     if counts.alpha is not None:
         data.append({"type": "scatter", "mode": "lines+markers", "x": positions, "y": counts.iid_acceptance,
-                     "name": f"α^i: positions accepted independently, α = {counts.alpha:.2f}",
+                     "name": f"α^i, if each position were accepted<br>independently with chance α = {counts.alpha:.2f}",
                      "line": {"color": EXP_COLOUR, "dash": "dash"}, "marker": {"symbol": "diamond"},
-                     "xaxis": "x4", "yaxis": "y4",
+                     "xaxis": "x4", "yaxis": "y4", "legend": "legend2",
                      "hovertemplate": "position %{x}: α^i = %{y:.0%}<extra></extra>"})
     return data, layout
 
