@@ -412,7 +412,8 @@ def acceptance_rows(records: list[IterationRecord]) -> tuple[list[dict], dict]:
     ]
     if counts.alpha is not None:
         data.append({"type": "scatter", "mode": "lines+markers", "x": positions, "y": counts.iid_acceptance,
-                     "name": f"α^i, if each position were accepted<br>independently with chance α = {counts.alpha:.2f}",
+                     "name": f"α^i, if each position were accepted<br>independently with chance α = "
+                             f"{counts.alpha:.2f}",
                      "line": {"color": EXP_COLOUR, "dash": "dash"}, "marker": {"symbol": "diamond"},
                      "xaxis": "x4", "yaxis": "y4", "legend": "legend2",
                      "hovertemplate": "position %{x}: α^i = %{y:.0%}<extra></extra>"})

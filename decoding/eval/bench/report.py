@@ -79,11 +79,12 @@ def markdown_report(result: dict, command: str | None = None) -> str:
                   "target call, mean accepted draft tokens):", "", category_markdown(result), ""]
         per_position = acceptance_markdown(result)
         if per_position:
-            lines += ["", "Acceptance per draft position, per prompt category (each speculative variant: mean acceptance "
-                      "length = 1 + accepted draft tokens / iterations that drafted, as vLLM defines it; then, for draft "
-                      "positions 1, 2, ..., the share of the iterations that drafted at least that many tokens whose "
-                      "draft was accepted up to that position; alpha^i, with alpha the mean overlap sum min(p, q), is "
-                      "what independent positions would give, shown under \"all\"):", "", per_position, ""]
+            lines += ["", "Acceptance per draft position, per prompt category (each speculative variant: mean "
+                      "acceptance length = 1 + accepted draft tokens / iterations that drafted, as vLLM defines it; "
+                      "then, for draft positions 1, 2, ..., the share of the iterations that drafted at least that many "
+                      "tokens whose draft was accepted up to that position; alpha^i, with alpha the mean overlap "
+                      "sum min(p, q), is what independent positions would give, shown under \"all\"):", "",
+                      per_position, ""]
         lines += ["", "After the prompt's prefill: the speedup once each run's first target pass is done, and the share "
                   "of the time that pass took (the prefill costs every variant the same, so on long prompts it "
                   "caps the whole run's speedup):", "", after_first_pass_markdown(result), ""]
