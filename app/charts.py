@@ -333,9 +333,9 @@ def running_figure(records: list[IterationRecord], upto: int | None = None, base
 
 
 # the running charts' figure: its three rows by iteration on top, then the two acceptance rows (paper heights)
-RUNNING_HEIGHT = 1050
-RUNNING_TOP = (0.56, 1.0)  # the rows by iteration
-ACCEPTANCE_ROWS = ((0.27, 0.40), (0.0, 0.13))  # per draft position; histogram of accepted lengths
+RUNNING_HEIGHT = 1100
+RUNNING_TOP = (0.58, 1.0)  # the rows by iteration
+ACCEPTANCE_ROWS = ((0.27, 0.385), (0.0, 0.13))  # per draft position; histogram of accepted lengths
 
 
 def _squeeze_rows(layout: dict, n: int, span: tuple[float, float]) -> None:
@@ -353,7 +353,7 @@ def _squeeze_rows(layout: dict, n: int, span: tuple[float, float]) -> None:
 
 
 def _row_title(text: str, top: float) -> dict:
-    return {"text": _wrap(text, TITLE_CHARS + 8, 4), "x": 0.5, "y": top + 0.005, "xref": "paper", "yref": "paper",
+    return {"text": _wrap(text, TITLE_CHARS, 4), "x": 0.5, "y": top + 0.005, "xref": "paper", "yref": "paper",
             "xanchor": "center", "yanchor": "bottom", "showarrow": False, "font": {"size": 11}}
 
 
