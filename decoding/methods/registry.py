@@ -42,6 +42,9 @@ class MethodSpec:
     trace_data: type[StepData] | None = None  # the method's own data in each record (record.extra[KEY])
     view: MethodView = MethodView()  # what the app shows of it
     step_cost: float = 1.0  # GPU time per generated token against plain decoding's (beams and trees cost more)
+    # record.draft is the whole proposed chain (position i was drafted iff len(draft) >= i), so acceptance
+    # per draft position applies (trace/metrics.py); PPD's lists only the path verification walked in a tree
+    chain_draft: bool = True
 
     def __post_init__(self) -> None:
         if not self.title:
@@ -77,7 +80,8 @@ METHODS: dict[str, MethodSpec] = {
         MethodSpec("ppd", ppd, PPDSettings,
                    "parallel prompt decoding: the target guesses ahead with trained prompt tokens, sparse tree",
                    title="PPD", lossless="greedy only", trace_data=PPDStep,
-                   view=MethodView(rule="candidates", panel="prompt-tree", theory="tree-size"), step_cost=1.5),
+                   view=MethodView(rule="candidates", panel="prompt-tree", theory="tree-size"), step_cost=1.5,
+                   chain_draft=False),
     )
 }
 

@@ -34,7 +34,7 @@ def summarize(records: list[IterationRecord], config: RunConfig, prompt: str, ta
     """The summary line of a finished (or stopped) run; `draft` as for `decode`."""
     spec = method_spec(config.method)
     draft = as_draft(draft) if spec.uses_drafter else None
-    counts = RunCounts.from_records(records)
+    counts = RunCounts.from_records(records, per_position=spec.chain_draft)
     token_ids = [t.token_id for r in records for t in r.emitted]
     last = records[-1] if records else None
     return RunSummary(
@@ -64,6 +64,9 @@ def summarize(records: list[IterationRecord], config: RunConfig, prompt: str, ta
             "draft_dtype": dtype_name(draft.dtype) if draft is not None else None,
         },
         target_perplexity=target_perplexity(records),
+        acceptance_per_position=counts.acceptance_per_position,
+        acceptance_length_histogram=counts.acceptance_length_histogram,
+        mean_acceptance_length=counts.mean_acceptance_length if config.method != "autoregressive" else None,
     )
 
 

@@ -147,5 +147,13 @@ def check_summary(s: RunSummary) -> None:
     for name in ("tokens_per_call", "tokens_per_second", "wall_seconds"):
         _at_least(getattr(s, name), 0.0, name)
     _at_least(s.mean_accepted, 0.0, "mean_accepted")
+    _at_least(s.mean_acceptance_length, 1.0, "mean_acceptance_length")
+    for i, rate in enumerate(s.acceptance_per_position):
+        _probability(rate, f"acceptance_per_position[{i}]")
+    for n, count in enumerate(s.acceptance_length_histogram):
+        _at_least(count, 0, f"acceptance_length_histogram[{n}]")
+    if s.acceptance_per_position and len(s.acceptance_length_histogram) != len(s.acceptance_per_position) + 1:
+        raise ValueError(f"acceptance_length_histogram: {len(s.acceptance_per_position) + 1} counts expected (accepted "
+                         f"lengths 0 to {len(s.acceptance_per_position)}), got {len(s.acceptance_length_histogram)}")
     if any(t < 0 for t in s.token_ids):
         raise ValueError("token_ids: token ids are >= 0")

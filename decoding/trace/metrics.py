@@ -9,6 +9,21 @@ the gamma policy and the app all compute their figures here.
 - tokens per second: generated tokens / wall seconds of decoding (model loading excluded).
 - alpha: the mean, over drafted positions, of sum_x min(p(x), q(x)) (Leviathan et al., section
   3.1): the chance that one draft token is accepted.
+- acceptance per draft position (vLLM's `num_accepted_tokens_per_pos` over its drafts): for i = 1..gamma_max
+  (the longest draft of the run, a copy longer than gamma included), the share of the iterations that
+  drafted at least i tokens whose first i draft tokens were all accepted (accepted length >= i). Under
+  Leviathan et al.'s i.i.d. assumption that is alpha^i (`iid_acceptance`, alpha as above); real drafts
+  depart from it (a copy that starts to match goes on matching).
+- acceptance length histogram: over the iterations that drafted, how many accepted 0, 1, ..., gamma_max
+  draft tokens.
+- mean acceptance length (vLLM's definition): 1 + accepted draft tokens / iterations that drafted,
+  i.e. 1 + mean accepted length: the tokens one drafting iteration emits, its correction or bonus token
+  included. It equals tokens per target call where every iteration drafts, costs one target call and
+  keeps all it emits (a prefill of its own, plain target steps or a cut at the end make them differ).
+  Per position and the histogram count records whose `draft` is the whole proposed chain (every
+  speculative-chain method: speculative with any drafter, mentored, MJSD's chosen beam); a method whose
+  record lists only the path its verification walked through a tree (PPD) has no such counts: its
+  readers pass `per_position=False` (`MethodSpec.chain_draft`).
 - by draft source (a drafter with several sources, the hybrid): per source, its share of the
   iterations after the prefill, tokens drafted, draft tokens accepted and tokens emitted per
   iteration, and wall time per iteration (`SourceTally`).
@@ -24,8 +39,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import Iterable
 
-__all__ = ["RunCounts", "SourceTally", "source_key", "tokens_per_second", "tokens_per_call", "mean_accepted",
-           "alpha", "c_step", "c_verify", "position_alphas", "measured_alpha_c"]
+__all__ = ["RunCounts", "SourceTally", "PositionTally", "source_key", "tokens_per_second", "tokens_per_call",
+           "mean_accepted", "mean_acceptance_length", "acceptance_per_position", "acceptance_length_histogram",
+           "iid_acceptance", "alpha", "c_step", "c_verify", "position_alphas", "measured_alpha_c"]
 
 
 def tokens_per_second(tokens: int, seconds: float) -> float:
@@ -39,6 +55,32 @@ def tokens_per_call(tokens: int, target_calls: int) -> float:
 def mean_accepted(accepted: int, drafted_iterations: int) -> float | None:
     """Accepted draft tokens per iteration that had a draft; None when no iteration had one."""
     return accepted / drafted_iterations if drafted_iterations else None
+
+
+def mean_acceptance_length(accepted: int, drafted_iterations: int) -> float | None:
+    """vLLM's mean acceptance length: 1 + accepted draft tokens / iterations that drafted (the
+    correction or bonus token counted); None when no iteration drafted."""
+    mean = mean_accepted(accepted, drafted_iterations)
+    return None if mean is None else 1.0 + mean
+
+
+def iid_acceptance(alpha_value: float | None, positions: int) -> list[float]:
+    """Leviathan et al.'s i.i.d. reference for acceptance per position: alpha^i for i = 1..positions,
+    alpha = the run's mean overlap sum_x min(p, q) over drafted positions (`RunCounts.alpha`); [] without one."""
+    if alpha_value is None:
+        return []
+    a = min(max(alpha_value, 0.0), 1.0)
+    return [a ** i for i in range(1, positions + 1)]
+
+
+def acceptance_per_position(records: Iterable) -> list[float]:
+    """Per draft position i = 1..gamma_max, accepted length >= i over the iterations that drafted >= i tokens."""
+    return PositionTally.from_records(records).rates
+
+
+def acceptance_length_histogram(records: Iterable) -> list[int]:
+    """Counts of accepted lengths 0..gamma_max over the iterations that drafted."""
+    return PositionTally.from_records(records).histogram
 
 
 def alpha(overlap_sum: float, positions: int) -> float | None:
@@ -109,6 +151,65 @@ class SourceTally:
                 for key, (n, d, a, e, t) in sorted(self.counts.items()) if n}
 
 
+class PositionTally:
+    """Additive per-position counts of chain drafts: `drafted[i-1]` iterations drafted at least i tokens,
+    `reached[i-1]` of them accepted at least i, `lengths[n]` drafting iterations accepted exactly n.
+    Lists of different lengths add position by position (a missing position counts 0)."""
+
+    def __init__(self, drafted=None, reached=None, lengths=None):
+        self.drafted, self.reached, self.lengths = list(drafted or []), list(reached or []), list(lengths or [])
+
+    @classmethod
+    def from_records(cls, records: Iterable) -> "PositionTally":
+        out = cls()
+        for r in records:
+            if r.draft:
+                out.add(len(r.draft), r.accepted_length)
+        return out
+
+    def add(self, drafted: int, accepted: int) -> None:
+        """One iteration that drafted `drafted` tokens and accepted the first `accepted` of them."""
+        accepted = max(0, min(accepted, drafted))
+        for name, n in (("drafted", drafted), ("reached", drafted), ("lengths", drafted + 1)):
+            row = getattr(self, name)
+            row.extend([0] * (n - len(row)))
+        for i in range(drafted):
+            self.drafted[i] += 1
+            self.reached[i] += int(i < accepted)
+        self.lengths[accepted] += 1
+
+    def __add__(self, other: "PositionTally") -> "PositionTally":
+        def plus(a, b):
+            n = max(len(a), len(b))
+            return [(a[i] if i < len(a) else 0) + (b[i] if i < len(b) else 0) for i in range(n)]
+        return PositionTally(plus(self.drafted, other.drafted), plus(self.reached, other.reached),
+                             plus(self.lengths, other.lengths))
+
+    def __bool__(self) -> bool:
+        return bool(self.drafted)
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, PositionTally) and (self.drafted, self.reached, self.lengths) == (
+            other.drafted, other.reached, other.lengths)
+
+    def __repr__(self) -> str:
+        return f"PositionTally(drafted={self.drafted}, reached={self.reached}, lengths={self.lengths})"
+
+    @property
+    def rates(self) -> list[float]:
+        """Acceptance per position i = 1..gamma_max: reached / drafted (every drafted count is >= 1)."""
+        return [r / d for r, d in zip(self.reached, self.drafted)]
+
+    @property
+    def histogram(self) -> list[int]:
+        """Drafting iterations by accepted length 0..gamma_max."""
+        return list(self.lengths)
+
+    @property
+    def gamma_max(self) -> int:
+        return len(self.drafted)
+
+
 @dataclass
 class RunCounts:
     """Additive counts of one run (or of several: `a + b`), from which every figure follows."""
@@ -131,10 +232,12 @@ class RunCounts:
     first_pass_seconds: float = 0.0  # from the start until the first pass's tokens were out
     first_pass_tokens: int = 0
     by_source: SourceTally = field(default_factory=SourceTally)  # iterations after the prefill
+    positions: PositionTally = field(default_factory=PositionTally)  # chain drafts only (per_position)
 
     @classmethod
-    def from_records(cls, records: Iterable) -> "RunCounts":
-        """Counts of a run's records (cumulative counters are read off the last record)."""
+    def from_records(cls, records: Iterable, per_position: bool = True) -> "RunCounts":
+        """Counts of a run's records (cumulative counters are read off the last record). `per_position`:
+        the records' drafts are chains (`MethodSpec.chain_draft`), so the per-position counts apply."""
         records = list(records)
         out = cls()
         if not records:
@@ -148,6 +251,8 @@ class RunCounts:
                 out.accepted += r.accepted_length
                 out.drafted_tokens += len(r.draft)
                 out.overlap_sum += sum(position_alphas(r))
+                if per_position:
+                    out.positions.add(len(r.draft), r.accepted_length)
         # timings: the first iteration also prefills the prompt, so it is left out of per-step costs
         timed = records[1:]
         if timed:
@@ -189,6 +294,23 @@ class RunCounts:
     @property
     def mean_accepted(self) -> float | None:
         return mean_accepted(self.accepted, self.drafted_iterations)
+
+    @property
+    def mean_acceptance_length(self) -> float | None:
+        return mean_acceptance_length(self.accepted, self.drafted_iterations)
+
+    @property
+    def acceptance_per_position(self) -> list[float]:
+        return self.positions.rates
+
+    @property
+    def acceptance_length_histogram(self) -> list[int]:
+        return self.positions.histogram
+
+    @property
+    def iid_acceptance(self) -> list[float]:
+        """alpha^i at positions 1..gamma_max, alpha = `self.alpha`."""
+        return iid_acceptance(self.alpha, self.positions.gamma_max)
 
     @property
     def alpha(self) -> float | None:

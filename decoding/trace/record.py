@@ -169,6 +169,11 @@ class RunSummary:
     stop_reason: str  # "eos" | "max_new_tokens" | "context" | "stopped"
     models: dict = field(default_factory=dict)
     target_perplexity: MayBeInfinite | None = None  # infinite if a token's p_raw underflowed to 0
+    # acceptance per draft position (definitions: trace/metrics.py; absent from older traces, empty for a
+    # run without chain drafts): rate at positions 1..gamma_max over the iterations that drafted that far
+    acceptance_per_position: list[float] = field(default_factory=list)
+    acceptance_length_histogram: list[int] = field(default_factory=list)  # drafting iterations by accepted 0..gamma_max
+    mean_acceptance_length: float | None = None  # vLLM's: 1 + accepted draft tokens / iterations that drafted
 
     def to_dict(self) -> dict:
         data = asdict(self)

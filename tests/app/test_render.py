@@ -169,6 +169,38 @@ def test_running_and_theory_figures(rejected_record, bonus_record):
     assert "optimal" in _bar_text(theory)
 
 
+def _acceptance_traces(fig):
+    return {t["xaxis"]: t for t in fig.data if t.get("xaxis") in ("x4", "x5") and t.get("type") == "bar"}
+
+
+def test_running_charts_show_acceptance_per_position_beside_alpha_power_i(rejected_record, bonus_record):
+    records = [rejected_record, bonus_record]
+    fig = charts.running_figure(records)
+    rows = _acceptance_traces(fig)
+    # drafted 3 (accepted 1) and 1 (accepted 1): position 1 2 of 2, positions 2 and 3 0 of 1
+    assert rows["x4"]["y"] == [1.0, 0.0, 0.0] and rows["x4"]["customdata"] == [[2, 2], [0, 1], [0, 1]]
+    assert rows["x5"]["y"] == [0, 2, 0, 0]  # both iterations accepted one draft token
+    alpha = measured_alpha_c(records)[0]
+    iid = next(t for t in fig.data if t.get("mode") == "lines+markers" and t.get("xaxis") == "x4")
+    assert iid["y"] == pytest.approx([alpha, alpha ** 2, alpha ** 3])
+    words = _bar_text(fig)
+    assert "drafted at least i tokens" in words and "mean acceptance length 2.00 tokens" in words
+    # only the iterations up to the one shown count
+    assert _acceptance_traces(charts.running_figure(records, 0))["x5"]["y"] == [0, 1, 0, 0]
+
+
+@pytest.mark.parametrize("name, words", [("04_list_copy_autoregressive", "Plain decoding drafts nothing"),
+                                         ("07_list_ppd_tree16", "checks a tree of guesses")])
+def test_running_charts_of_a_run_without_draft_positions_say_why_in_a_sentence(name, words):
+    records, _ = read_trace(example_traces()[next(k for k, v in example_traces().items() if v.stem == name)])
+    for upto in (0, len(records) - 1):
+        fig = charts.running_figure(records, upto)
+        assert _acceptance_traces(fig) == {}  # no bars
+        assert not any(t.get("mode") == "lines+markers" and t.get("xaxis") == "x4" for t in fig.data)  # no α^i
+        notes = [a["text"] for a in fig.layout["annotations"] if a.get("xref") in ("x4 domain", "x5 domain")]
+        assert len(notes) == 2 and all(words in n.replace("<br>", " ") for n in notes)
+
+
 def test_example_traces_replay_without_a_model():
     examples = example_traces()
     assert examples, "assets/examples must hold precomputed traces"

@@ -40,6 +40,23 @@ def test_generate_json_contract(tiny_target_dir, tiny_draft_dir, capsys):
     assert summary["tokens_per_call"] == pytest.approx(12 / summary["target_calls"])
     if summary["energy_joules"] is None:
         assert summary["energy_note"]
+    # acceptance per draft position (decoding/trace/metrics.py), consistent with the run's other figures
+    rates, hist = summary["acceptance_per_position"], summary["acceptance_length_histogram"]
+    drafted = [r for r in records if r["draft"]]
+    gamma_max = max(len(r["draft"]) for r in drafted)
+    assert len(rates) == gamma_max and len(hist) == gamma_max + 1 and sum(hist) == len(drafted)
+    assert all(0.0 <= x <= 1.0 for x in rates)
+    accepted = sum(r["accepted_length"] for r in records)
+    assert summary["mean_acceptance_length"] == pytest.approx(1 + accepted / len(drafted))
+    assert summary["mean_acceptance_length"] == pytest.approx(1 + summary["mean_accepted"])
+    assert sum(n * k for n, k in enumerate(hist)) == accepted
+    for i, rate in enumerate(rates, 1):
+        far = [r for r in drafted if len(r["draft"]) >= i]
+        assert rate == pytest.approx(sum(r["accepted_length"] >= i for r in far) / len(far))
+    # one target call per iteration: the tokens are the drafting iterations' acceptance lengths plus one per plain
+    # step, less what the last iteration cut at the token limit (at most gamma_max)
+    made = len(drafted) * summary["mean_acceptance_length"] + (len(records) - len(drafted))
+    assert made - gamma_max <= summary["tokens_per_call"] * summary["target_calls"] <= made + 1e-9
 
 
 def test_generate_autoregressive_has_no_mean_accepted(tiny_target_dir, capsys):
@@ -49,7 +66,8 @@ def test_generate_autoregressive_has_no_mean_accepted(tiny_target_dir, capsys):
     ], capsys)
     assert code == 0, err
     summary = json.loads(out.splitlines()[-1])
-    assert summary["mean_accepted"] is None
+    assert summary["mean_accepted"] is None and summary["mean_acceptance_length"] is None
+    assert summary["acceptance_per_position"] == [] and summary["acceptance_length_histogram"] == []
     assert summary["target_calls"] == 5 and summary["draft_calls"] == 0
 
 

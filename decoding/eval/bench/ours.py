@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import time
 
-from ...trace.metrics import RunCounts
+from ...methods.registry import METHODS
+from ...trace.metrics import PositionTally, RunCounts
 from .variants import GAMMA_SCHEDULES, RunStats, Variant
 
 
@@ -35,6 +36,8 @@ def run_ours(variant: Variant, target, draft, prompt_ids: list[int], args, timin
                        extra=extra)
     gen = decode(target, draft, prompt_ids, config, meter if timing else None)
     records, counts = timed_run(gen)
+    if not METHODS[variant.method].chain_draft:  # a tree's walked path is not a chain: no per-position counts
+        counts.positions = PositionTally()
     stats = RunStats(counts=counts)
     stats.token_ids = [t.token_id for r in records for t in r.emitted]
     stats.joules = records[-1].energy_joules

@@ -77,6 +77,14 @@ def markdown_report(result: dict, command: str | None = None) -> str:
     if result.get("categories"):
         lines += ["", "Per prompt category (speedup over our autoregressive decoding in the same run, tokens per "
                   "target call, mean accepted draft tokens):", "", category_markdown(result), ""]
+        per_position = acceptance_markdown(result)
+        if per_position:
+            lines += ["", "Acceptance per draft position, per prompt category (each speculative variant: mean "
+                      "acceptance length = 1 + accepted draft tokens / iterations that drafted, as vLLM defines it; "
+                      "then, for draft positions 1, 2, ..., the share of the iterations that drafted at least that many "
+                      "tokens whose draft was accepted up to that position; alpha^i, with alpha the mean overlap "
+                      "sum min(p, q), is what independent positions would give, shown under \"all\"):", "",
+                      per_position, ""]
         lines += ["", "After the prompt's prefill: the speedup once each run's first target pass is done, and the share "
                   "of the time that pass took (the prefill costs every variant the same, so on long prompts it "
                   "caps the whole run's speedup):", "", after_first_pass_markdown(result), ""]
@@ -153,6 +161,31 @@ def after_first_pass_markdown(result: dict, variants: list[str] | None = None) -
         rows = [cats[name].get(key) or {} for name in names] + [result["methods"][key]]
         cells = [f"{_fmt(r.get('speedup_after_first_pass'))}x / {_fmt(r.get('first_pass_share'), '.0%')}"
                  for r in rows]
+        lines.append(f"| {key} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _rates(rates: list) -> str:
+    return " ".join(_fmt(x) for x in rates) if rates else "-"
+
+
+def acceptance_markdown(result: dict, variants: list[str] | None = None) -> str:
+    """One row per variant with chain drafts, one column per category (then "all"): mean acceptance
+    length / acceptance per draft position 1..gamma_max ("all" adds alpha^i); "" when no variant has any."""
+    cats = result.get("categories") or {}
+    names = list(cats)
+    keys = [k for k in (variants or result["methods"]) if result["methods"][k].get("acceptance_per_position")]
+    if not keys:
+        return ""
+    lines = ["| variant | " + " | ".join(names) + " | all |", "|" + "|".join(["---"] * (len(names) + 2)) + "|"]
+    for key in keys:
+        cells = []
+        for name in names:
+            row = cats[name].get(key) or {}
+            cells.append(f"{_fmt(row.get('mean_acceptance_length'))} / {_rates(row.get('acceptance_per_position'))}")
+        r = result["methods"][key]
+        cells.append(f"{_fmt(r.get('mean_acceptance_length'))} / {_rates(r['acceptance_per_position'])} "
+                     f"(alpha^i: {_rates(r.get('iid_acceptance'))})")
         lines.append(f"| {key} | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 

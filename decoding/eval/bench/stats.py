@@ -21,6 +21,16 @@ def total(runs: list[RunStats]) -> RunCounts:
     return sum((s.counts for s in runs), RunCounts())
 
 
+def acceptance_figures(counts: RunCounts) -> dict:
+    """vLLM's mean acceptance length, acceptance per draft position and the histogram of accepted lengths
+    (definitions: `decoding/trace/metrics.py`), with the position counts they come from, so that several
+    runs' figures follow from their counts; empty lists for a variant without chain drafts."""
+    p = counts.positions
+    return {"mean_acceptance_length": counts.mean_acceptance_length, "acceptance_per_position": p.rates,
+            "acceptance_length_histogram": p.histogram, "iid_acceptance": counts.iid_acceptance,
+            "position_drafted": list(p.drafted), "position_accepted": list(p.reached)}
+
+
 def summarize_variant(variant: Variant, timing: dict, quality: list[RunStats], t_target_step,
                       target_bytes: int, draft_bytes: int, meter_note: str | None) -> dict:
     """One row of the tables: speed, acceptance, the cost models' predictions, quality, energy.
@@ -46,6 +56,7 @@ def summarize_variant(variant: Variant, timing: dict, quality: list[RunStats], t
     }
     out["mean_accepted"] = counts.mean_accepted
     alpha = out["alpha"] = counts.alpha
+    out.update(acceptance_figures(counts))
     t_draft = counts.draft_step_seconds
     out["t_draft_step_ms"] = 1000 * t_draft if t_draft is not None else None
     out["c"] = c_step(t_draft, t_target_step)  # Leviathan's c: draft step / our autoregressive step
@@ -247,6 +258,7 @@ def category_table(timing: dict, categories: list[str], ar_key: str, hf_generate
                 "first_pass_share": counts.first_pass_share,
                 "tokens_per_call": counts.tokens_per_call if counts.target_calls else None,
                 "mean_accepted": counts.mean_accepted,
+                **acceptance_figures(counts),
                 "tokens": counts.tokens,
                 "seconds": counts.seconds,
                 "target_calls": counts.target_calls,

@@ -50,6 +50,14 @@ def _bad_files(tmp_path):
     yield "counter goes down", _write(tmp_path, [lines[1], first]), "went down"
     yield "method data", _write(tmp_path, [_edit(first, lambda d: d["extra"].update(chain={"greedy": "yes"}))]), \
         "extra.chain.greedy: expected true or false"
+    summary = lines[-1]
+    yield "rate over 1", _write(tmp_path, [first, _edit(summary, lambda d: d.update(
+        acceptance_per_position=[0.5, 1.5], acceptance_length_histogram=[1, 1, 0]))]), \
+        "acceptance_per_position[1]: a probability must be in [0, 1]"
+    yield "histogram length", _write(tmp_path, [first, _edit(summary, lambda d: d.update(
+        acceptance_per_position=[0.5], acceptance_length_histogram=[1, 1, 0]))]), "2 counts expected"
+    yield "acceptance length under 1", _write(tmp_path, [first, _edit(summary, lambda d: d.update(
+        mean_acceptance_length=0.5))]), "mean_acceptance_length: must be >= 1.0"
     big = tmp_path / "big.jsonl"
     big.write_text(first + "\n" + " " * (MAX_TRACE_BYTES + 10) + "\n")
     yield "oversize", big, "trace files open up to 5 MB"
@@ -70,6 +78,19 @@ def test_good_files_still_open_and_a_kl_divergence_may_be_infinite(tmp_path):
     lines = [_edit(mentored[i], lambda d: [p.update(kl_draft=float("inf")) for p in d["extra"]["mentored"]["positions"]])
              if "mentored" in json.loads(mentored[i]).get("extra", {}) else mentored[i] for i in range(len(mentored))]
     assert read_trace(_write(tmp_path, lines, "inf.jsonl"))[0]
+
+
+def test_summaries_with_and_without_the_acceptance_per_position_keys_open(tmp_path):
+    lines = _lines()
+    old = json.loads(lines[-1])
+    assert "acceptance_per_position" not in old  # the shipped examples predate the keys
+    _, summary = read_trace(EXAMPLE)
+    assert summary.acceptance_per_position == [] and summary.mean_acceptance_length is None
+    new = _edit(lines[-1], lambda d: d.update(acceptance_per_position=[0.75, 0.5],
+                                              acceptance_length_histogram=[1, 1, 2], mean_acceptance_length=2.25))
+    _, summary = read_trace(_write(tmp_path, lines[:-1] + [new], "new.jsonl"))
+    assert summary.acceptance_per_position == [0.75, 0.5] and summary.acceptance_length_histogram == [1, 1, 2]
+    assert summary.mean_acceptance_length == 2.25
 
 
 def test_parsing_at_the_size_limit_takes_under_a_second(tmp_path):

@@ -96,3 +96,65 @@ def test_speed_after_the_first_pass_leaves_the_prefill_out():
     both = run + RunCounts(tokens=32, seconds=1.0, first_pass_seconds=0.2, first_pass_tokens=3)
     assert both.tokens_per_second_after_first_pass == pytest.approx((96 - 4) / (6.0 - 2.05))
     assert RunCounts(tokens=5, seconds=1.0).tokens_per_second_after_first_pass is None  # not timed
+
+
+def _chain(i, drafted, accepted, gamma=4):
+    """A drafting (or, drafted = 0, plain) iteration with one target call, keeping all it emits."""
+    r = _record(i, drafted, accepted, accepted + 1, target_calls=i + 1, draft_calls=0, elapsed=0.1 * (i + 1))
+    r.gamma = gamma
+    return r
+
+
+def _position_run():
+    # gamma 4: a full draft accepted to 2, a short draft (room ran out) of 2 accepted whole, a copy of 6
+    # tokens (longer than gamma) accepted to 5, a zero-draft iteration, a full draft rejected at once
+    records = [_chain(0, 4, 2), _chain(1, 2, 2), _chain(2, 6, 5), _chain(3, 0, 0), _chain(4, 4, 0)]
+    generated = 0
+    for r in records:
+        generated += len(r.emitted)
+        r.generated = generated
+    return records
+
+
+def test_acceptance_per_position_on_hand_written_records():
+    from decoding.trace.metrics import (acceptance_length_histogram, acceptance_per_position, iid_acceptance,
+                                        mean_acceptance_length)
+
+    records = _position_run()
+    # position i: iterations that drafted >= i tokens, and of those the ones that accepted >= i
+    # drafted >= i: [4, 4, 3, 3, 1, 1]; accepted >= i: [3, 3, 1, 1, 1, 0]
+    assert acceptance_per_position(records) == pytest.approx([3 / 4, 3 / 4, 1 / 3, 1 / 3, 1 / 1, 0 / 1])
+    # accepted lengths 0..6 over the 4 iterations that drafted (the zero-draft one is not counted)
+    assert acceptance_length_histogram(records) == [1, 0, 2, 0, 0, 1, 0]
+    c = RunCounts.from_records(records)
+    assert c.positions.drafted == [4, 4, 3, 3, 1, 1] and c.positions.reached == [3, 3, 1, 1, 1, 0]
+    assert c.acceptance_per_position == acceptance_per_position(records)
+    # vLLM: 1 + accepted draft tokens / drafting iterations
+    assert c.mean_acceptance_length == pytest.approx(1 + (2 + 2 + 5 + 0) / 4) == mean_acceptance_length(9, 4)
+    assert c.mean_acceptance_length == pytest.approx(1 + c.mean_accepted)
+    # the counts agree with the run's other statistics
+    assert sum(c.acceptance_length_histogram) == c.drafted_iterations
+    assert sum(n * k for n, k in enumerate(c.acceptance_length_histogram)) == c.accepted == sum(c.positions.reached)
+    assert sum(c.positions.drafted) == c.drafted_tokens
+    # one call per iteration, all emitted kept: tokens = drafting iterations x mean acceptance length + plain steps
+    assert c.tokens_per_call * c.target_calls == pytest.approx(
+        c.drafted_iterations * c.mean_acceptance_length + (c.iterations - c.drafted_iterations))
+    # the i.i.d. reference from the run's alpha (mean overlap, 0.5 in every drafted position here)
+    assert c.alpha == pytest.approx(0.5)
+    assert c.iid_acceptance == pytest.approx([0.5 ** i for i in range(1, 7)]) == iid_acceptance(0.5, 6)
+    assert iid_acceptance(None, 3) == []
+
+
+def test_position_counts_add_up_and_can_be_left_out():
+    from decoding.trace.metrics import PositionTally
+
+    records = _position_run()
+    whole = RunCounts.from_records(records)
+    halves = RunCounts.from_records(records[:1]) + RunCounts.from_records(records[1:])
+    assert halves.positions == whole.positions  # lists of different lengths add position by position
+    assert (PositionTally() + whole.positions) == whole.positions
+    plain = RunCounts.from_records([_chain(0, 0, 0), _chain(1, 0, 0)])
+    assert plain.acceptance_per_position == [] and plain.acceptance_length_histogram == []
+    assert plain.mean_acceptance_length is None and plain.iid_acceptance == []
+    tree = RunCounts.from_records(records, per_position=False)  # PPD: its records list a path, not a chain
+    assert not tree.positions and tree.mean_acceptance_length == whole.mean_acceptance_length

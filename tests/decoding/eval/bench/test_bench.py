@@ -163,6 +163,23 @@ def test_bench_per_category_with_two_drafters(tmp_path, tiny_target_dir, tiny_dr
         assert r["accepted_per_iteration"] <= r["drafted_per_iteration"]
         assert r["tokens_per_iteration"] == pytest.approx(r["accepted_per_iteration"] + 1)
     assert f"Where {hybrid}'s iterations after the prefill drafted from" in (out / "bench.md").read_text()
+    # acceptance per draft position, per category and overall: the categories' counts add up to the overall ones
+    for key in (f"speculative-{label}-g2", "speculative-prompt-lookup-g2", hybrid):
+        row = rows[key]
+        assert row["mean_acceptance_length"] == pytest.approx(1 + row["mean_accepted"])
+        assert sum(row["acceptance_length_histogram"]) == sum(sum(c[key]["acceptance_length_histogram"])
+                                                              for c in cats.values())
+        for i in range(len(row["acceptance_per_position"])):
+            drafted = sum((c[key]["position_drafted"] + [0] * 9)[i] for c in cats.values())
+            accepted = sum((c[key]["position_accepted"] + [0] * 9)[i] for c in cats.values())
+            assert row["position_drafted"][i] == drafted and row["position_accepted"][i] == accepted
+            assert row["acceptance_per_position"][i] == pytest.approx(accepted / drafted)
+        assert len(row["iid_acceptance"]) == len(row["acceptance_per_position"])
+    assert rows["autoregressive"]["acceptance_per_position"] == []
+    assert rows["hf-generate"]["mean_acceptance_length"] is None
+    report = (out / "bench.md").read_text()
+    assert "Acceptance per draft position, per prompt category" in report
+    assert f"| {hybrid} | " in report.split("Acceptance per draft position")[1]
 
 
 def test_bench_tags_each_prompt_for_the_gallery(tmp_path, tiny_target_dir, tiny_draft_dir, capsys):
