@@ -420,6 +420,23 @@ def acceptance_rows(records: list[IterationRecord]) -> tuple[list[dict], dict]:
     return data, layout
 
 
+def positions_figure(records: list[IterationRecord]) -> Fig:
+    """The lesson's chart of a run's acceptance per draft position beside α^i: `acceptance_rows`' first
+    row as a figure of its own (the same traces, words and figures as the running charts)."""
+    data, layout = acceptance_rows(records)
+    rows = [{**{k: v for k, v in d.items() if k != "legend"}, "xaxis": "x", "yaxis": "y"}
+            for d in data if d.get("xaxis") == "x4"]
+    notes = [{**a, "xref": "x domain", "yref": "y domain"} for a in layout["annotations"]
+             if a.get("xref") == "x4 domain"]
+    xaxis = {k: v for k, v in layout["xaxis4"].items() if k != "anchor"}
+    yaxis = {k: v for k, v in layout["yaxis4"].items() if k != "domain"}
+    title = ("Acceptance per draft position i: of the iterations that drafted at least i tokens, the share "
+             "whose first i draft tokens were all accepted")
+    return _fig(rows, title, xaxis=xaxis, yaxis=yaxis, annotations=notes,
+                legend={"x": 0.99, "xanchor": "right", "y": 1, "yanchor": "top", "bgcolor": "rgba(255,255,255,0.85)",
+                        "font": {"size": 11}})
+
+
 def theory_figure(alpha: float, c: float, gamma: int, max_gamma: int = 16) -> Fig:
     """Expected tokens per target call and improvement factor vs gamma (Leviathan eq. 1, Thm 3.8)."""
     top = max(max_gamma, gamma + 2)

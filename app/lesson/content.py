@@ -19,6 +19,7 @@ import yaml
 
 from decoding.methods.registry import METHODS
 from decoding.paths import ASSETS
+from decoding.rules.implementations import DEFAULT_IMPLEMENTATION, IMPLEMENTATIONS
 
 from .values import VALUES
 
@@ -31,7 +32,7 @@ DIGIT = re.compile(r"[0-9]")
 WIDGETS = {
     "trace": {"name", "upto", "panel", "show"},
     "coin": {"token", "seed", "lenience"},
-    "lab": {"lenience", "n", "seed", "kl_bound", "residual"},
+    "lab": {"lenience", "n", "seed", "kl_bound", "residual", "implementation"},
     "theory": {"alpha", "gamma", "c", "numbers"},
     "race": {"name"},
 }
@@ -145,8 +146,11 @@ def _check_chapter(n: int, ch, errors: list[str], live_keys: set[str] | None) ->
             errors.append(f"{where}: a {kind} widget has no setting {', '.join(sorted(extra))}")
         if widget.get("panel") is not None and widget.get("panel") not in panel_methods():
             errors.append(f"{where}: panel must be one of {', '.join(panel_methods())}")
-        if widget.get("show", "all") not in ("all", "drafts"):
-            errors.append(f"{where}: show is all (the iteration checked) or drafts (its drafts before the check)")
+        if widget.get("show", "all") not in ("all", "drafts", "positions"):
+            errors.append(f"{where}: show is all (the iteration checked), drafts (its drafts before the check) "
+                          "or positions (the run's acceptance per draft position so far)")
+        if kind == "lab" and widget.get("implementation", DEFAULT_IMPLEMENTATION) not in IMPLEMENTATIONS:
+            errors.append(f"{where}: implementation is one of {', '.join(IMPLEMENTATIONS)}")
     tried = ch.get("try")
     if not (isinstance(tried, dict) and isinstance(tried.get("label"), str) and isinstance(tried.get("set"), dict)
             and tried["set"]):

@@ -19,6 +19,7 @@ import torch
 from decoding.rules import theory
 from decoding.methods.mjsd.joint import joint_verify
 from decoding.rules.acceptance import acceptance_threshold, residual_distribution
+from decoding.rules.implementations import get_implementation
 from decoding.rules.lab import EXAMPLE_P, EXAMPLE_Q, EXAMPLE_VOCAB, run_sampling_lab
 from decoding.trace.metrics import RunCounts
 from decoding.methods.mjsd.generator import MjsdStep
@@ -131,6 +132,26 @@ def correction_tokens() -> str:
     return ", ".join(v for v, r in zip(EXAMPLE_VOCAB, residual.tolist()) if r > 0)
 
 
+def _implementation_pq(name: str):
+    implementation = get_implementation(name)
+    return implementation, torch.tensor(EXAMPLE_P, dtype=torch.float64), torch.tensor(EXAMPLE_Q, dtype=torch.float64)
+
+
+@value("lab.implementation_acceptance")
+def implementation_acceptance(name: str) -> float:
+    """How often an implementation of the step keeps the worked example's draft, in closed form
+    (`decoding.rules.implementations`: exact match keeps it Σ p·q of the time, the correct rule Σ min(p, q))."""
+    implementation, p, q = _implementation_pq(name)
+    return implementation.acceptance_probability(p, q)
+
+
+@value("lab.implementation_tv")
+def implementation_tv(name: str) -> float:
+    """TV(output, p) of an implementation on the worked example, in closed form: 0 for an exact one."""
+    implementation, p, q = _implementation_pq(name)
+    return float(0.5 * (implementation.output_distribution(p, q) - p).abs().sum())
+
+
 @value("lab.coin")
 def coin(seed: int) -> float:
     """The coin u of one check, drawn as the engine draws it (torch.rand with a seeded generator)."""
@@ -237,6 +258,33 @@ def next_token_source(name: str, iteration: int) -> str:
     if final is None:
         raise ValueError(f"iteration {iteration} of {name!r} has no correction or bonus token")
     return NEXT_TOKEN_SOURCE[final.kind]
+
+
+def _positions(name: str) -> RunCounts:
+    return RunCounts.from_records(trace(name)[0])
+
+
+@value("trace.position_rate")
+def position_rate(name: str, position: int) -> float:
+    """Of a shipped run's iterations that drafted at least `position` tokens, the share whose first
+    `position` drafts were all kept (`RunCounts.acceptance_per_position`, positions counted from 1)."""
+    rates = _positions(name).acceptance_per_position
+    if not 1 <= int(position) <= len(rates):
+        raise ValueError(f"{name!r} drafted at most {len(rates)} tokens in an iteration (asked for {position})")
+    return rates[int(position) - 1]
+
+
+@value("trace.iid_rate")
+def iid_rate(name: str, position: int) -> float:
+    """α^i for a shipped run: the share position i would reach if each draft token were kept
+    independently with the run's α (`RunCounts.iid_acceptance`)."""
+    return _positions(name).iid_acceptance[int(position) - 1]
+
+
+@value("trace.alpha")
+def trace_alpha(name: str) -> float:
+    """The run's α (`RunCounts.alpha`): the expected acceptance Σ min(p, q) averaged over its draft tokens."""
+    return _positions(name).alpha
 
 
 @value("trace.mjsd_kept")

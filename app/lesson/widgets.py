@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from decoding.methods.registry import method_view
 from decoding.rules import theory
 from decoding.run.pair import PROMPT_LOOKUP
+from decoding.rules.implementations import DEFAULT_IMPLEMENTATION, get_implementation
 from decoding.rules.lab import EXAMPLE_P, EXAMPLE_Q, EXAMPLE_VOCAB, run_sampling_lab
 
 from .. import charts, charts_methods, render, render_methods
@@ -81,6 +82,10 @@ def _trace_view(w: dict) -> WidgetView:
     label = f"A saved run: {found[0] if found else w['name']} (no model needed)"
     if w.get("show") == "drafts":
         return WidgetView(f'<div class="lesson-note">{html.escape(label)}</div>' + _proposal(records, upto, summary))
+    if w.get("show") == "positions":  # the run's acceptance per draft position over its first upto + 1 iterations
+        shown = f"its first {upto + 1} iterations" if upto < len(records) - 1 else f"all {len(records)} iterations"
+        note = f'<div class="lesson-note">{html.escape(label)}: {shown}.</div>'
+        return WidgetView(note, charts.positions_figure(records[: upto + 1]))
     stats = render.stats_html(records, upto, summary if upto == len(records) - 1 else None, label)
     caption = f'<p class="lesson-caption">{html.escape(render.caption(record))}</p>'
     panel = LESSON_PANELS.get(method_view(w["panel"]).panel) if w.get("panel") else None
@@ -118,14 +123,19 @@ def _coin_view(w: dict) -> WidgetView:
 def _lab_view(w: dict) -> WidgetView:
     n = max(1, min(int(w.get("n", 10_000)), MAX_LESSON_SAMPLES))
     kl = w.get("kl_bound")
+    implementation = get_implementation(w.get("implementation", DEFAULT_IMPLEMENTATION))
     result = run_sampling_lab(EXAMPLE_P, EXAMPLE_Q, lenience=float(w.get("lenience", 1.0)), n=n,
-                              seed=int(w.get("seed", 0)), kl_bound=None if kl is None else float(kl))
+                              seed=int(w.get("seed", 0)), kl_bound=None if kl is None else float(kl),
+                              implementation=implementation.name)
     rule = (f"mentored, D = {float(kl):g}" if kl is not None else
+            implementation.label.lower() if implementation.name != DEFAULT_IMPLEMENTATION else
             "strict" if result["lenience"] == 1 else f"lenience l = {result['lenience']:g}")
     line = (f'<p class="lesson-caption">Rule: <b>{rule}</b>. α = <b>{fmt(result["alpha"])}</b> (the chance a draft is '
             f'kept); measured acceptance <b>{fmt(result["acceptance_rate"])}</b> over N = {n:,} steps; '
             f'TV(empirical, expected) = {result["tv_to_expected"]:.4f}'
-            + (f'; KL(p ‖ expected) = {fmt(result["kl_to_target"])}' if kl is not None else "") + ".</p>")
+            + (f'; KL(p ‖ expected) = {fmt(result["kl_to_target"])}' if kl is not None else "")
+            + (f'; its output is TV = <b>{result["expected_tv_to_target"]:.4f}</b> away from p'
+               if implementation.name != DEFAULT_IMPLEMENTATION else "") + ".</p>")
     # no residual chart where every draft is kept (the lab's own placeholder there reads "p = q", which
     # a lenient or mentored rule does not mean)
     shown = w.get("residual", True) and result["residual"] is not None
