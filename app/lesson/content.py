@@ -166,6 +166,9 @@ def _check_chapter(n: int, ch, errors: list[str], live_keys: set[str] | None) ->
     if not isinstance(reveal, dict) or (kind in WIDGETS and set(reveal) - WIDGETS[kind]):
         errors.append(f"{where}: reveal sets widget settings, and a {kind} widget has only {', '.join(sorted(WIDGETS.get(kind, ())))}")
         reveal = {}
+    if tried is not None and set(reveal) & set(tried["set"]):  # a reveal stays applied after Check
+        errors.append(f"{where}: try-this and reveal both set {', '.join(sorted(set(reveal) & set(tried['set'])))}; "
+                      "once an answer is checked the reveal wins, so the try-this would change nothing")
     live = ch.get("live") or {}
     if not isinstance(live, dict):
         errors.append(f"{where}: live is a mapping of the Explainer's controls (method: speculative, gamma: 4, ...)")

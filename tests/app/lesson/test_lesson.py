@@ -132,6 +132,17 @@ def test_the_validator_names_each_problem():
     assert validate({"chapters": []})[1] == ["the lesson file needs a list of chapters (chapters: - title: ...)"]
 
 
+def test_a_try_this_that_the_reveal_would_undo_and_bad_new_settings_are_named():
+    data = copy.deepcopy(RAW)
+    chs = data["chapters"]
+    chs[10]["reveal"] = {"implementation": "exact-match"}  # the try-this sets the implementation too
+    chs[11]["widget"]["show"] = "everything"
+    chs[2]["widget"]["implementation"] = "no-such-rule"
+    errors = "\n".join(_errors(data))
+    for needle in ("try-this and reveal both set implementation", "show is all", "implementation is one of correct"):
+        assert needle in errors, (needle, errors)
+
+
 def test_a_placeholder_with_bad_arguments_says_why():
     with pytest.raises(ValueError, match="no shipped trace called 'nope'"):
         resolve("{trace.tokens(name=nope)}")
