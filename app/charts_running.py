@@ -155,9 +155,9 @@ def acceptance_rows(records: list[IterationRecord]) -> tuple[list[dict], dict]:
     ]
     if counts.alpha is not None:
         data.append({"type": "scatter", "mode": "lines+markers", "x": positions, "y": counts.iid_acceptance,
-                     "name": f"α^i, if each position were accepted<br>independently with chance α = "
+                     "name": f"α<sup>i</sup>, if each position were accepted<br>independently with chance α = "
                              f"{counts.alpha:.2f}",
                      "line": {"color": EXP_COLOUR, "dash": "dash"}, "marker": {"symbol": "diamond"},
                      "xaxis": "x4", "yaxis": "y4", "legend": "legend2",
-                     "hovertemplate": "position %{x}: α^i = %{y:.0%}<extra></extra>"})
+                     "hovertemplate": "position %{x}: α<sup>i</sup> = %{y:.0%}<extra></extra>"})
     return data, layout
