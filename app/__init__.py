@@ -16,7 +16,8 @@ Shared by the tabs, at this root:
     live.py, presets.py, controls.py      a live run on the loaded pair, the model pairs, the method controls
     settings.py                           a run's settings, their limits, the CLI command
     render.py, render_methods.py          trace records -> HTML (chips, draft row, tree, the methods' tables)
-    charts.py, charts_methods.py          trace records -> plotly figures
+    charts.py, charts_methods.py          trace records -> plotly figures (charts_running.py: the running
+                                          charts, acceptance per draft position among them)
     rules_text.py, html_text.py, texts.py the rules' words, HTML escaping and numbers, the tabs' texts
     player.py                             the browser player (a gr.HTML component with its JavaScript)
     race_file.py, race_result.py, race_run.py   a race's file, figures and recording (the lesson and

@@ -1,4 +1,4 @@
-"""Trace records -> small plotly figures (p vs q bars, residual, running charts, theory, lab).
+"""Trace records -> small plotly figures (p vs q bars, residual, theory, lab; the running charts: charts_running.py).
 
 Figures are re-sent whole on every update, so they stay small (at most ~12 bars, no animation)
 and are built as plain plotly JSON (`Fig`, a dict) rather than `plotly.graph_objects`: building a
@@ -16,9 +16,6 @@ import json
 import textwrap
 
 from decoding.rules import theory
-from decoding.eval.energy import MIN_WINDOW_SECONDS, weight_bytes_per_token
-from decoding.methods.registry import METHODS
-from decoding.trace.metrics import RunCounts, tokens_per_second
 from decoding.trace.record import BONUS, CORRECTION, Candidate, IterationRecord
 
 from .html_text import visible
@@ -272,171 +269,6 @@ def _rows_layout(n: int, titles: list[str], gap: float = 0.1) -> dict:
     return layout
 
 
-def running_figure(records: list[IterationRecord], upto: int | None = None, baseline_tps: float | None = None,
-                   target_bytes: int | None = None, draft_bytes: int | None = None) -> Fig:
-    """tokens/s, accepted length per iteration, energy per token (or its reason + the proxy), then the
-    run's acceptance per draft position beside α^i and its histogram of accepted lengths, both over the
-    iterations up to `upto` (`acceptance_rows`)."""
-    if not records:
-        return empty_figure("Charts appear once a run starts.", "Running charts")
-    upto = len(records) - 1 if upto is None else max(0, min(upto, len(records) - 1))
-    its = [r.iteration + 1 for r in records]  # counted from 1, as the timeline
-    has_energy = any(r.energy_joules is not None for r in records)
-    third = "energy per token (J, cumulative)" if has_energy else "weight bytes read per token (MB) — proxy, not a measurement"
-    layout = _rows_layout(3, ["tokens/s (cumulative)", "accepted length = accepted draft tokens per iteration", third])
-    _squeeze_rows(layout, 3, RUNNING_TOP)
-    data = [{"type": "scatter", "mode": "lines", "x": its, "name": "tokens/s", "line": {"color": P_COLOUR},
-             "y": [round(tokens_per_second(r.generated, r.elapsed), 3) for r in records]}]
-    if baseline_tps:
-        data.append({"type": "scatter", "mode": "lines", "x": [its[0], its[-1]], "y": [baseline_tps] * 2,
-                     "name": "autoregressive baseline", "line": {"color": "#555555", "dash": "dash"}})
-    data.append({"type": "bar", "x": its, "y": [r.accepted_length for r in records], "name": "accepted length",
-                 "marker": {"color": "#009E73"}, "xaxis": "x2", "yaxis": "y2"})
-    if any(r.gamma for r in records):
-        data.append({"type": "scatter", "mode": "lines", "x": its, "y": [r.gamma for r in records], "name": "γ (drafted)",
-                     "line": {"color": "#999999", "dash": "dot", "shape": "hv"}, "xaxis": "x2", "yaxis": "y2"})
-    if has_energy:
-        pts = [(r.iteration + 1, r.energy_joules / r.generated) for r in records
-               if r.energy_joules is not None and r.elapsed >= MIN_WINDOW_SECONDS and r.generated]
-        data.append({"type": "scatter", "mode": "lines", "x": [p[0] for p in pts], "y": [p[1] for p in pts],
-                     "name": "J/token", "line": {"color": "#CC79A7"}, "xaxis": "x3", "yaxis": "y3"})
-        if not pts:
-            layout["annotations"].append({"text": f"needs ≥ {MIN_WINDOW_SECONDS:g} s of decoding", "showarrow": False,
-                                          "x": 0.5, "y": 0.5, "xref": "x3 domain", "yref": "y3 domain"})
-    else:
-        if target_bytes:
-            ys = [weight_bytes_per_token(r.target_calls, target_bytes, r.draft_calls, draft_bytes or 0, r.generated)
-                  for r in records]
-            data.append({"type": "scatter", "mode": "lines", "x": its, "y": [round((y or 0) / 1e6, 3) for y in ys],
-                         "name": "MB/token (proxy)", "line": {"color": "#CC79A7", "dash": "dash"},
-                         "xaxis": "x3", "yaxis": "y3"})
-        if not target_bytes:  # keep the third row's axes drawn, so its note lands in that row
-            data.append({"type": "scatter", "mode": "markers", "x": its, "y": [0] * len(its), "showlegend": False,
-                         "hoverinfo": "skip", "marker": {"opacity": 0}, "xaxis": "x3", "yaxis": "y3"})
-        why = _wrap(energy_reason(records[-1].energy_note), 52, 4)
-        if not target_bytes:
-            why += "<br>(weight-bytes proxy: model sizes unknown for this trace)"
-        layout["annotations"].append({"text": why, "showarrow": False, "x": 0.5, "y": 0.5, "xref": "x3 domain",
-                                      "yref": "y3 domain", "font": {"size": 10}, "bgcolor": "rgba(255,255,255,0.8)"})
-    layout["shapes"] = [{"type": "line", "xref": "x", "yref": "paper", "x0": records[upto].iteration + 1,
-                         "x1": records[upto].iteration + 1, "y0": RUNNING_TOP[0], "y1": 1,
-                         "line": {"color": "#000", "width": 1, "dash": "dot"}}]
-    more, more_layout = acceptance_rows(records[: upto + 1])
-    data += more
-    layout["annotations"] += more_layout.pop("annotations")
-    layout.update(more_layout)
-    return _fig(data, "", height=RUNNING_HEIGHT, margin={"t": 50, "b": 60},
-                legend={"y": RUNNING_TOP[0] - 0.068, "yanchor": "top", "x": 0, "xanchor": "left"},
-                # the acceptance row's own legend, in its top right corner (the rates fall with the position)
-                legend2={"x": 0.99, "xanchor": "right", "y": ACCEPTANCE_ROWS[0][1], "yanchor": "top",
-                         "bgcolor": "rgba(255,255,255,0.85)", "font": {"size": 11}}, **layout)
-
-
-# the running charts' figure: its three rows by iteration on top, then the two acceptance rows (paper heights)
-RUNNING_HEIGHT = 1100
-RUNNING_TOP = (0.58, 1.0)  # the rows by iteration
-ACCEPTANCE_ROWS = ((0.27, 0.385), (0.0, 0.13))  # per draft position; histogram of accepted lengths
-
-
-def _squeeze_rows(layout: dict, n: int, span: tuple[float, float]) -> None:
-    """Move `_rows_layout`'s n rows (laid out over the whole height) into `span` of it."""
-    lo, hi = span
-
-    def at(y: float) -> float:
-        return lo + (hi - lo) * y
-
-    for i in range(n):
-        axis = layout[f"yaxis{'' if i == 0 else i + 1}"]
-        axis["domain"] = [at(axis["domain"][0]), at(axis["domain"][1])]
-    for note in layout["annotations"]:
-        note["y"] = at(note["y"])
-
-
-def _row_title(text: str, top: float) -> dict:
-    return {"text": _wrap(text, TITLE_CHARS, 4), "x": 0.5, "y": top + 0.005, "xref": "paper", "yref": "paper",
-            "xanchor": "center", "yanchor": "bottom", "showarrow": False, "font": {"size": 11}}
-
-
-def _row_note(text: str, axis: str) -> dict:
-    return {"text": _wrap(text, 52, 3), "showarrow": False, "x": 0.5, "y": 0.5, "xref": f"{axis} domain",
-            "yref": f"y{axis[1:]} domain", "font": {"size": 11}}
-
-
-def acceptance_rows(records: list[IterationRecord]) -> tuple[list[dict], dict]:
-    """Plotly traces and layout (axes x4/y4, x5/y5 in `ACCEPTANCE_ROWS`, and their titles) of a run's
-    acceptance per draft position beside α^i and its histogram of accepted lengths; each row says in
-    words what it counts, or why it has nothing to show (no drafts, or a method that drafts a tree).
-    Every figure comes from `decoding.trace.metrics` (`RunCounts`)."""
-    (lo4, hi4), (lo5, hi5) = ACCEPTANCE_ROWS
-    layout: dict = {
-        "xaxis4": {"anchor": "y4", "gridcolor": GRID, "dtick": 1, "title": {"text": "draft position"}},
-        "yaxis4": {"domain": [lo4, hi4], "gridcolor": GRID, "range": [0, 1.05], "automargin": True,
-                   "title": {"text": "share"}},
-        "xaxis5": {"anchor": "y5", "gridcolor": GRID, "dtick": 1,
-                   "title": {"text": "draft tokens accepted in one iteration"}},
-        "yaxis5": {"domain": [lo5, hi5], "gridcolor": GRID, "rangemode": "tozero", "automargin": True,
-                   "title": {"text": "iterations"}},
-    }
-    spec = METHODS.get(records[-1].method) if records else None
-    counts = RunCounts.from_records(records, per_position=spec is None or spec.chain_draft)
-    tally = counts.positions
-    title4 = ("Acceptance per draft position i: of the iterations that drafted at least i tokens, the share "
-              "whose first i draft tokens were all accepted")
-    title5 = "Draft tokens accepted per iteration (iterations that drafted)"
-    if tally:
-        title5 += (f"; mean acceptance length {counts.mean_acceptance_length:.2f} tokens: the accepted ones plus "
-                   "the one token the target adds")
-    layout["annotations"] = [_row_title(title4, hi4), _row_title(title5, hi5)]
-    if not tally:
-        if spec is not None and not spec.chain_draft:
-            why = (f"{spec.title} checks a tree of guesses, not a chain of draft tokens, so it has no draft "
-                   "positions to count.")
-        elif spec is not None and spec.view.baseline:
-            why = "Plain decoding drafts nothing: there are no draft positions to count."
-        else:
-            why = "No iteration has drafted yet."
-        layout["annotations"] += [_row_note(why, "x4"), _row_note(why, "x5")]
-        # keep both rows' axes drawn, so each note lands in its row
-        data = [{"type": "scatter", "mode": "markers", "x": [1], "y": [0], "showlegend": False, "hoverinfo": "skip",
-                 "marker": {"opacity": 0}, "xaxis": axis, "yaxis": "y" + axis[1:]} for axis in ("x4", "x5")]
-        return data, layout
-    positions = list(range(1, tally.gamma_max + 1))
-    data = [
-        {"type": "bar", "x": positions, "y": [round(x, 4) for x in tally.rates], "name": "measured in this run",
-         "marker": {"color": EMP_COLOUR}, "xaxis": "x4", "yaxis": "y4", "legend": "legend2",
-         "customdata": [[r, d] for r, d in zip(tally.reached, tally.drafted)],
-         "hovertemplate": "position %{x}: %{y:.0%} (%{customdata[0]} of %{customdata[1]} iterations)<extra></extra>"},
-        {"type": "bar", "x": list(range(len(tally.lengths))), "y": tally.histogram, "name": "iterations",
-         "marker": {"color": P_COLOUR}, "xaxis": "x5", "yaxis": "y5", "showlegend": False,
-         "hovertemplate": "%{y} iterations accepted %{x} draft tokens<extra></extra>"},
-    ]
-    if counts.alpha is not None:
-        data.append({"type": "scatter", "mode": "lines+markers", "x": positions, "y": counts.iid_acceptance,
-                     "name": f"α^i, if each position were accepted<br>independently with chance α = "
-                             f"{counts.alpha:.2f}",
-                     "line": {"color": EXP_COLOUR, "dash": "dash"}, "marker": {"symbol": "diamond"},
-                     "xaxis": "x4", "yaxis": "y4", "legend": "legend2",
-                     "hovertemplate": "position %{x}: α^i = %{y:.0%}<extra></extra>"})
-    return data, layout
-
-
-def positions_figure(records: list[IterationRecord]) -> Fig:
-    """The lesson's chart of a run's acceptance per draft position beside α^i: `acceptance_rows`' first
-    row as a figure of its own (the same traces, words and figures as the running charts)."""
-    data, layout = acceptance_rows(records)
-    rows = [{**{k: v for k, v in d.items() if k != "legend"}, "xaxis": "x", "yaxis": "y"}
-            for d in data if d.get("xaxis") == "x4"]
-    notes = [{**a, "xref": "x domain", "yref": "y domain"} for a in layout["annotations"]
-             if a.get("xref") == "x4 domain"]
-    xaxis = {k: v for k, v in layout["xaxis4"].items() if k != "anchor"}
-    yaxis = {k: v for k, v in layout["yaxis4"].items() if k != "domain"}
-    title = ("Acceptance per draft position i: of the iterations that drafted at least i tokens, the share "
-             "whose first i draft tokens were all accepted")
-    return _fig(rows, title, xaxis=xaxis, yaxis=yaxis, annotations=notes,
-                legend={"x": 0.99, "xanchor": "right", "y": 1, "yanchor": "top", "bgcolor": "rgba(255,255,255,0.85)",
-                        "font": {"size": 11}})
-
-
 def theory_figure(alpha: float, c: float, gamma: int, max_gamma: int = 16) -> Fig:
     """Expected tokens per target call and improvement factor vs gamma (Leviathan eq. 1, Thm 3.8)."""
     top = max(max_gamma, gamma + 2)
@@ -477,9 +309,6 @@ def theory_figure(alpha: float, c: float, gamma: int, max_gamma: int = 16) -> Fi
     )
 
 
-LAB_MANY_TOKENS = 12  # above this many tokens the lab's bars get upright labels and the legend moves down
-
-
 def lab_figure(vocab: list[str], result: dict) -> Fig:
     labels = [visible(v) for v in vocab]
     data = [
@@ -497,22 +326,13 @@ def lab_figure(vocab: list[str], result: dict) -> Fig:
                      "name": "cap p/l (no token exceeds it)",
                      "marker": {"symbol": "line-ew-open", "size": 28, "color": "#000000",
                                 "line": {"width": 3, "color": "#000000"}}})
-    title = f"N = {result['n']:,}: TV(empirical, expected) = {result['tv_to_expected']:.4f}"
-    if result.get("implementation", "correct") != "correct":  # a mistake: how far from p, too
-        title = f"N = {result['n']:,}: TV(empirical, p) = {result['tv_to_target']:.4f}, " \
-                f"TV(empirical, expected) = {result['tv_to_expected']:.4f}"
-    if len(vocab) > LAB_MANY_TOKENS:  # e.g. 47 tokens: upright labels; the legend at the figure's foot, below them
-        return _fig(data, title, height=540, barmode="group", bargap=0.1, yaxis={"title": {"text": "probability"}},
-                    xaxis={"tickangle": -90, "tickfont": {"size": 10}}, margin={"b": 170},
-                    legend={"y": 0, "yref": "container", "yanchor": "bottom", "x": 0, "xanchor": "left"})
-    return _fig(data, title, height=380,
+    return _fig(data, f"N = {result['n']:,}: TV(empirical, expected) = {result['tv_to_expected']:.4f}", height=380,
                 barmode="group", yaxis={"title": {"text": "probability"}}, margin={"b": 90},
                 legend={"y": -0.12, "yanchor": "top", "x": 0, "xanchor": "left"})
 
 
 def lab_residual_figure(vocab: list[str], result: dict) -> Fig:
-    title = ("Residual norm(max(0, p − q))" if result.get("implementation", "correct") == "correct"
-             else "What this implementation draws after a rejection")
+    title = "Residual norm(max(0, p − q))"
     if result["residual"] is None:
         # alpha = 1 under this rule: p = q for the strict rule, or a lenience or KL budget that keeps every draft
         return empty_figure("Every draft is kept under this rule (α = 1): nothing is rejected, so no residual.", title)

@@ -55,10 +55,11 @@ read per token), which is *not* a measurement.
 
 Below them, two charts of the whole run so far. **Acceptance per draft position**: for each position
 i, of the iterations that drafted at least i tokens, the share whose first i draft tokens were all
-accepted. The dashed line is α^i: what you would see if every draft token were accepted on its own
-with the same chance α (the mean overlap Σ min(p, q), as in the theory panel). Real drafts depart
+accepted. The dashed line is α<sup>i</sup> (α to the power i): what you would see if every draft
+token were accepted on its own with the same chance α (the mean overlap Σ min(p, q), as in the
+theory panel). Real drafts depart
 from it: a copied passage that starts to match tends to go on matching, so its later positions beat
-α^i, and that is what tells you how long a draft is worth making. **Draft tokens accepted per
+α<sup>i</sup>, and that is what tells you how long a draft is worth making. **Draft tokens accepted per
 iteration**: how many iterations accepted 0, 1, 2, ... of their draft tokens; the *mean acceptance
 length* is one more than their average, because the target always adds one token of its own.
 """

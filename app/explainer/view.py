@@ -16,7 +16,7 @@ from decoding.rules import theory
 from decoding.methods.registry import METHODS, method_view
 from decoding.trace.metrics import RunCounts
 
-from .. import charts, render
+from .. import charts, charts_running, render
 from .panels import method_panel
 from ..session import Session
 from ..settings import cli_command
@@ -125,7 +125,8 @@ def view(session: Session, upto=None, position=None, final: bool = False, note: 
         return View(stats=render.stats_html([], note=note or "No run yet: press Run or Step."),
                     timeline=timeline_update(0, 0), iter_caption="", chips=render.chips_html([]), text="",
                     draft_row=render.draft_row_html(None), pq_plot=empty, residual_plot=empty,
-                    tree=render.tree_html(None), running=charts.running_figure([]), theory_plot=empty, theory_md="",
+                    tree=render.tree_html(None), running=charts_running.running_figure([]), theory_plot=empty,
+                    theory_md="",
                     cli="", download=gr.update(value=None, interactive=False),
                     **dict(zip(METHOD_PANEL, method_panel(None))), playback=played)
     i = rest_index(records) if (upto is None and final) else iteration_index(records, upto)
@@ -150,7 +151,8 @@ def view(session: Session, upto=None, position=None, final: bool = False, note: 
         pq_plot=charts.pq_figure(record, position_index(position)),
         residual_plot=charts.residual_figure(record),
         tree=render.tree_html(record),
-        running=charts.running_figure(records, i, session.baseline_tps(), session.target_bytes, session.draft_bytes),
+        running=charts_running.running_figure(records, i, session.baseline_tps(), session.target_bytes,
+                                              session.draft_bytes),
         theory_plot=theory_fig,
         theory_md=theory_md,
         cli=cli,

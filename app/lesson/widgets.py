@@ -17,7 +17,7 @@ from decoding.run.pair import PROMPT_LOOKUP
 from decoding.rules.implementations import DEFAULT_IMPLEMENTATION, get_implementation
 from decoding.rules.lab import EXAMPLE_P, EXAMPLE_Q, EXAMPLE_VOCAB, run_sampling_lab
 
-from .. import charts, charts_methods, render, render_methods
+from .. import charts, charts_methods, charts_running, render, render_methods
 from ..html_text import fmt, token_html
 from .values import coin, find_trace, keep_chance, race, trace
 from ..race.handlers import race_view
@@ -85,7 +85,7 @@ def _trace_view(w: dict) -> WidgetView:
     if w.get("show") == "positions":  # the run's acceptance per draft position over its first upto + 1 iterations
         shown = f"its first {upto + 1} iterations" if upto < len(records) - 1 else f"all {len(records)} iterations"
         note = f'<div class="lesson-note">{html.escape(label)}: {shown}.</div>'
-        return WidgetView(note, charts.positions_figure(records[: upto + 1]))
+        return WidgetView(note, charts_running.positions_figure(records[: upto + 1]))
     stats = render.stats_html(records, upto, summary if upto == len(records) - 1 else None, label)
     caption = f'<p class="lesson-caption">{html.escape(render.caption(record))}</p>'
     panel = LESSON_PANELS.get(method_view(w["panel"]).panel) if w.get("panel") else None

@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from app import charts, charts_methods, render, render_methods
+from app import charts, charts_methods, charts_running, render, render_methods
 from app.html_text import num
 from app.session import Session, example_traces, read_trace, write_trace
 from app.settings import MAX_GAMMA, cli_command, make_settings, settings_from_summary
@@ -157,7 +157,7 @@ def test_residual_figure_highlights_drawn_token(rejected_record, bonus_record):
 
 
 def test_running_and_theory_figures(rejected_record, bonus_record):
-    fig = charts.running_figure([rejected_record, bonus_record], 0, baseline_tps=40.0, target_bytes=10_000_000)
+    fig = charts_running.running_figure([rejected_record, bonus_record], 0, baseline_tps=40.0, target_bytes=10_000_000)
     names = [t["name"] for t in fig.data]
     assert "tokens/s" in names and "accepted length" in names and "MB/token (proxy)" in names
     assert "autoregressive baseline" in names
@@ -175,7 +175,7 @@ def _acceptance_traces(fig):
 
 def test_running_charts_show_acceptance_per_position_beside_alpha_power_i(rejected_record, bonus_record):
     records = [rejected_record, bonus_record]
-    fig = charts.running_figure(records)
+    fig = charts_running.running_figure(records)
     rows = _acceptance_traces(fig)
     # drafted 3 (accepted 1) and 1 (accepted 1): position 1 2 of 2, positions 2 and 3 0 of 1
     assert rows["x4"]["y"] == [1.0, 0.0, 0.0] and rows["x4"]["customdata"] == [[2, 2], [0, 1], [0, 1]]
@@ -186,7 +186,7 @@ def test_running_charts_show_acceptance_per_position_beside_alpha_power_i(reject
     words = _bar_text(fig)
     assert "drafted at least i tokens" in words and "mean acceptance length 2.00 tokens" in words
     # only the iterations up to the one shown count
-    assert _acceptance_traces(charts.running_figure(records, 0))["x5"]["y"] == [0, 1, 0, 0]
+    assert _acceptance_traces(charts_running.running_figure(records, 0))["x5"]["y"] == [0, 1, 0, 0]
 
 
 @pytest.mark.parametrize("name, words", [("04_list_copy_autoregressive", "Plain decoding drafts nothing"),
@@ -194,7 +194,7 @@ def test_running_charts_show_acceptance_per_position_beside_alpha_power_i(reject
 def test_running_charts_of_a_run_without_draft_positions_say_why_in_a_sentence(name, words):
     records, _ = read_trace(example_traces()[next(k for k, v in example_traces().items() if v.stem == name)])
     for upto in (0, len(records) - 1):
-        fig = charts.running_figure(records, upto)
+        fig = charts_running.running_figure(records, upto)
         assert _acceptance_traces(fig) == {}  # no bars
         assert not any(t.get("mode") == "lines+markers" and t.get("xaxis") == "x4" for t in fig.data)  # no α^i
         notes = [a["text"] for a in fig.layout["annotations"] if a.get("xref") in ("x4 domain", "x5 domain")]
@@ -487,7 +487,7 @@ def test_every_chart_exports_at_least_1600_px_wide(rejected_record, bonus_record
 
     lab = run_sampling_lab(EXAMPLE_P, EXAMPLE_Q, lenience=0.8, n=100, seed=0)
     figures = [charts.pq_figure(rejected_record), charts.residual_figure(rejected_record),
-               charts.running_figure([rejected_record, bonus_record]), charts.theory_figure(0.8, 0.1, 4),
+               charts_running.running_figure([rejected_record, bonus_record]), charts.theory_figure(0.8, 0.1, 4),
                charts.lab_figure(EXAMPLE_VOCAB, lab), charts.lab_residual_figure(EXAMPLE_VOCAB, lab),
                charts.tv_figure([(10, 0.1)]), charts.empty_figure("nothing"),
                charts_methods.mentored_acceptance_figure(rejected_record), charts_methods.ppd_tuning_figure(None)]

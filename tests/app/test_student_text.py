@@ -6,7 +6,7 @@ gallery's tags; special tokens show as labelled markers."""
 import pytest
 
 from _student_text import dev_hits, visible_text
-from app import charts, render, render_methods, texts
+from app import charts, charts_running, render, render_methods, texts
 from app.lesson import tab as lesson_tab
 from app.controls import method_controls
 from app.gallery import gallery_tags, tag_text
@@ -68,7 +68,7 @@ def test_every_panel_of_every_iteration_of_the_shipped_traces_reads_as_plain_wor
                  render.chips_html(records, i), render.draft_row_html(record), render.tree_html(record)]
         text = " ".join(visible_text(h) for h in shown)
         text += " " + " ".join(figure_text(f) for f in (charts.pq_figure(record), charts.residual_figure(record),
-                                                        charts.running_figure(records, i)))
+                                                        charts_running.running_figure(records, i)))
         text += " " + _texts_of(method_panel(record, None, records))
         from app.explainer.view import theory_panel
 

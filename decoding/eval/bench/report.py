@@ -81,8 +81,8 @@ def markdown_report(result: dict, command: str | None = None) -> str:
         if per_position:
             lines += ["", "Acceptance per draft position, per prompt category (each speculative variant: mean "
                       "acceptance length = 1 + accepted draft tokens / iterations that drafted, as vLLM defines it; "
-                      "then, for draft positions 1, 2, ..., the share of the iterations that drafted at least that many "
-                      "tokens whose draft was accepted up to that position; alpha^i, with alpha the mean overlap "
+                      "then, for draft positions 1, 2, ..., the share of the iterations that drafted at least that "
+                      "many tokens whose draft was accepted up to that position; alpha^i, with alpha the mean overlap "
                       "sum min(p, q), is what independent positions would give, shown under \"all\"):", "",
                       per_position, ""]
         lines += ["", "After the prompt's prefill: the speedup once each run's first target pass is done, and the share "

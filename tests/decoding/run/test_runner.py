@@ -83,3 +83,22 @@ def test_target_perplexity_matches_a_fresh_forward(tiny_pair, method):
     assert summary.target_perplexity == pytest.approx(math.exp(float(nll)), rel=1e-4)
     again = summarize(records, RunConfig(method=method), test_mjsd.PROMPT, target, None)
     assert again.target_perplexity == summary.target_perplexity
+
+
+@pytest.mark.parametrize("method", ["speculative", "mentored", "mjsd", "ppd"])
+def test_acceptance_per_position_in_each_methods_summary(tiny_pair, method):
+    """Chain drafts (speculative, mentored, MJSD's chosen beam) get per-position rates and the histogram;
+    PPD's records list a path through a tree, so it gets neither; every drafting method gets vLLM's mean
+    acceptance length, 1 + its mean accepted length."""
+    records, summary = test_mjsd._run(tiny_pair, method=method, max_new_tokens=12, sampling=SamplingConfig(0.9),
+                                      gamma=3, seed=2)
+    drafted = [r for r in records if r.draft]
+    assert summary.mean_acceptance_length == pytest.approx(1 + summary.mean_accepted)
+    if method == "ppd":
+        assert summary.acceptance_per_position == [] and summary.acceptance_length_histogram == []
+        return
+    gamma_max = max(len(r.draft) for r in drafted)
+    assert len(summary.acceptance_per_position) == gamma_max
+    assert sum(summary.acceptance_length_histogram) == len(drafted)
+    assert summary.acceptance_per_position[0] == pytest.approx(
+        sum(r.accepted_length >= 1 for r in drafted) / len(drafted))
