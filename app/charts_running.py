@@ -161,6 +161,8 @@ def acceptance_rows(records: list[IterationRecord]) -> tuple[list[dict], dict]:
                      "xaxis": "x4", "yaxis": "y4", "legend": "legend2",
                      "hovertemplate": "position %{x}: α<sup>i</sup> = %{y:.0%}<extra></extra>"})
     return data, layout
+
+
 def positions_figure(records: list[IterationRecord]) -> Fig:
     """The lesson's chart of a run's acceptance per draft position beside α^i: `acceptance_rows`' first
     row as a figure of its own (the same traces, words and figures as the running charts)."""
