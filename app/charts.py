@@ -309,6 +309,9 @@ def theory_figure(alpha: float, c: float, gamma: int, max_gamma: int = 16) -> Fi
     )
 
 
+LAB_MANY_TOKENS = 12  # above this many tokens the lab's bars get upright labels and the legend moves down
+
+
 def lab_figure(vocab: list[str], result: dict) -> Fig:
     labels = [visible(v) for v in vocab]
     data = [
@@ -326,13 +329,22 @@ def lab_figure(vocab: list[str], result: dict) -> Fig:
                      "name": "cap p/l (no token exceeds it)",
                      "marker": {"symbol": "line-ew-open", "size": 28, "color": "#000000",
                                 "line": {"width": 3, "color": "#000000"}}})
-    return _fig(data, f"N = {result['n']:,}: TV(empirical, expected) = {result['tv_to_expected']:.4f}", height=380,
+    title = f"N = {result['n']:,}: TV(empirical, expected) = {result['tv_to_expected']:.4f}"
+    if result.get("implementation", "correct") != "correct":  # a mistake: how far from p, too
+        title = f"N = {result['n']:,}: TV(empirical, p) = {result['tv_to_target']:.4f}, " \
+                f"TV(empirical, expected) = {result['tv_to_expected']:.4f}"
+    if len(vocab) > LAB_MANY_TOKENS:  # e.g. 47 tokens: upright labels; the legend at the figure's foot, below them
+        return _fig(data, title, height=540, barmode="group", bargap=0.1, yaxis={"title": {"text": "probability"}},
+                    xaxis={"tickangle": -90, "tickfont": {"size": 10}}, margin={"b": 170},
+                    legend={"y": 0, "yref": "container", "yanchor": "bottom", "x": 0, "xanchor": "left"})
+    return _fig(data, title, height=380,
                 barmode="group", yaxis={"title": {"text": "probability"}}, margin={"b": 90},
                 legend={"y": -0.12, "yanchor": "top", "x": 0, "xanchor": "left"})
 
 
 def lab_residual_figure(vocab: list[str], result: dict) -> Fig:
-    title = "Residual norm(max(0, p − q))"
+    title = ("Residual norm(max(0, p − q))" if result.get("implementation", "correct") == "correct"
+             else "What this implementation draws after a rejection")
     if result["residual"] is None:
         # alpha = 1 under this rule: p = q for the strict rule, or a lenience or KL budget that keeps every draft
         return empty_figure("Every draft is kept under this rule (α = 1): nothing is rejected, so no residual.", title)
