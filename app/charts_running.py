@@ -10,7 +10,7 @@ from decoding.methods.registry import METHODS
 from decoding.trace.metrics import RunCounts, tokens_per_second
 from decoding.trace.record import IterationRecord
 
-from .charts import (EMP_COLOUR, EXP_COLOUR, GRID, P_COLOUR, TITLE_CHARS, Fig, _fig, _rows_layout, _wrap,
+from .charts import (HEIGHT, EMP_COLOUR, EXP_COLOUR, GRID, P_COLOUR, TITLE_CHARS, Fig, _fig, _rows_layout, _wrap,
                      empty_figure, energy_reason)
 
 def running_figure(records: list[IterationRecord], upto: int | None = None, baseline_tps: float | None = None,
@@ -175,7 +175,8 @@ def positions_figure(records: list[IterationRecord]) -> Fig:
     yaxis = {k: v for k, v in layout["yaxis4"].items() if k != "domain"}
     title = ("Acceptance per draft position i: of the iterations that drafted at least i tokens, the share "
              "whose first i draft tokens were all accepted")
-    return _fig(rows, title, xaxis=xaxis, yaxis=yaxis, annotations=notes,
-                legend={"x": 0.99, "xanchor": "right", "y": 1, "yanchor": "top", "bgcolor": "rgba(255,255,255,0.85)",
-                        "font": {"size": 11}})
+    # the legend below the axis title: inside the plot it would cover the bars on a phone
+    return _fig(rows, title, height=HEIGHT + 60, xaxis=xaxis, yaxis=yaxis, annotations=notes,
+                legend={"orientation": "h", "x": 0, "xanchor": "left", "y": -0.42, "yanchor": "top",
+                        "font": {"size": 11}}, margin={"l": 44, "r": 10, "t": 80, "b": 120})
 
