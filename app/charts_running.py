@@ -105,6 +105,11 @@ def _row_note(text: str, axis: str) -> dict:
             "yref": f"y{axis[1:]} domain", "font": {"size": 11}}
 
 
+# what the per-position row counts, in words (its title in the running charts and the lesson)
+POSITIONS_TITLE = ("Acceptance per draft position i: of the iterations that drafted at least i tokens, the share "
+                   "whose first i draft tokens were all accepted")
+
+
 def acceptance_rows(records: list[IterationRecord]) -> tuple[list[dict], dict]:
     """Plotly traces and layout (axes x4/y4, x5/y5 in `ACCEPTANCE_ROWS`, and their titles) of a run's
     acceptance per draft position beside α^i and its histogram of accepted lengths; each row says in
@@ -123,13 +128,11 @@ def acceptance_rows(records: list[IterationRecord]) -> tuple[list[dict], dict]:
     spec = METHODS.get(records[-1].method) if records else None
     counts = RunCounts.from_records(records, per_position=spec is None or spec.chain_draft)
     tally = counts.positions
-    title4 = ("Acceptance per draft position i: of the iterations that drafted at least i tokens, the share "
-              "whose first i draft tokens were all accepted")
     title5 = "Draft tokens accepted per iteration (iterations that drafted)"
     if tally:
         title5 += (f"; mean acceptance length {counts.mean_acceptance_length:.2f} tokens: the accepted ones plus "
                    "the one token the target adds")
-    layout["annotations"] = [_row_title(title4, hi4), _row_title(title5, hi5)]
+    layout["annotations"] = [_row_title(POSITIONS_TITLE, hi4), _row_title(title5, hi5)]
     if not tally:
         if spec is not None and not spec.chain_draft:
             why = (f"{spec.title} checks a tree of guesses, not a chain of draft tokens, so it has no draft "
@@ -173,10 +176,8 @@ def positions_figure(records: list[IterationRecord]) -> Fig:
              if a.get("xref") == "x4 domain"]
     xaxis = {k: v for k, v in layout["xaxis4"].items() if k != "anchor"}
     yaxis = {k: v for k, v in layout["yaxis4"].items() if k != "domain"}
-    title = ("Acceptance per draft position i: of the iterations that drafted at least i tokens, the share "
-             "whose first i draft tokens were all accepted")
     # the legend below the axis title: inside the plot it would cover the bars on a phone
-    return _fig(rows, title, height=HEIGHT + 60, xaxis=xaxis, yaxis=yaxis, annotations=notes,
+    return _fig(rows, POSITIONS_TITLE, height=HEIGHT + 60, xaxis=xaxis, yaxis=yaxis, annotations=notes,
                 legend={"orientation": "h", "x": 0, "xanchor": "left", "y": -0.42, "yanchor": "top",
                         "font": {"size": 11}}, margin={"l": 44, "r": 10, "t": 80, "b": 120})
 

@@ -132,24 +132,18 @@ def correction_tokens() -> str:
     return ", ".join(v for v, r in zip(EXAMPLE_VOCAB, residual.tolist()) if r > 0)
 
 
-def _implementation_pq(name: str):
-    implementation = get_implementation(name)
-    return implementation, torch.tensor(EXAMPLE_P, dtype=torch.float64), torch.tensor(EXAMPLE_Q, dtype=torch.float64)
-
-
 @value("lab.implementation_acceptance")
 def implementation_acceptance(name: str) -> float:
     """How often an implementation of the step keeps the worked example's draft, in closed form
     (`decoding.rules.implementations`: exact match keeps it Σ p·q of the time, the correct rule Σ min(p, q))."""
-    implementation, p, q = _implementation_pq(name)
-    return implementation.acceptance_probability(p, q)
+    return get_implementation(name).acceptance_probability(*_pq())
 
 
 @value("lab.implementation_tv")
 def implementation_tv(name: str) -> float:
     """TV(output, p) of an implementation on the worked example, in closed form: 0 for an exact one."""
-    implementation, p, q = _implementation_pq(name)
-    return float(0.5 * (implementation.output_distribution(p, q) - p).abs().sum())
+    p, q = _pq()
+    return float(0.5 * (get_implementation(name).output_distribution(p, q) - p).abs().sum())
 
 
 @value("lab.coin")
