@@ -1,9 +1,11 @@
 """The interface in the class's language: catalogs of interface strings, the language a page is
 shown in, and the one function every reader calls, `t(key, lang, **params)`.
 
-- catalogs  `assets/i18n/<lang>.yaml`, one flat mapping per language, key -> text; a text may hold
-            `{name}` placeholders (str.format). English (`en.yaml`) holds every key; the other
-            languages must hold the same keys with the same placeholders (tests/app/test_i18n.py).
+- catalogs  `assets/i18n/<lang>/<area>.yaml` (area: common, lesson, explainer, race, lab, engine, ...),
+            each one flat mapping key -> text, merged per language (a key in two files is an error);
+            a text may hold `{name}` placeholders (str.format). English (`en/`) holds every key; the
+            other languages must hold the same keys with the same placeholders
+            (tests/app/test_i18n.py).
             The papers' symbols stay as they are in every language: p, q, γ, α, τ, l, u.
 - languages `LANGUAGES`: code -> the language's own name, in the order the language menu lists them.
 - choosing  `choose(query, accept_language)`: `?lang=xx` wins, then the browser's Accept-Language,
@@ -43,14 +45,18 @@ class MissingTranslation(KeyError):
 
 @lru_cache(maxsize=None)
 def catalog(lang: str) -> dict[str, str]:
-    """The flat key -> text mapping of `lang` (empty where the language has no file)."""
-    path = Path(CATALOGS) / f"{lang}.yaml"
-    if not path.is_file():
-        return {}
-    data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    if not isinstance(data, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in data.items()):
-        raise ValueError(f"{path.name}: a catalog is one flat mapping of keys to texts")
-    return data
+    """The flat key -> text mapping of `lang`, all its area files merged (empty where the language has
+    no folder)."""
+    merged: dict[str, str] = {}
+    for path in sorted((Path(CATALOGS) / lang).glob("*.yaml")):
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        if not isinstance(data, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in data.items()):
+            raise ValueError(f"{lang}/{path.name}: a catalog is one flat mapping of keys to texts")
+        twice = sorted(set(data) & set(merged))
+        if twice:
+            raise ValueError(f"{lang}/{path.name}: keys already in another file: {', '.join(twice)}")
+        merged.update(data)
+    return merged
 
 
 def normalize(code: str | None) -> str | None:
@@ -92,12 +98,12 @@ def t(key: str, lang: str | None = DEFAULT, /, **params) -> str:
     if text is None:
         english = catalog(DEFAULT).get(key)
         if english is None:
-            raise MissingTranslation(f"no English text for {key!r} in {CATALOGS.name}/{DEFAULT}.yaml")
+            raise MissingTranslation(f"no English text for {key!r} in {CATALOGS.name}/{DEFAULT}/")
         if _strict:
-            raise MissingTranslation(f"{lang}.yaml lacks {key!r}")
+            raise MissingTranslation(f"{lang}/ lacks {key!r}")
         if (lang, key) not in _missing:
             _missing.add((lang, key))
-            _log.warning("i18n: %s.yaml lacks %r; showing English", lang, key)
+            _log.warning("i18n: %s/ lacks %r; showing English", lang, key)
         text = english
     return text.format(**params) if params else text
 

@@ -9,10 +9,10 @@ from app import i18n
 @pytest.mark.parametrize("lang", [code for code in i18n.LANGUAGES if code != i18n.DEFAULT])
 def test_every_language_holds_every_key_with_its_placeholders(lang):
     english, other = i18n.catalog("en"), i18n.catalog(lang)
-    assert sorted(set(english) - set(other)) == [], f"{lang}.yaml lacks these keys"
-    assert sorted(set(other) - set(english)) == [], f"{lang}.yaml has keys English lacks"
+    assert sorted(set(english) - set(other)) == [], f"{lang}/ lacks these keys"
+    assert sorted(set(other) - set(english)) == [], f"{lang}/ has keys English lacks"
     wrong = [k for k in english if i18n.placeholders(english[k]) != i18n.placeholders(other[k])]
-    assert wrong == [], f"{lang}.yaml: placeholders differ from English in these keys"
+    assert wrong == [], f"{lang}/: placeholders differ from English in these keys"
 
 
 @pytest.mark.parametrize("query, accept, expected", [
