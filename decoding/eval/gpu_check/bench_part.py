@@ -17,6 +17,7 @@ import time
 import traceback
 
 from ...lm.models import DEFAULT_TARGET
+from ...paths import display_path
 from .choice import fastest_drafter
 from .pairs import check_pairs
 from .plan import ASSUMED_TPS, JOBS, job_cost, plan_jobs, reserve_after
@@ -31,7 +32,7 @@ def bench_deadline(settings: CheckSettings) -> float:
 
 def run(settings: CheckSettings, jobs=JOBS, run_job=None, clock=time.monotonic, app_dtype: str | None = None) -> dict:
     from ...lm.prompt_files import read_prompt_rows
-    from .jobs import Models, run_job as default_run_job
+    from .jobs import Models, job_env, run_job as default_run_job
     from .pairs import app_dtype as device_app_dtype
 
     run_job = run_job or default_run_job
@@ -42,26 +43,28 @@ def run(settings: CheckSettings, jobs=JOBS, run_job=None, clock=time.monotonic, 
     pair = pairs[0]
     rows = read_prompt_rows(settings.prompts)
     deadline = bench_deadline(settings)
-    tps = dict(ASSUMED_TPS)
+    tps = dict(ASSUMED_TPS)  # the planning speeds: assumed, then each kind as its first probe measures it
+    measured: dict[str, float] = {}
     categories = len({r.category for r in rows})
     plan = plan_jobs(jobs, deadline - clock(), settings.max_new_tokens, tps, len(rows), settings.max_prompts, categories)
     result = {"status": "running", "pair": pair.label, "note": pair.note, "skipped": skipped,
               "budget_s": settings.budget_s, "bench_seconds_planned": round(deadline - clock(), 1),
-              "assumed_tps": dict(ASSUMED_TPS), "plan": plan, "prompts_file": str(settings.prompts.name),
-              "max_new_tokens": settings.max_new_tokens, "jobs": {}}
+              "assumed_tps": dict(ASSUMED_TPS), "plan": plan, "prompts_file": display_path(settings.prompts),
+              "max_new_tokens": settings.max_new_tokens, "jobs": {}, "fastest": None}
     models = Models(pair, settings.device)
     for i, job in enumerate(jobs):
         left = deadline - clock()
         least = job_cost(job, min(job.least, settings.max_prompts, len(rows)), settings.max_new_tokens, tps)
         if i > 0 and left < 0.5 * least:
-            row = {"key": job.key, "title": job.title, "status": "skipped",
+            row = {"key": job.key, "title": job.title, "status": "skipped", "env": job_env(job),
                    "why": f"the time budget was spent ({max(left, 0):.0f} s left of the benchmark's share; "
                           f"this job needs about {least:.0f} s at the least)"}
         else:
             try:
                 row = run_job(jobs, i, settings, models, rows, deadline, tps, clock=clock)
             except Exception as exc:  # noqa: BLE001 - one broken job must not stop the others
-                row = {"key": job.key, "title": job.title, "status": "failed", "error": f"{type(exc).__name__}: {exc}",
+                row = {"key": job.key, "title": job.title, "status": "failed", "env": job_env(job),
+                       "error": f"{type(exc).__name__}: {exc}",
                        "traceback": traceback.format_exc(limit=6)}
         full = row.pop("_result", None)
         if full is not None and row.get("status") == "ok" and row.get("dtype") == app_dtype \
@@ -71,7 +74,8 @@ def run(settings: CheckSettings, jobs=JOBS, run_job=None, clock=time.monotonic, 
                 result["fastest"] = {**fastest, "dtype": row["dtype"], "job": job.key, "date": row.get("date"),
                                      "bench": row.get("out"), "default_target": pair.target == DEFAULT_TARGET}
         result["jobs"][job.key] = row
-        result["measured_tps"] = {k: round(v, 1) for k, v in tps.items()}
+        measured.update({k: v for k, v in (row.get("probe_tps") or {}).items() if k not in measured})
+        result["measured_tps"] = dict(measured)
         if settings.progress is not None:
             settings.progress("bench", dict(result))
     done = [r for r in result["jobs"].values() if r.get("status") == "ok"]

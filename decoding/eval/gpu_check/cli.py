@@ -103,11 +103,18 @@ def run_cli(args) -> int:
         print(line)
         return 0
     from .device import device_info
-    from .publish import publish
 
     info = device_info(settings.device)
+    return run_check(parts, settings, info, Path(args.out) if args.out else DEFAULT_REPORT)
+
+
+def run_check(parts: list[str], settings: CheckSettings, info: dict, report: Path, runner=_runner,
+              choice_file: Path | None = None) -> int:
+    """Run the parts and write everything after each part and each benchmark job (`publish.py`);
+    the exit status (1 when a part failed)."""
+    from .publish import publish
+
     dtype = app_dtype(settings.device)
-    report = Path(args.out) if args.out else DEFAULT_REPORT
     print(f"gpu-check on {info['device']} (driver {info['driver']}, CUDA {info['cuda']}, torch {info['torch']}): "
           f"{', '.join(parts)} in a budget of {settings.budget_s:.0f} s"
           + (f"; copies to {settings.copy_to}" if settings.copy_to else ""))
@@ -115,7 +122,8 @@ def run_cli(args) -> int:
 
     def write(results: dict) -> dict:
         try:
-            return publish(info, results, report, settings.runs_dir, dtype, settings.copy_to)
+            return publish(info, results, report, settings.runs_dir, dtype, settings.copy_to,
+                           **({"choice_file": choice_file} if choice_file is not None else {}))
         except Exception as exc:  # noqa: BLE001 - a failed write must not stop the measuring
             print(f"gpu-check: could not write the results: {type(exc).__name__}: {exc}")
             return {}
@@ -134,7 +142,7 @@ def run_cli(args) -> int:
         write(results)
 
     settings = dataclasses.replace(settings, progress=progress)
-    results = run_parts(parts, settings, on_result=part_done)
+    results = run_parts(parts, settings, runner, on_result=part_done)
     written = write(results)
     print(f"gpu-check: wrote {written.get('report')}, {written.get('json')}"
           + (f", {written['choice']} (the drafter a GPU Space starts with)" if written.get("choice") else "")

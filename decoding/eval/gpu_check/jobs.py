@@ -28,10 +28,15 @@ ROW_FIELDS = ("engine", "method", "draft", "gamma", "schedule", "tokens", "secon
               "mean_accepted", "tokens_per_target_call", "energy_joules_per_token", "mean_gamma_asked")
 
 
+def job_env(job: Job) -> dict[str, str]:
+    """The environment that names the job's backend."""
+    return {BACKEND_ENV: job.backend, GRAPHS_ENV: "1" if job.graphs else "0"}
+
+
 @contextlib.contextmanager
 def backend_env(job: Job):
     """The job's backend in the environment while it loads and decodes; the earlier values after."""
-    values = {BACKEND_ENV: job.backend, GRAPHS_ENV: "1" if job.graphs else "0"}
+    values = job_env(job)
     saved = {k: os.environ.get(k) for k in values}
     os.environ.update(values)
     try:
@@ -71,10 +76,12 @@ class Models:
             self.targets[key], _ = load_pair(self.pair.target, device=self.device, dtype=dtype, need_draft=False)
         target = self.targets[key]
         drafts, skipped = {}, []
-        for spec in job.drafts:
-            if self.pair.target != DEFAULT_TARGET and spec != "prompt-lookup":
-                skipped.append({"what": spec, "why": f"{spec} is a drafter of the default target only"})
-                continue
+        specs = job.drafts
+        if self.pair.target != DEFAULT_TARGET and specs:  # the shipped drafts belong to the default target
+            skipped = [{"what": spec, "why": "a drafter of the default target only"} for spec in specs
+                       if spec != "prompt-lookup"]
+            specs = ("prompt-lookup",)
+        for spec in specs:
             label = draft_label(spec)
             if (key, spec) not in self.drafts:
                 try:
@@ -121,11 +128,23 @@ def probe(job: Job, target, drafts: dict, ids: list[int], args) -> dict[str, flo
     return out
 
 
+def named(key: str, draft: str | None) -> str:
+    """A variant's key with its drafter in it (the benchmark leaves the drafter out of the keys when a
+    run has one drafter: "speculative-g4" becomes "speculative-hybrid-feature-g4")."""
+    if not draft or draft in key:
+        return key
+    for stem in ("speculative", "hf-assisted"):
+        if key.startswith(stem + "-"):
+            return f"{stem}-{draft}-{key[len(stem) + 1:]}"
+    return key
+
+
 def compact(job: Job, result: dict) -> dict:
     """The job's figures the report and the results JSON keep: per variant its totals, speedup over
     our plain decoding in the job, per category tokens/s and speedup; per prompt (by id) each
     variant's tokens and seconds; greedy equality."""
     cats = result.get("categories") or {}
+    names = {key: named(key, row.get("draft")) for key, row in result["methods"].items()}
     variants = {}
     for key, row in result["methods"].items():
         v = {k: row.get(k) for k in ROW_FIELDS}
@@ -135,15 +154,16 @@ def compact(job: Job, result: dict) -> dict:
             if b:
                 v["by_category"][name] = {"tokens_per_second": b["tokens"] / b["seconds"] if b["seconds"] else None,
                                           "speedup": b["speedup"], "prompts": b["prompts"]}
-        variants[key] = v
-    per_prompt = {p["id"]: {k: [v["tokens"], round(v["seconds"], 5)] for k, v in p["variants"].items()}
+        variants[names[key]] = v
+    per_prompt = {p["id"]: {names.get(k, k): [v["tokens"], round(v["seconds"], 5)] for k, v in p["variants"].items()}
                   for p in result.get("per_prompt", [])}
+    equal = result.get("greedy_equal_to_autoregressive")
     s = result["settings"]
-    return {"key": job.key, "title": job.title, "dtype": str(result["models"]["dtype"]).removeprefix("torch."),
+    return {"key": job.key, "title": job.title, "prompts_file": display_path(s["prompts_file"]), "dtype": str(result["models"]["dtype"]).removeprefix("torch."),
             "backend": job.backend, "graphs": job.graphs, "prompts": s["prompts"],
             "prompt_categories": {c: s["prompt_categories"].count(c) for c in dict.fromkeys(s["prompt_categories"])},
             "max_new_tokens": s["max_new_tokens"], "date": result["date"], "variants": variants,
-            "per_prompt": per_prompt, "greedy_equal": result.get("greedy_equal_to_autoregressive"),
+            "per_prompt": per_prompt, "greedy_equal": {names.get(k, k): v for k, v in equal.items()} if equal else equal,
             "models": {"target": result["models"]["target"],
                        "drafts": {k: d["name"] for k, d in result["models"]["drafts"].items()}}}
 

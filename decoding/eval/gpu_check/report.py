@@ -91,7 +91,7 @@ def _bench_jobs(r: dict) -> list[str]:
     if r.get("skipped"):
         out += ["Skipped:", ""] + [f"- {s['what']}: {scrub(s['why'])}" for s in r["skipped"]] + [""]
     out += [f"Pair: {r.get('pair')}" + (f" ({r['note']})" if r.get("note") else "") + f". Prompts: "
-            f"`benchmarks/{r.get('prompts_file')}`, spread over its categories; {r.get('max_new_tokens')} new tokens "
+            f"`{r.get('prompts_file')}`, spread over its categories; {r.get('max_new_tokens')} new tokens "
             "(end of sequence ignored), greedy, one timing run per prompt and variant after one warm-up, interleaved. "
             "Speedups are tokens/s ratios against our plain decoding in the same job (same prompts, precision and "
             "backend).", "",
@@ -128,7 +128,7 @@ def _bench_jobs(r: dict) -> list[str]:
     out += _category_table(jobs)
     for key, j in jobs.items():
         notes = []
-        if j.get("greedy_equal"):
+        if any(k != "autoregressive" for k in j.get("greedy_equal") or {}):
             notes.append(f"greedy text equal to our plain decoding's in {j['dtype']}"
                          + ("" if j["dtype"] == "float32" else " (exactness is claimed in float32 only)") + ": "
                          + ", ".join(f"{k} {v}" for k, v in j["greedy_equal"].items() if k != "autoregressive"))
