@@ -213,8 +213,9 @@ def render(data: dict) -> str:
     """The markdown of docs/gpu.md from merged results."""
     info, parts = data["device"], data["parts"]
     lines = ["# GPU check", "",
-             "Written by `make gpu-check PYTHON=python3` (`python -m decoding gpu-check`); one part alone: "
-             "`python -m decoding gpu-check --part tests|bench|energy|ppd`.", ""] + _device_table(info) + [""]
+             "Written by `make gpu-check PYTHON=python3` (`python -m decoding gpu-check --budget-s 360`); one part "
+             "alone: `python -m decoding gpu-check --part bench|energy|tests|ppd`. The figures of this page are also in "
+             "`runs/gpu-check/gpu-check.json` on the machine that ran it.", ""] + _device_table(info) + [""]
     for name in PARTS:
         lines += [f"## {TITLES[name]}", ""]
         r = parts.get(name)

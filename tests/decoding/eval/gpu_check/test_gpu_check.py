@@ -346,3 +346,8 @@ def test_on_a_gpu_the_presets_start_with_the_measured_drafter_or_claim_nothing(m
     assert "NVIDIA L4" in listed[0].note and "1.93x the speed of plain decoding" in listed[0].note
     assert sum(p.label.startswith(presets_module.GPU_FIRST) for p in listed) == 1
     assert len({p.label for p in listed}) == len(listed)
+    # the check names the bench's drafter labels: the hybrid with the feature draft is a preset of its own
+    choice_module.write_choice({"drafter": "hybrid-feature", "gamma": 4, "speedup": 1.61, "dtype": "bfloat16"}, path)
+    listed = presets_module.presets()
+    assert listed[0].key == "default-hybrid-feature" and listed[0].label.startswith(presets_module.GPU_FIRST)
+    assert "1.61x the speed of plain decoding at γ 4" in listed[0].note
