@@ -36,6 +36,8 @@ def run(settings: CheckSettings, jobs=JOBS, run_job=None, clock=time.monotonic, 
     from .pairs import app_dtype as device_app_dtype
 
     run_job = run_job or default_run_job
+    if settings.jobs is not None:
+        jobs = tuple(j for j in jobs if j.key in settings.jobs)
     app_dtype = app_dtype or device_app_dtype(settings.device)
     pairs, skipped = check_pairs()
     if not pairs:

@@ -32,6 +32,9 @@ def add_parser(sub) -> None:
                    help="at most this many prompts, spread over the categories, for any benchmark job (the budget "
                         "may give a job fewer: the report says how many each used)")
     g.add_argument("--max-new-tokens", type=int, default=CheckSettings.max_new_tokens)
+    g.add_argument("--jobs", default=None,
+                   help="the bench part's jobs, comma-separated (default: all, in this order): half-static, "
+                        "float32-static, half-dynamic, half-hf-compiled, half-hf-eager")
     g.add_argument("--budget-s", type=float, default=CheckSettings.budget_s,
                    help="seconds the whole check should take: the benchmark jobs get as many prompts as fit, the "
                         f"PPD tune runs only if time is left; {COPY_ENV}=<dir> copies the report, the choice and "

@@ -36,6 +36,7 @@ class CheckSettings:
     started: float = 0.0  # time.monotonic() when the command started (the budget's clock)
     parts: tuple = PARTS  # the parts this run runs, in order (the budget keeps time for the later ones)
     progress: object = None  # progress(part, result so far): a part's partial result, written as it grows
+    jobs: tuple | None = None  # the bench part's jobs to run (plan.JOBS keys); None: all
 
 
 def parse_parts(text: str) -> list[str]:
@@ -63,8 +64,17 @@ def settings_from_args(args) -> tuple[list[str], CheckSettings]:
     prompts = Path(args.prompts) if args.prompts else SPEC_BENCH
     if not prompts.is_file():
         raise UsageError(f"--prompts {args.prompts}: no such file")
+    from .plan import JOBS
+
+    jobs = None
+    if getattr(args, "jobs", None):
+        jobs = tuple(j.strip() for j in args.jobs.split(",") if j.strip())
+        known = [j.key for j in JOBS]
+        unknown = [j for j in jobs if j not in known]
+        if unknown or not jobs:
+            raise UsageError(f"--jobs {args.jobs!r}: choose from {', '.join(known)} (comma-separated)")
     copy_to = os.environ.get(COPY_ENV, "").strip()
     return parts, CheckSettings(device=device, prompts=prompts, max_prompts=args.max_prompts,
                                 max_new_tokens=args.max_new_tokens, budget_s=float(budget),
                                 copy_to=Path(copy_to).expanduser() if copy_to else None,
-                                started=time.monotonic(), parts=tuple(parts))
+                                started=time.monotonic(), parts=tuple(parts), jobs=jobs)

@@ -130,6 +130,16 @@ def test_the_budget_skips_a_job_that_has_no_room(tmp_path, monkeypatch):
     assert result["fastest"] is None  # the fake jobs measured no drafter
 
 
+def test_only_the_jobs_asked_for_run(tmp_path, monkeypatch):
+    pair = Pair("default pair", "default", "prompt-lookup", "SmolLM2")
+    monkeypatch.setattr(bench_part, "check_pairs", lambda: ([pair], []))
+    import dataclasses
+    settings = dataclasses.replace(_settings(tmp_path), jobs=("half-dynamic", "half-static"))
+    result = bench_part.run(settings, run_job=_fake_job(set()), app_dtype="bfloat16")
+    assert list(result["jobs"]) == ["half-static", "half-dynamic"] and [p["job"] for p in result["plan"]] == list(
+        result["jobs"])
+
+
 def test_the_results_json_stays_small_and_the_backend_env_is_restored(monkeypatch):
     big = {"device": INFO, "parts": {"bench": {"jobs": {"j": {"per_prompt": {str(i): "x" * 100 for i in range(30000)},
                                                               "variants": {}}}}}}

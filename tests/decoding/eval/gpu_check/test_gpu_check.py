@@ -94,6 +94,7 @@ def test_parts_are_selected_by_name_in_running_order():
     (["--max-new-tokens", "0"], "must be >= 1"),
     (["--prompts", "no/such/file.jsonl"], "no such file"),
     (["--budget-s", "0"], "--budget-s 0.0: give the seconds"),
+    (["--jobs", "half-static,gpu"], "--jobs 'half-static,gpu': choose from half-static, float32-static"),
 ])
 def test_bad_arguments_give_one_line_and_exit_2(argv, message, capsys):
     assert main(["gpu-check", *argv]) == 2  # checked before the GPU is looked for, on any machine
@@ -109,8 +110,9 @@ def test_settings_from_arguments(monkeypatch, tmp_path):
     assert settings.prompts.name == "spec_bench.jsonl" and settings.budget_s == 360 and settings.copy_to is None
     assert settings.parts == ("tests", "ppd") and settings.started > 0
     monkeypatch.setenv("GPU_CHECK_COPY_TO", str(tmp_path / "back"))
-    _, settings = settings_from_args(Namespace(**{**vars(args), "budget_s": 420.0}))
+    _, settings = settings_from_args(Namespace(**{**vars(args), "budget_s": 420.0, "jobs": "half-static, half-dynamic"}))
     assert settings.copy_to == tmp_path / "back" and settings.budget_s == 420
+    assert settings.jobs == ("half-static", "half-dynamic")
 
 
 # ------------------------------------------------------------------ running the parts
