@@ -20,7 +20,7 @@ from ...lm.models import DEFAULT_TARGET
 from ...paths import display_path
 from .choice import fastest_drafter
 from .pairs import check_pairs
-from .plan import ASSUMED_TPS, JOBS, job_cost, plan_jobs, reserve_after
+from .plan import ASSUMED_TPS, JOBS, floor_prompts, job_cost, plan_jobs, reserve_after
 from .settings import PARTS, CheckSettings
 
 
@@ -56,7 +56,8 @@ def run(settings: CheckSettings, jobs=JOBS, run_job=None, clock=time.monotonic, 
     models = Models(pair, settings.device)
     for i, job in enumerate(jobs):
         left = deadline - clock()
-        least = job_cost(job, min(job.least, settings.max_prompts, len(rows)), settings.max_new_tokens, tps)
+        least = job_cost(job, floor_prompts(job, settings.max_prompts, len(rows), categories), settings.max_new_tokens,
+                         tps)
         if i > 0 and left < 0.5 * least:
             row = {"key": job.key, "title": job.title, "status": "skipped", "env": job_env(job),
                    "why": f"the time budget was spent ({max(left, 0):.0f} s left of the benchmark's share; "

@@ -8,8 +8,9 @@ speedups are ratios within one run. A job's cost is estimated as
 
 with the speeds measured on the spot where known (each job probes its own plain decoding before it
 starts) and `ASSUMED_TPS` otherwise. Jobs run in `JOBS`' order; before each, the prompts it gets are
-the most (up to its `want`) that fit in the time left once every later job's minimum and the later
-parts' reserves are kept. Prompts are spread over the Spec-Bench categories (`pick_prompts`), so a
+the most (up to its `want`) that fit in the time left once every later job's `least` and the later
+parts' reserves are kept, and never fewer than one per category (where even that does not fit, the
+job runs long: the later jobs are then skipped, the report says so). Prompts are spread over the Spec-Bench categories (`pick_prompts`), so a
 job with fewer prompts still covers every category. Pure functions: the tests plan fake budgets.
 """
 
@@ -89,18 +90,24 @@ def job_cost(job: Job, prompts: int, tokens: int, tps: dict[str, float]) -> floa
     return LOAD_S + probe + one * (prompts + 1) + (COMPILE_S if job.hf_compiled else 0.0)
 
 
+def floor_prompts(job: Job, cap: int, available: int, categories: int) -> int:
+    """The fewest prompts a job runs on: one per category (fewer only where `least`, `cap` or the file say so)."""
+    return max(1, min(job.least, cap, available, max(categories, 1)))
+
+
 def fit_prompts(job: Job, seconds: float, tokens: int, tps: dict[str, float], available: int,
                 cap: int, categories: int) -> int:
-    """The most prompts (from `job.least` to min(`job.want`, `cap`, `available`)) whose cost fits in
-    `seconds`; a multiple of `categories` where that is at least `job.least`, so each category gets as many."""
+    """The most prompts (up to min(`job.want`, `cap`, `available`)) whose cost fits in `seconds`, but
+    never fewer than one per category (`floor_prompts`); a multiple of `categories` where it is not
+    the most, so that each category gets as many."""
     most = max(1, min(job.want, cap, available))
-    least = min(job.least, most)
+    floor = floor_prompts(job, cap, available, categories)
     fixed = job_cost(job, 0, tokens, tps)
     one = per_prompt_s(job, tokens, tps)
     n = most if one <= 0 else int(math.floor((seconds - fixed) / one))
-    n = max(least, min(most, n))
+    n = max(floor, min(most, n))
     if categories > 1 and n >= categories and n < most:
-        n = max(least, n - n % categories)
+        n = max(floor, n - n % categories)
     return n
 
 

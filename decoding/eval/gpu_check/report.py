@@ -98,7 +98,7 @@ def _bench_jobs(r: dict) -> list[str]:
             f"Time budget: {r.get('budget_s'):.0f} s for the whole check, {r.get('bench_seconds_planned')} s for this "
             "part. Speeds assumed for planning: " + ", ".join(f"{k} {v:.0f}" for k, v in r.get("assumed_tps", {}).items())
             + " tokens/s; measured by the jobs' probes: "
-            + (", ".join(f"{k} {v:.0f}" for k, v in (r.get("measured_tps") or {}).items()) or "none") + ".", "",
+            + (", ".join(f"{k} {v:.1f}" for k, v in (r.get("measured_tps") or {}).items()) or "none") + ".", "",
             "| job | what | backend | planned prompts | prompts used | seconds | status |", "|---|---|---|---|---|---|---|"]
     planned = {p["job"]: p for p in r.get("plan", [])}
     for key, j in r["jobs"].items():
