@@ -1,18 +1,18 @@
 """HF `generate()` in its own fastest configuration, as the benchmark's "hf-generate-compiled" peer.
 
-transformers' recipe for a fast `generate()` (its docs: "static cache" and "torch.compile"): a static
-KV cache (`cache_implementation="static"`), sized once for the longest prompt of the run plus the new
-tokens (`max_cache_len`), so that every decoding step has the same shapes, and that step compiled
-with `torch.compile(mode="reduce-overhead")` (CUDA graphs). `generate()` compiles the step itself
-when the cache is static and the device is CUDA (its `compile_config`); the prompt's prefill stays
-eager. On any other device transformers does not compile by design: this peer then runs the static
-cache eagerly and says why.
+transformers' recipe for a fast `generate()` (its docs: "static cache" and "torch.compile"): a
+static KV cache (`cache_implementation="static"`), sized once for the longest prompt of the run plus
+the new tokens (`max_cache_len`), so that every decoding step has the same shapes, and that step
+compiled with `torch.compile(mode="reduce-overhead")` (CUDA graphs). `generate()` compiles the step
+itself when the cache is static and the device is CUDA (its `compile_config`); the prompt's prefill
+stays eager. On any other device transformers does not compile by design: this peer then runs the
+static cache eagerly and says why.
 
 Compiling can fail (a torch/inductor build without a compiler, a graph the compiler refuses). The
 first call compiles (the benchmark's warm-up on one prompt); a compile error is recorded, not
-retried (it costs minutes and fails the same way), and the peer falls back to the eager static cache for the rest of the run, so the
-benchmark carries on and the report says what failed. `fast_peer_status(model)` gives that record.
-"""
+retried (it costs minutes and fails the same way), and the peer falls back to the eager static cache
+for the rest of the run, so the benchmark carries on and the report says what failed.
+`fast_peer_status(model)` gives that record."""
 
 from __future__ import annotations
 

@@ -108,7 +108,8 @@ def run_hf(variant: Variant, target, draft, prompt_ids: list[int], args, timing:
         if timing and meter is not None:
             meter.begin()
         if variant.method == COMPILED:
-            cache_len = getattr(args, "hf_cache_len", None) or len(prompt_ids) + args.max_new_tokens + CACHE_MARGIN_TOKENS
+            cache_len = (getattr(args, "hf_cache_len", None)
+                         or len(prompt_ids) + args.max_new_tokens + CACHE_MARGIN_TOKENS)
             out, clock = generate_fast(target.model, ids, config, cache_len, _FirstPassClock,
                                        attention_mask=kwargs["attention_mask"])
         else:

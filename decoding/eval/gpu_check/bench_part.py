@@ -48,7 +48,8 @@ def run(settings: CheckSettings, jobs=JOBS, run_job=None, clock=time.monotonic, 
     tps = dict(ASSUMED_TPS)  # the planning speeds: assumed, then each kind as its first probe measures it
     measured: dict[str, float] = {}
     categories = len({r.category for r in rows})
-    plan = plan_jobs(jobs, deadline - clock(), settings.max_new_tokens, tps, len(rows), settings.max_prompts, categories)
+    plan = plan_jobs(jobs, deadline - clock(), settings.max_new_tokens, tps, len(rows), settings.max_prompts,
+                     categories)
     result = {"status": "running", "pair": pair.label, "note": pair.note, "skipped": skipped,
               "budget_s": settings.budget_s, "bench_seconds_planned": round(deadline - clock(), 1),
               "assumed_tps": dict(ASSUMED_TPS), "plan": plan, "prompts_file": display_path(settings.prompts),

@@ -24,7 +24,8 @@ def add_parser(sub) -> None:
     g = sub.add_parser("gpu-check", help="check and measure the GPU path (Spec-Bench benchmark per backend with the "
                        "HF peers, NVML energy, CUDA tests, PPD tune) in a time budget and write docs/gpu.md; one line "
                        "and exit 0 without a GPU")
-    g.add_argument("--part", default="all", help=f"comma-separated: {', '.join(PARTS)}, or all (default; in this order)")
+    g.add_argument("--part", default="all",
+                   help=f"comma-separated: {', '.join(PARTS)}, or all (default; in this order)")
     g.add_argument("--device", default="cuda", help="cuda or cuda:N (the tests part runs on the default CUDA device)")
     g.add_argument("--out", default=None, help="the report (default: docs/gpu.md)")
     g.add_argument("--prompts", default=None, help="prompt file (default: benchmarks/spec_bench.jsonl)")
@@ -137,8 +138,9 @@ def run_check(parts: list[str], settings: CheckSettings, info: dict, report: Pat
         jobs = partial.get("jobs") or {}
         if jobs:
             key, last = list(jobs.items())[-1]
+            elapsed = time.monotonic() - settings.started
             print(f"gpu-check: bench job {key} {last.get('status')} ({last.get('prompts', 0)} prompts, "
-                  f"{last.get('seconds', 0)} s; {time.monotonic() - settings.started:.0f} s of {settings.budget_s:.0f})")
+                  f"{last.get('seconds', 0)} s; {elapsed:.0f} s of {settings.budget_s:.0f})")
 
     def part_done(results: dict) -> None:
         done.update(results)

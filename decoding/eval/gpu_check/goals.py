@@ -79,8 +79,8 @@ def check_goals(bench: dict | None, compiled_status: dict | None = None) -> list
     peers = hf_peers(jobs)
     if peers:
         worst = min(peers, key=lambda p: p["ratio"])
-        detail = "; ".join(f"{p['variant']} {p['hf']:.1f} tokens/s against ours {p['ours']:.1f} ({p['prompts']} prompts, "
-                           f"job {p['job']})" for p in peers)
+        detail = "; ".join(f"{p['variant']} {p['hf']:.1f} tokens/s against ours {p['ours']:.1f} "
+                           f"({p['prompts']} prompts, job {p['job']})" for p in peers)
         status = (compiled_status or {})
         if status and not status.get("compiled"):
             detail += f". HF's compiled configuration ran eagerly: {status.get('eager_why')}"
@@ -96,7 +96,8 @@ def check_goals(bench: dict | None, compiled_status: dict | None = None) -> list
     hyb = speculative_rows(main, (HYBRID,)) if main else {}
     best = max((v["speedup"] for v in hyb.values() if v.get("speedup") is not None), default=None)
     goals.append({"goal": f"the hybrid (lookup + feature draft) >= {HYBRID_GOAL}x our plain decoding",
-                  "met": None if best is None else best >= HYBRID_GOAL, "value": "n/a" if best is None else f"{best:.2f}x (its better gamma)",
+                  "met": None if best is None else best >= HYBRID_GOAL,
+                  "value": "n/a" if best is None else f"{best:.2f}x (its better gamma)",
                   "detail": ", ".join(f"{k} {_fmt(v.get('speedup'))}x" for k, v in hyb.items()) or "not measured"})
 
     model = speculative_rows(main, MODEL_DRAFTERS) if main else {}

@@ -159,11 +159,13 @@ def compact(job: Job, result: dict) -> dict:
                   for p in result.get("per_prompt", [])}
     equal = result.get("greedy_equal_to_autoregressive")
     s = result["settings"]
-    return {"key": job.key, "title": job.title, "prompts_file": display_path(s["prompts_file"]), "dtype": str(result["models"]["dtype"]).removeprefix("torch."),
-            "backend": job.backend, "graphs": job.graphs, "prompts": s["prompts"],
+    return {"key": job.key, "title": job.title, "prompts_file": display_path(s["prompts_file"]),
+            "dtype": str(result["models"]["dtype"]).removeprefix("torch."), "backend": job.backend,
+            "graphs": job.graphs, "prompts": s["prompts"],
             "prompt_categories": {c: s["prompt_categories"].count(c) for c in dict.fromkeys(s["prompt_categories"])},
             "max_new_tokens": s["max_new_tokens"], "date": result["date"], "variants": variants,
-            "per_prompt": per_prompt, "greedy_equal": {names.get(k, k): v for k, v in equal.items()} if equal else equal,
+            "per_prompt": per_prompt,
+            "greedy_equal": {names.get(k, k): v for k, v in equal.items()} if equal else equal,
             "models": {"target": result["models"]["target"],
                        "drafts": {k: d["name"] for k, d in result["models"]["drafts"].items()}}}
 
@@ -197,10 +199,14 @@ def run_job(jobs: tuple[Job, ...], i: int, settings, models: Models, rows: list,
     out.mkdir(parents=True, exist_ok=True)
     result["charts"] = {"html": None, "png": None, "png_note": "charts are not drawn by gpu-check"}
     (out / "bench.json").write_text(json.dumps(result, indent=1, default=str))
-    (out / "bench.md").write_text(markdown_report(result, command=result["command"]))
     row = compact(job, result)
-    row.update(status="ok", env=env, seconds=round(clock() - t0, 1), probe_tps={k: round(v, 1) for k, v in measured.items()},
-               skipped_drafts=skipped, out=display_path(out), backend_reported=getattr(target, "backend", None))
+    try:
+        (out / "bench.md").write_text(markdown_report(result, command=result["command"]))
+    except Exception as exc:  # noqa: BLE001 - the figures are measured and kept: only the job's own page is lost
+        row["note"] = f"bench.md not written: {type(exc).__name__}: {exc}"
+    row.update(status="ok", env=env, seconds=round(clock() - t0, 1), skipped_drafts=skipped, out=display_path(out),
+               probe_tps={k: round(v, 1) for k, v in measured.items()},
+               backend_reported=getattr(target, "backend", None))
     if job.hf_compiled:
         row["hf_compiled"] = fast_peer_status(target.model)
     row["_result"] = result  # the full result, for the choice (dropped before anything is written)

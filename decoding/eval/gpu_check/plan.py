@@ -10,9 +10,9 @@ with the speeds measured on the spot where known (each job probes its own plain 
 starts) and `ASSUMED_TPS` otherwise. Jobs run in `JOBS`' order; before each, the prompts it gets are
 the most (up to its `want`) that fit in the time left once every later job's `least` and the later
 parts' reserves are kept, and never fewer than one per category (where even that does not fit, the
-job runs long: the later jobs are then skipped, the report says so). Prompts are spread over the Spec-Bench categories (`pick_prompts`), so a
-job with fewer prompts still covers every category. Pure functions: the tests plan fake budgets.
-"""
+job runs long: the later jobs are then skipped, the report says so). Prompts are spread over the
+Spec-Bench categories (`pick_prompts`), so a job with fewer prompts still covers every category.
+Pure functions: the tests plan fake budgets."""
 
 from __future__ import annotations
 

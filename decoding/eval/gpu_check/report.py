@@ -76,7 +76,8 @@ def _category_table(jobs: dict) -> list[str]:
             cells = [_cell((v["by_category"].get(c) or {}).get("tokens_per_second"),
                            (v["by_category"].get(c) or {}).get("speedup")) for c in names]
             total = _cell(v.get("tokens_per_second"), v.get("speedup"))
-            out.append(f"| {job['key']} | {key} | {job['dtype']} | {count} | " + " | ".join(cells) + f" | **{total}** |")
+            out.append(f"| {job['key']} | {key} | {job['dtype']} | {count} | " + " | ".join(cells)
+                       + f" | **{total}** |")
     return out
 
 
@@ -96,10 +97,12 @@ def _bench_jobs(r: dict) -> list[str]:
             "Speedups are tokens/s ratios against our plain decoding in the same job (same prompts, precision and "
             "backend).", "",
             f"Time budget: {r.get('budget_s'):.0f} s for the whole check, {r.get('bench_seconds_planned')} s for this "
-            "part. Speeds assumed for planning: " + ", ".join(f"{k} {v:.0f}" for k, v in r.get("assumed_tps", {}).items())
+            "part. Speeds assumed for planning: "
+            + ", ".join(f"{k} {v:.0f}" for k, v in r.get("assumed_tps", {}).items())
             + " tokens/s; measured by the jobs' probes: "
             + (", ".join(f"{k} {v:.1f}" for k, v in (r.get("measured_tps") or {}).items()) or "none") + ".", "",
-            "| job | what | backend | planned prompts | prompts used | seconds | status |", "|---|---|---|---|---|---|---|"]
+            "| job | what | backend | planned prompts | prompts used | seconds | status |",
+            "|---|---|---|---|---|---|---|"]
     planned = {p["job"]: p for p in r.get("plan", [])}
     for key, j in r["jobs"].items():
         plan = planned.get(key, {})
@@ -115,12 +118,14 @@ def _bench_jobs(r: dict) -> list[str]:
     out += ["", "### Before and after: plain decoding, dynamic cache against static cache + CUDA graphs", ""]
     if ba:
         out.append(f"{ba['dtype']}, the {ba['prompts']} prompts both jobs decoded: dynamic cache "
-                   f"{_num(ba['dynamic_tps'], '.1f')} tokens/s, static cache + CUDA graphs {_num(ba['static_tps'], '.1f')} "
+                   f"{_num(ba['dynamic_tps'], '.1f')} tokens/s, static cache + CUDA graphs "
+                   f"{_num(ba['static_tps'], '.1f')} "
                    f"tokens/s: **{_num(ba['speedup'], '.2f')}x**.")
     else:
         out.append("Not measured (a job of the two did not finish).")
     if compiled:
-        how = (f"compiled (torch.compile, mode {compiled.get('mode')}), static cache of {compiled['max_cache_len']} tokens"
+        how = (f"compiled (torch.compile, mode {compiled.get('mode')}), static cache of "
+               f"{compiled['max_cache_len']} tokens"
                if compiled.get("compiled") else f"not compiled: {scrub(compiled.get('eager_why'))}")
         out += ["", f"HF generate()'s fastest configuration (hf-generate-compiled): {how}."]
     out += ["", "### Tokens/s per Spec-Bench category (speedup over our plain decoding in the same job)", "",
@@ -133,7 +138,8 @@ def _bench_jobs(r: dict) -> list[str]:
                          + ("" if j["dtype"] == "float32" else " (exactness is claimed in float32 only)") + ": "
                          + ", ".join(f"{k} {v}" for k, v in j["greedy_equal"].items() if k != "autoregressive"))
         if j.get("skipped_drafts"):
-            notes.append("drafters not loaded: " + "; ".join(f"{s['what']} ({scrub(s['why'])})" for s in j["skipped_drafts"]))
+            notes.append("drafters not loaded: "
+                         + "; ".join(f"{s['what']} ({scrub(s['why'])})" for s in j["skipped_drafts"]))
         if j.get("backend_reported"):
             notes.append(f"backend the target reported: {j['backend_reported']}")
         if notes:
@@ -180,7 +186,8 @@ def _bench(r: dict) -> list[str]:
 def _energy(r: dict) -> list[str]:
     if r["status"] == "unavailable":
         return [f"Not measured: {scrub(r['reason'])}."]
-    drafter = (f", speculative with the {r['drafter']} drafter at gamma {r.get('gamma', 4)}" if r.get("drafter") else "")
+    drafter = (f", speculative with the {r['drafter']} drafter at gamma {r.get('gamma', 4)}"
+               if r.get("drafter") else "")
     backend = r.get("backend")
     backend = f", backend {', '.join(f'{k}={v}' for k, v in backend.items())}" if backend else ""
     out = [f"{r['pair']}{drafter}, {r['dtype']}{backend}, greedy; {r['meter']}; windows of at least "
@@ -214,8 +221,8 @@ def render(data: dict) -> str:
     info, parts = data["device"], data["parts"]
     lines = ["# GPU check", "",
              "Written by `make gpu-check PYTHON=python3` (`python -m decoding gpu-check --budget-s 360`); one part "
-             "alone: `python -m decoding gpu-check --part bench|energy|tests|ppd`. The figures of this page are also in "
-             "`runs/gpu-check/gpu-check.json` on the machine that ran it.", ""] + _device_table(info) + [""]
+             "alone: `python -m decoding gpu-check --part bench|energy|tests|ppd`. The figures of this page are "
+             "also in `runs/gpu-check/gpu-check.json` on the machine that ran it.", ""] + _device_table(info) + [""]
     for name in PARTS:
         lines += [f"## {TITLES[name]}", ""]
         r = parts.get(name)
