@@ -16,7 +16,7 @@ order, each runnable alone with `--part`:
 - `ppd`    the PPD hardware tune, only when the budget has room for it                (`ppd_part.py`)
 
 The command line is `cli.py`, what a run is asked to do `settings.py`, which models it loads
-`pairs.py`, issue 43's goals `goals.py`, and the drafter a GPU Space starts with `choice.py`. After
+`pairs.py`, the GPU backend's goals `goals.py`, and the drafter a GPU Space starts with `choice.py`. After
 each part and each benchmark job, docs/gpu.md (`report.py`, `device.py`), the results JSON and
 assets/gpu-choice.json are written, and copied to `$GPU_CHECK_COPY_TO` (`publish.py`). Without CUDA
 the command prints one line and exits 0, writing nothing.

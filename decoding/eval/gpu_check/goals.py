@@ -1,4 +1,4 @@
-"""Issue 43's goals checked on one gpu-check's benchmark jobs, and the before/after of the static path.
+"""The GPU backend's goals checked on one gpu-check's benchmark jobs, and the before/after of the static path.
 
 Pure functions of the bench part's result (`bench_part.py`; each job compacted by `jobs.compact`):
 every ratio is taken inside one job, on that job's prompts, so no figure is compared across prompt
@@ -65,7 +65,7 @@ def before_after(bench: dict | None) -> dict | None:
 
 
 def check_goals(bench: dict | None, compiled_status: dict | None = None) -> list[dict]:
-    """The goals of issue 43 on the bench part's result."""
+    """The GPU backend's goals on the bench part's result."""
     jobs = ok_jobs(bench)
     main, f32 = jobs.get(MAIN_JOB), jobs.get(FLOAT32_JOB)
     goals = []

@@ -26,7 +26,7 @@ COMPILE_S = 60.0  # torch.compile(mode="reduce-overhead") of HF's decoding step,
 PROBE_TOKENS_FACTOR = 2  # a probe decodes one prompt twice (the first captures graphs / warms up)
 # what the parts after the benchmark are kept (seconds): NVML windows of 2 s per method; the CUDA tests
 PART_RESERVE_S = {"bench": 0.0, "energy": 20.0, "tests": 70.0, "ppd": 0.0}
-# a part that runs only when this much of the budget is left (ppd is not among issue 43's figures: it gets no reserve)
+# a part that runs only when this much of the budget is left (ppd is not among the GPU goals' figures: no reserve)
 PART_NEEDS_S = {"ppd": 120.0}
 MIN_TESTS_TIMEOUT_S = 90  # the CUDA tests took 58 s on an H100 (docs/gpu.md, 2026-11-23)
 

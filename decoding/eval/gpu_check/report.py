@@ -111,7 +111,8 @@ def _bench_jobs(r: dict) -> list[str]:
                    f"| {plan.get('prompts', 'n/a')} (~{plan.get('estimate_s', 'n/a')} s) | {j.get('prompts', 0)} "
                    f"| {j.get('seconds', 'n/a')} | {j['status']}" + (f": {scrub(j.get('why') or j.get('error'))}"
                                                                        if j["status"] != "ok" else "") + " |")
-    out += ["", "### Goals of issue 43, checked on this run", "", "| goal | | value | detail |", "|---|---|---|---|"]
+    out += ["", "### The GPU backend's goals, checked on this run", "",
+            "| goal | | value | detail |", "|---|---|---|---|"]
     for g in check_goals(r, compiled):
         out.append(f"| {g['goal']} | {MET[g['met']]} | {g['value']} | {scrub(g['detail'])} |")
     ba = before_after(r)

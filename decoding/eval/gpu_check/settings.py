@@ -14,7 +14,7 @@ from pathlib import Path
 from ...errors import UsageError
 from ...paths import DOCS, REPO, SPEC_BENCH
 
-# the running order: the figures issue 43 asks for first, so that a run cut short keeps them
+# the running order: the GPU backend's figures first, so that a run cut short keeps them
 PARTS = ("bench", "energy", "tests", "ppd")
 COPY_ENV = "GPU_CHECK_COPY_TO"  # a folder the report, the choice and the compact results are copied to
 DEFAULT_REPORT = DOCS / "gpu.md"

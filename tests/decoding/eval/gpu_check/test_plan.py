@@ -22,7 +22,7 @@ class Row:
 ROWS = [Row(f"{c}{i}", c) for c in ("mt", "tr", "su", "qa", "ma", "rag") for i in range(8)]
 
 
-def test_the_jobs_cover_what_issue_43_asks_for():
+def test_the_jobs_cover_what_the_gpu_goals_ask_for():
     keys = {j.key: j for j in JOBS}
     main = keys["half-static"]
     assert main.drafts == ("distilled", "feature", "hybrid:feature", "prompt-lookup") and main.gammas == "4,auto"

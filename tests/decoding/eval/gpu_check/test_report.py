@@ -1,6 +1,6 @@
 """docs/gpu.md's benchmark section from a fake bench part (decoding/eval/gpu_check/report.py, goals.py):
 the per-category table with the HF peers and the prompts each row used, the before/after of the
-static path, and issue 43's goals checked explicitly, met, not met or not measured."""
+static path, and the GPU backend's goals checked explicitly, met, not met or not measured."""
 
 from __future__ import annotations
 
