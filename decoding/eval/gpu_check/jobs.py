@@ -20,7 +20,7 @@ import time
 
 from ...paths import SHIPPED_DRAFT, display_path
 from .pairs import Pair, half_dtype
-from .plan import Job, next_prompts, pick_prompts
+from .plan import Job, next_prompts, pick_prompts, spent_before_prompts
 
 BACKEND_ENV = "SPECDEC_BACKEND"
 GRAPHS_ENV = "SPECDEC_CUDA_GRAPHS"
@@ -190,7 +190,8 @@ def run_job(jobs: tuple[Job, ...], i: int, settings, models: Models, rows: list,
         args.hf_cache_len = max(len(e) for e in encoded) + settings.max_new_tokens + CACHE_MARGIN_TOKENS
         measured = probe(job, target, drafts, encoded[0], args)
         tps.update(measured)
-        n = next_prompts(jobs, i, deadline - clock(), settings.max_new_tokens, tps, len(rows), settings.max_prompts,
+        left = deadline - clock() + spent_before_prompts(job, settings.max_new_tokens, tps)  # loaded, probed
+        n = next_prompts(jobs, i, left, settings.max_new_tokens, tps, len(rows), settings.max_prompts,
                          len({r.category for r in rows}))
         chosen = pick_prompts(rows, n)
         result = run_bench(args, target, drafts, chosen, progress=progress)

@@ -95,6 +95,12 @@ def floor_prompts(job: Job, cap: int, available: int, categories: int) -> int:
     return max(1, min(job.least, cap, available, max(categories, 1)))
 
 
+def spent_before_prompts(job: Job, tokens: int, tps: dict[str, float]) -> float:
+    """The part of `job_cost` a job has spent once loaded and probed (load, probe, the HF compile):
+    added back to the time left when its prompts are chosen after its probe."""
+    return job_cost(job, 0, tokens, tps) - per_prompt_s(job, tokens, tps)
+
+
 def fit_prompts(job: Job, seconds: float, tokens: int, tps: dict[str, float], available: int,
                 cap: int, categories: int) -> int:
     """The most prompts (up to min(`job.want`, `cap`, `available`)) whose cost fits in `seconds`, but

@@ -47,6 +47,15 @@ def test_variant_counts_and_costs():
         pytest.approx(COMPILE_S + 64 / 640)
 
 
+def test_what_a_job_has_spent_before_its_prompts_is_load_probe_and_compile():
+    from decoding.eval.gpu_check.plan import spent_before_prompts
+
+    compiled = JOBS[3]
+    assert spent_before_prompts(compiled, 64, TPS) == pytest.approx(LOAD_S + 2 * 64 / 320 + COMPILE_S)
+    assert job_cost(compiled, 6, 64, TPS) - spent_before_prompts(compiled, 64, TPS) == pytest.approx(
+        7 * per_prompt_s(compiled, 64, TPS))
+
+
 def test_the_prompts_that_fit_stay_between_least_and_want_in_whole_rounds_of_categories():
     main = JOBS[0]
     one = per_prompt_s(main, 64, TPS)
