@@ -242,12 +242,13 @@ def test_batching_keeps_the_dynamic_path(tiny_pair, use_backend):
 
 def test_a_static_cache_is_reused_after_its_lm_is_gone(tiny_pair):
     target = tiny_pair[0]
+    import gc
+
+    gc.collect()
     backend._spare.pop(target.model, None)  # the earlier tests' spare caches (the pool keeps a few)
     lm = backend.make_lm(CachedLM, target.model, target.device, target.vocab_size, backend="static")
     cache = lm.cache
     del lm
-    import gc
-
     gc.collect()
     again = backend.make_lm(CachedLM, target.model, target.device, target.vocab_size, backend="static")
     assert again.cache is cache and again.length == 0
