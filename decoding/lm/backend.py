@@ -60,6 +60,12 @@ def set_backend(name: str | None) -> None:
     _setting["backend"] = None if name is None else check_backend(name)
 
 
+def use_backend(name: str) -> None:
+    """The CLI's --backend: this process's backend, and its subprocesses' (the env)."""
+    set_backend(name)
+    os.environ[BACKEND_ENV] = name
+
+
 def requested_backend() -> str:
     """The backend asked for: set_backend's, else SPECDEC_BACKEND's, else "auto"."""
     name = _setting["backend"] or os.environ.get(BACKEND_ENV, "").strip().lower() or "auto"
@@ -105,7 +111,9 @@ def make_lm(cls: type = CachedLM, *args, capacity: int | None = None, backend: s
         return lm
     key = (cls, str(device))
     cache, graphs = _take(model, key)
-    if graphs is None and graphs_wanted(device):
+    if not graphs_wanted(device):
+        graphs = None  # a spare cache may come with graphs from a run that wanted them
+    elif graphs is None:
         from .cuda_graphs import GraphRunner
 
         graphs = GraphRunner(model, device)

@@ -5,7 +5,7 @@ A StaticLM pass of n tokens (`static_lm.py`) always runs the same shapes: inputs
 and the per-layer cache buffers (1, kv_heads, C, head_dim), which live at fixed addresses. So the
 decoder's kernels for that n can be recorded once (torch.cuda.CUDAGraph) and replayed with one
 launch: the small models' step is otherwise bound by the launches of 30 layers' kernels, not by
-GPU work (issue 43's H100 measurement).
+GPU work (docs/gpu.md's H100 measurement: about 25 ms a step of the 135M target).
 
 - Lazily, per key (input shape, dtype): a pass shape is captured the SECOND time it is seen, so a
   one-off pass (a prefill of a short prompt) stays eager; passes longer than
@@ -128,6 +128,7 @@ class GraphRunner:
                 lm.body_pass(*static)
         current.wait_stream(side)
         graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph, pool=_pool(self.device)):
+        # thread_local: another run's thread (the app) may use the GPU meanwhile without breaking the capture
+        with torch.cuda.graph(graph, pool=_pool(self.device), capture_error_mode="thread_local"):
             output = lm.body_pass(*static)
         return _Captured(graph, static, output)

@@ -22,8 +22,8 @@ cache holds, which is what CUDA graphs need (`cuda_graphs.py` captures them):
   `ROUND` tokens) or `DEFAULT_CAPACITY`; a pass that would run past it re-allocates the buffers
   with twice the room (rounded), copying the filled part and dropping captured graphs (they point
   at the old buffers); so a run never fails on capacity, it only re-captures once.
-- Prefill (a pass longer than `MAX_GRAPH_TOKENS`, or any pass on a device without graphs) runs
-  eagerly on the same cache.
+- A prefill (a pass into an empty cache, or longer than `MAX_GRAPH_TOKENS`), and any pass on a
+  device without graphs, runs eagerly on the same cache.
 
 Cross-run batching (`batching.py`, the app's classes) concatenates DynamicCaches; a StaticLM never
 hands its calls to the batcher: `forward` always runs the pass alone (the factory, `backend.py`,
@@ -179,7 +179,7 @@ class StaticMixin:
         tensor this call owns (a graph's output is copied out)."""
         n = inputs.shape[1]
         slots = torch.arange(self.length, self.length + n, device=self.device)
-        if self.graphs is not None and n <= MAX_GRAPH_TOKENS:
+        if self.graphs is not None and n <= MAX_GRAPH_TOKENS and self.length > 0:  # a prefill runs eagerly
             hidden = self.graphs.run(self, inputs, positions, slots, mask)
             if hidden is not None:
                 return hidden
