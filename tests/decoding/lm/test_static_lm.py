@@ -252,3 +252,20 @@ def test_a_static_cache_is_reused_after_its_lm_is_gone(tiny_pair):
     gc.collect()
     again = backend.make_lm(CachedLM, target.model, target.device, target.vocab_size, backend="static")
     assert again.cache is cache and again.length == 0
+
+
+def test_static_gives_the_dynamic_tokens_on_the_default_target(embedded_target, use_backend):
+    """SmolLM2-135M-Instruct in float32, 32 greedy tokens: plain decoding and the hybrid with the shipped
+    feature draft give the same tokens on the static cache as on the dynamic one."""
+    target = embedded_target
+    hybrid = load_draft_value("feature", target, "float32").hybrid()
+    ids = target.encode_prompt("Explain why the sky is blue in two sentences.", chat=True)
+    for method, draft in (("autoregressive", None), ("speculative", hybrid)):
+        config = RunConfig(method=method, max_new_tokens=32, sampling=GREEDY, gamma=4, chat=True, lean=True,
+                           stop_at_eos=False)
+        runs = {}
+        for name in ("dynamic", "static"):
+            use_backend(name)
+            runs[name] = [t.token_id for r in decode(target, draft, ids, config) for t in r.emitted]
+            assert backend.describe(target.model)["backend"] == name
+        assert runs["static"] == runs["dynamic"] and len(runs["static"]) == 32, method
