@@ -19,7 +19,8 @@ GPU work (docs/gpu.md's H100 measurement: about 25 ms a step of the 135M target)
 - Replay: copy the call's inputs into the static buffers, `graph.replay()`, and CLONE the output
   (1, n, hidden) at once. Every graph of a device shares one memory pool; that is safe in any
   replay order because nothing a graph allocates is read after another graph's replay (outputs
-  are cloned immediately; cache buffers and static inputs are allocated outside capture).
+  are cloned immediately; cache buffers and static inputs are allocated outside capture), and
+  one lock makes a capture, or a replay with its copies, one step among the process's threads.
 - A capture that raises: the runner turns itself off for good and the StaticLM runs its eager
   static pass; the reason is kept per model (`failure(model)`) for the run summary's
   `backend_note`. A run never fails on a capture.
@@ -42,6 +43,9 @@ CAPTURE_AFTER_USES = 2  # a shape is captured the second time it is seen
 _pools: dict[str, object] = {}
 _failures: "weakref.WeakKeyDictionary[torch.nn.Module, str]" = weakref.WeakKeyDictionary()
 _lock = threading.Lock()
+# One capture or (copy in, replay, clone out) at a time in the process: graphs share a pool, so a replay
+# of another thread's graph between this replay and its clone could overwrite this graph's output.
+_replaying = threading.Lock()
 
 
 def _pool(device: torch.device):
@@ -96,15 +100,17 @@ class GraphRunner:
             if self.seen[key] < CAPTURE_AFTER_USES:
                 return None
             try:
-                captured = self._capture(lm, (inputs, positions, slots, mask))
+                with _replaying:
+                    captured = self._capture(lm, (inputs, positions, slots, mask))
             except Exception as error:  # noqa: BLE001 - any capture error means: run eagerly, say why
                 self._give_up(f"CUDA graph capture failed ({type(error).__name__}: {error}); eager static passes")
                 return None
             self.graphs[key] = captured
-        for buffer, value in zip(captured.inputs, (inputs, positions, slots, mask)):
-            buffer.copy_(value)
-        captured.graph.replay()
-        return captured.output[0].clone()
+        with _replaying:
+            for buffer, value in zip(captured.inputs, (inputs, positions, slots, mask)):
+                buffer.copy_(value)
+            captured.graph.replay()
+            return captured.output[0].clone()
 
     def _give_up(self, reason: str) -> None:
         self.failed = reason
@@ -119,16 +125,32 @@ class GraphRunner:
             pass
 
     def _capture(self, lm, values: tuple[torch.Tensor, ...]) -> _Captured:
+        """Static copies of `values` (inputs, positions, slots, mask), warm-up, one recorded pass."""
         static = tuple(v.clone() for v in values)
-        current = torch.cuda.current_stream(self.device)
-        side = torch.cuda.Stream(self.device)
-        side.wait_stream(current)
-        with torch.cuda.stream(side):
-            for _ in range(WARMUP_PASSES):
-                lm.body_pass(*static)
-        current.wait_stream(side)
-        graph = torch.cuda.CUDAGraph()
-        # thread_local: another run's thread (the app) may use the GPU meanwhile without breaking the capture
-        with torch.cuda.graph(graph, pool=_pool(self.device), capture_error_mode="thread_local"):
-            output = lm.body_pass(*static)
+
+        def one_pass() -> torch.Tensor:
+            return lm.body_pass(*static)
+
+        warm_up(self.device, one_pass)
+        graph, output = record(self.device, one_pass)
         return _Captured(graph, static, output)
+
+
+def warm_up(device: torch.device, one_pass) -> None:
+    """Run `one_pass` WARMUP_PASSES times on a side stream, as torch's docs ask before a capture."""
+    current = torch.cuda.current_stream(device)
+    side = torch.cuda.Stream(device)
+    side.wait_stream(current)
+    with torch.cuda.stream(side):
+        for _ in range(WARMUP_PASSES):
+            one_pass()
+    current.wait_stream(side)
+
+
+def record(device: torch.device, one_pass) -> tuple[object, torch.Tensor]:
+    """(a CUDAGraph of one call of `one_pass`, its output tensor, which every replay rewrites)."""
+    graph = torch.cuda.CUDAGraph()
+    # thread_local: another run's thread (the app) may use the GPU meanwhile without breaking the capture
+    with torch.cuda.graph(graph, pool=_pool(device), capture_error_mode="thread_local"):
+        output = one_pass()
+    return graph, output

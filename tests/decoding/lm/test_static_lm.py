@@ -269,3 +269,72 @@ def test_static_gives_the_dynamic_tokens_on_the_default_target(embedded_target, 
             runs[name] = [t.token_id for r in decode(target, draft, ids, config) for t in r.emitted]
             assert backend.describe(target.model)["backend"] == name
         assert runs["static"] == runs["dynamic"] and len(runs["static"]) == 32, method
+
+
+class _FakeGraph:
+    """A stand-in for a CUDA graph on the CPU: recording runs the pass once, a replay runs it again into the
+    same output tensor, so the runner's plumbing (static buffers, copies in, the output cloned) is checked
+    without a GPU. (tests/decoding/test_cuda.py checks real graphs.)"""
+
+    def __init__(self, one_pass):
+        self.one_pass = one_pass
+        self.output = one_pass()
+        self.replays = 0
+
+    def replay(self):
+        self.output.copy_(self.one_pass())
+        self.replays += 1
+
+
+@pytest.fixture
+def fake_graphs(monkeypatch):
+    """GraphRunner on the CPU with _FakeGraph for torch.cuda's graph, and graphs wanted on any device."""
+    import decoding.lm.cuda_graphs as cuda_graphs
+
+    made = []
+
+    def record(device, one_pass):
+        made.append(_FakeGraph(one_pass))
+        return made[-1], made[-1].output
+
+    monkeypatch.setattr(cuda_graphs, "warm_up", lambda device, one_pass: [one_pass() for _ in range(2)])
+    monkeypatch.setattr(cuda_graphs, "record", record)
+    monkeypatch.setattr(backend, "graphs_wanted", lambda device: True)
+    backend._spare.clear()
+    yield made
+    backend._spare.clear()
+
+
+def test_graph_runner_replays_equal_the_eager_static_passes(tiny_pair, fake_graphs):
+    from decoding.lm.cuda_graphs import GraphRunner
+
+    target = tiny_pair[0]
+    graphed = StaticLM(target.model, target.device, target.vocab_size, graphs=GraphRunner(target.model, "cpu"))
+    eager = StaticLM(target.model, target.device, target.vocab_size)
+    seq = target.encode_prompt(PROMPT, chat=False)
+    for lm in (graphed, eager):
+        lm.extend(seq)
+    for _ in range(5):
+        a, b = graphed.extend(seq, [3, 4, 5]), eager.extend(seq, [3, 4, 5])
+        assert torch.allclose(a, b, atol=1e-6)
+        for lm in (graphed, eager):
+            lm.rollback(len(seq))
+        x = int(b[0].argmax())
+        assert torch.allclose(graphed.forward([x]), eager.forward([x]), atol=1e-6)
+        seq.append(x)
+    assert {key[0] for key in graphed.graphs.graphs} == {(1, 3), (1, 1)}  # the prefill stayed eager
+    assert sum(g.replays for g in fake_graphs) == 2 * 5 - 2  # each shape: eager once, then captured and replayed
+
+
+@pytest.mark.parametrize("method,drafter", [("speculative", "model"), ("speculative", "feature"), ("ppd", None),
+                                            ("mjsd", "model"), ("autoregressive", None)])
+def test_runs_with_graphs_give_the_dynamic_tokens(tiny_pair, tiny_feature_dir, use_backend, fake_graphs, method,
+                                                  drafter):
+    target = tiny_pair[0]
+    draft = _drafts(tiny_pair, tiny_feature_dir)[drafter] if drafter else None
+    config = RunConfig(method=method, max_new_tokens=24, sampling=GREEDY, gamma=3, stop_at_eos=False)
+    expected, _ = _run(target, draft, config, "dynamic")
+    got, _ = _run(target, draft, config, "static")
+    assert got == expected
+    assert backend.describe(target.model)["backend"] == "static+cuda-graphs"
+    assert any(g.replays for g in fake_graphs)
