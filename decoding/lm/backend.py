@@ -84,6 +84,14 @@ def graphs_wanted(device) -> bool:
     return _flag(ZEROGPU_GRAPHS_ENV, False) if _flag(ZERO_GPU_ENV, False) else True
 
 
+def graphs_note(device) -> str | None:
+    """Why a static LM on `device` runs without graphs where one might expect them (ZeroGPU), else None."""
+    if torch.device(device).type == "cuda" and _flag(ZERO_GPU_ENV, False) and _flag(GRAPHS_ENV, True) \
+            and not graphs_wanted(device):
+        return f"ZeroGPU: eager static passes (CUDA graphs are untested there; {ZEROGPU_GRAPHS_ENV}=1 tries them)"
+    return None
+
+
 def choose(model, device, backend: str | None = None) -> tuple[str, str | None]:
     """("static" or "dynamic", a note saying why the static path was refused, or None)."""
     name = check_backend(backend) if backend else requested_backend()
@@ -113,6 +121,7 @@ def make_lm(cls: type = CachedLM, *args, capacity: int | None = None, backend: s
     cache, graphs = _take(model, key)
     if not graphs_wanted(device):
         graphs = None  # a spare cache may come with graphs from a run that wanted them
+        note = note or graphs_note(device)
     elif graphs is None:
         from .cuda_graphs import GraphRunner
 

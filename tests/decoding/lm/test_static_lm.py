@@ -217,6 +217,9 @@ def test_backend_choice_and_its_name(tiny_pair, use_backend, monkeypatch):
     assert not backend.graphs_wanted("cuda")
     monkeypatch.setenv(backend.ZEROGPU_GRAPHS_ENV, "1")
     assert backend.graphs_wanted("cuda")
+    assert backend.graphs_note("cuda") is None
+    monkeypatch.delenv(backend.ZEROGPU_GRAPHS_ENV)  # on ZeroGPU the static cache runs eagerly, and says so
+    assert "ZeroGPU" in backend.graphs_note("cuda") and backend.graphs_note("cpu") is None
 
 
 def test_batching_keeps_the_dynamic_path(tiny_pair, use_backend):
