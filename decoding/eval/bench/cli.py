@@ -35,6 +35,9 @@ def add_parser(sub) -> None:
                         "several make one table")
     b.add_argument("--device", default=None)
     b.add_argument("--dtype", default=None)
+    b.add_argument("--backend", default=None, choices=("auto", "static", "dynamic"),
+                   help="KV-cache path: 'static' (preallocated fixed-shape cache; CUDA graphs on CUDA), 'dynamic', "
+                   "or 'auto' (static on CUDA, dynamic on a CPU; $SPECDEC_BACKEND sets it too)")
     b.add_argument("--draft-dtype", default=None, help="draft dtype (default: as --dtype, or float16 on AVX-512 CPUs without native bfloat16; see docs)")
     b.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's)")
     b.add_argument("--no-hf", dest="hf", action="store_false", help="skip the HF transformers peer")

@@ -20,6 +20,7 @@ import statistics
 import sys
 import time
 
+from ...lm.backend import describe as describe_backend
 from ...lm.devices import usable_cores
 from ...drafters.hybrid import HYBRID
 from ..energy import PROXY_LABEL, make_meter
@@ -181,7 +182,9 @@ def run_bench(args, target, drafts: dict, prompts: list, progress: bool = True) 
                    "draft_weight_bytes": first.weight_bytes if first is not None else 0,
                    "dtype": str(target.dtype),
                    "draft_dtype": str(first.dtype) if first is not None and first.dtype is not None else None,
-                   "device": str(target.device)},
+                   "device": str(target.device),
+                   # the KV-cache path of the target's runs (lm/backend.py) and why it was refused, if it was
+                   **describe_backend(target.model)},
         "t_target_step_ms": 1000 * t_target_step if t_target_step else None,
         "energy": {"meter": getattr(meter, "name", None), "available": meter.available,
                    "note": "measured with " + meter.name if meter.available else meter.note,
