@@ -17,10 +17,14 @@ GPU work (docs/gpu.md's H100 measurement: about 25 ms a step of the 135M target)
   same cache prefix), so running them changes nothing. Capture only records: the pass itself then
   runs as the graph's first replay.
 - Replay: copy the call's inputs into the static buffers, `graph.replay()`, and CLONE the output
-  (1, n, hidden) at once. Every graph of a device shares one memory pool; that is safe in any
-  replay order because nothing a graph allocates is read after another graph's replay (outputs
-  are cloned immediately; cache buffers and static inputs are allocated outside capture), and
-  one lock makes a capture, or a replay with its copies, one step among the process's threads.
+  (1, n, hidden) at once. The graphs of one runner share one memory pool (its first graph's
+  `pool()`); that is safe in any replay order because nothing a graph allocates is read after
+  another graph's replay (outputs are cloned immediately; cache buffers and static inputs are
+  allocated outside capture), and one lock makes a capture, or a replay with its copies, one
+  step among the process's threads. The pool is never handed to a capture after all its graphs
+  are gone (`reset` forgets it): PyTorch frees a private pool with its last graph, and a later
+  capture into the freed pool fails an internal assert (seen on an H200 with torch 2.11 when
+  one process-wide pool outlived a model's graphs).
 - A capture that raises: the runner turns itself off for good and the StaticLM runs its eager
   static pass; the reason is kept per model (`failure(model)`) for the run summary's
   `backend_note`. A run never fails on a capture.
@@ -40,21 +44,11 @@ import torch
 WARMUP_PASSES = 2
 CAPTURE_AFTER_USES = 2  # a shape is captured the second time it is seen
 
-_pools: dict[str, object] = {}
 _failures: "weakref.WeakKeyDictionary[torch.nn.Module, str]" = weakref.WeakKeyDictionary()
 _lock = threading.Lock()
 # One capture or (copy in, replay, clone out) at a time in the process: graphs share a pool, so a replay
 # of another thread's graph between this replay and its clone could overwrite this graph's output.
 _replaying = threading.Lock()
-
-
-def _pool(device: torch.device):
-    """The one graph memory pool of `device` (shared by every graph there; see the module doc)."""
-    key = str(device)
-    with _lock:
-        if key not in _pools:
-            _pools[key] = torch.cuda.graph_pool_handle()
-        return _pools[key]
 
 
 def failure(model) -> str | None:
@@ -81,11 +75,13 @@ class GraphRunner:
         self.graphs: dict[tuple, _Captured] = {}
         self.seen: dict[tuple, int] = {}
         self.failed: str | None = failure(model)
+        self.pool = None  # the memory pool of this runner's graphs: its first graph's, while graphs live
 
     def reset(self) -> None:
-        """Drop every graph (the cache buffers they point at were re-allocated)."""
+        """Drop every graph (the cache buffers they point at were re-allocated), and with them their pool."""
         self.graphs.clear()
         self.seen.clear()
+        self.pool = None
 
     def run(self, lm, inputs: torch.Tensor, positions: torch.Tensor, slots: torch.Tensor,
             mask: torch.Tensor) -> torch.Tensor | None:
@@ -132,7 +128,9 @@ class GraphRunner:
             return lm.body_pass(*static)
 
         warm_up(self.device, one_pass)
-        graph, output = record(self.device, one_pass)
+        graph, output = record(self.device, one_pass, self.pool)
+        if self.pool is None:
+            self.pool = graph.pool()
         return _Captured(graph, static, output)
 
 
@@ -147,10 +145,11 @@ def warm_up(device: torch.device, one_pass) -> None:
     current.wait_stream(side)
 
 
-def record(device: torch.device, one_pass) -> tuple[object, torch.Tensor]:
-    """(a CUDAGraph of one call of `one_pass`, its output tensor, which every replay rewrites)."""
+def record(device: torch.device, one_pass, pool=None) -> tuple[object, torch.Tensor]:
+    """(a CUDAGraph of one call of `one_pass`, its output tensor, which every replay rewrites);
+    `pool`: the memory pool of a live graph to share (None: a new private pool)."""
     graph = torch.cuda.CUDAGraph()
     # thread_local: another run's thread (the app) may use the GPU meanwhile without breaking the capture
-    with torch.cuda.graph(graph, pool=_pool(device), capture_error_mode="thread_local"):
+    with torch.cuda.graph(graph, pool=pool, capture_error_mode="thread_local"):
         output = one_pass()
     return graph, output

@@ -317,6 +317,33 @@ def test_graphs_on_and_off_give_the_same_greedy_tokens_with_the_feature_draft(cu
         assert out["1-backend"]["backend"] == "static+cuda-graphs"
 
 
+def test_graphs_are_captured_again_after_the_earlier_graphs_are_gone(tiny_target_dir):
+    """Runs whose caches and graphs were dropped, then new captures: no capture fails (a graph pool shared
+    beyond its graphs' lifetime made PyTorch's allocator assert on an H200, torch 2.11)."""
+    import gc
+
+    from decoding.lm import backend
+    from decoding.lm.cuda_graphs import failure
+    from decoding.methods.base import RunConfig
+    from decoding.run.runner import decode
+
+    config = RunConfig(method="autoregressive", max_new_tokens=12, sampling=SamplingConfig(0.0), stop_at_eos=False)
+    outputs = []
+    try:
+        backend.set_backend("static")
+        for dtype in ("bfloat16", "float32", "float32"):
+            target = load_model(str(tiny_target_dir), device="cuda", dtype=dtype)
+            ids = target.encode_prompt(test_speculative.PROMPT, chat=False)
+            outputs.append([t.token_id for r in decode(target, None, ids, config) for t in r.emitted])
+            assert failure(target.model) is None
+            assert backend.describe(target.model) == {"backend": "static+cuda-graphs", "backend_note": None}
+            backend._spare.clear()
+            gc.collect()
+    finally:
+        backend.set_backend(None)
+    assert outputs[1] == outputs[2]
+
+
 def test_a_failed_capture_falls_back_to_eager_static_passes(tiny_target_dir, monkeypatch):
     """A capture that raises: the run finishes on eager static passes with the same tokens, the reason is
     recorded once for the model, and later LMs of that model do not try again. (Its own model: the

@@ -288,6 +288,9 @@ class _FakeGraph:
         self.output.copy_(self.one_pass())
         self.replays += 1
 
+    def pool(self):
+        return ("pool", id(self))
+
 
 @pytest.fixture
 def fake_graphs(monkeypatch):
@@ -296,7 +299,8 @@ def fake_graphs(monkeypatch):
 
     made = []
 
-    def record(device, one_pass):
+    def record(device, one_pass, pool=None):
+        assert pool is None or pool in {g.pool() for g in made}  # a runner's graphs share its first graph's pool
         made.append(_FakeGraph(one_pass))
         return made[-1], made[-1].output
 
