@@ -220,8 +220,10 @@ RENDER = {"tests": _tests, "bench": _bench, "energy": _energy, "ppd": _ppd}
 def render(data: dict) -> str:
     """The markdown of docs/gpu.md from merged results."""
     info, parts = data["device"], data["parts"]
+    budget = (parts.get("bench") or {}).get("budget_s")
+    command = "python -m decoding gpu-check" + (f" --budget-s {budget:.0f}" if isinstance(budget, (int, float)) else "")
     lines = ["# GPU check", "",
-             "Written by `make gpu-check PYTHON=python3` (`python -m decoding gpu-check --budget-s 360`); one part "
+             f"Written by `make gpu-check PYTHON=python3` (this run: `{command}`); one part "
              "alone: `python -m decoding gpu-check --part bench|energy|tests|ppd`. The figures of this page are "
              "also in `runs/gpu-check/gpu-check.json` on the machine that ran it.", ""] + _device_table(info) + [""]
     for name in PARTS:
