@@ -25,7 +25,9 @@ from ..explainer.handlers import run_if_asked, trace_controls
 from ..explainer.playback import idle_playback
 from ..presets import fitting_preset, preset_for_models
 from ..race.handlers import SHIPPED_RACE_OUTPUTS, open_shipped_race
-from .content import Chapter, LessonError, load
+from ..i18n import DEFAULT
+from .content import Chapter, LessonError
+from .languages import load_lesson
 from .values import find_trace, race, trace
 from .widgets import WidgetView, render_widget
 from ..player import empty_data, player
@@ -62,10 +64,13 @@ def lesson_css() -> str:
     return LESSON_CSS.read_text(encoding="utf-8") if LESSON_CSS.exists() else ""
 
 
-def load_chapters() -> tuple[list[Chapter], str]:
-    """The chapters and, when the lesson file cannot be shown, the reason (the app still starts)."""
+def load_chapters(lang: str | None = DEFAULT) -> tuple[list[Chapter], str]:
+    """The chapters in `lang` and, when the lesson file cannot be shown, the reason (the app still
+    starts). Read once per language (`languages.load_lesson`); a field the language lacks shows in
+    English and is recorded in `app.i18n.missing`. `chapter_view(load_chapters(lang)[0], i)` is
+    everything the tab shows for chapter i in that language."""
     try:
-        return load(live_keys=control_order()), ""
+        return load_lesson(lang, live_keys=control_order()), ""
     except (OSError, LessonError) as exc:
         return [], f"The lesson could not be loaded: {exc}"
 
