@@ -44,13 +44,14 @@ import yaml
 from decoding.paths import ASSETS
 
 from .. import i18n
-from .content import (LESSON_FILE, MAX_WORDS, PLACEHOLDER, Chapter, LessonError, Question, _words, chapter_id,
+from .content import (CJK, LESSON_FILE, MAX_WORDS, PLACEHOLDER, Chapter, LessonError, Question, _words, chapter_id,
                       parse, resolve)
 
 FIELDS = ("title", "text", "try", "question.ask", "question.choices", "question.why")
 # Spanish and French run about a fifth longer than English; Chinese is counted two characters a word (`_words`).
 TRANSLATED_MAX_WORDS = round(MAX_WORDS * 1.3)
 NUMBER = re.compile(r"[0-9]+")
+CJK_PUNCT = "[\u3000-\u303f\uff01-\uff0f\uff1a-\uff20]"  # 。、「」 and the full-width ，：；？！（）
 
 _log = logging.getLogger(__name__)
 _logged: set[str] = set()
@@ -66,6 +67,14 @@ def english_words(ch: dict) -> dict[str, object]:
     q = ch.get("question") or {}
     return {"title": ch.get("title"), "text": ch.get("text"), "try": (ch.get("try") or {}).get("label"),
             "question.ask": q.get("ask"), "question.choices": q.get("choices"), "question.why": q.get("why")}
+
+
+def join_lines(text: str) -> str:
+    """A text written without spaces (Chinese) with its line breaks inside a paragraph taken out: a
+    browser shows such a break, or YAML's folding of it, as a space between two characters. Paragraph
+    breaks (blank lines) and the spaces between Chinese and Latin words stay."""
+    text = re.sub(rf"(?<={CJK.pattern})[ \t]*\n?[ \t]*(?={CJK.pattern})", "", text)
+    return re.sub(rf"(?<={CJK_PUNCT})[ \t]*\n[ \t]*(?!\n)|(?<!\n)[ \t]*\n[ \t]*(?={CJK_PUNCT})", "", text)
 
 
 def _placeholders(text: str) -> Counter:
@@ -100,7 +109,7 @@ def _check_text(where: str, text, english: str, limit: int | None, problems: lis
     if len(problems) > before:
         return None
     try:
-        shown = resolve(text)
+        shown = join_lines(resolve(text))
     except ValueError as exc:  # the English resolves, so only a mangled placeholder gets here
         problems.append(f"{where}: {exc}")
         return None
