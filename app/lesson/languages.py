@@ -197,8 +197,16 @@ def check_language(english: dict, data, lang: str) -> tuple[dict[str, dict[str, 
         if cid not in ours:
             problems.append(f"{name} lacks chapter {n} ({cid}: {title!r}); translate it from lesson.yaml")
             continue
-        out[cid] = _check_chapter(f"{name} chapter {n} ({cid})", ours[cid], ch, problems)
+        got = _check_chapter(f"{name} chapter {n} ({cid})", ours[cid], ch, problems)
+        out[cid] = {k: [typeset(v, lang) for v in value] if isinstance(value, list) else typeset(value, lang)
+                    for k, value in got.items()}
     return out, problems
+
+
+def typeset(text: str, lang: str) -> str:
+    """French typography: the space before : ; ? ! and » is a narrow no-break one, so a line never
+    starts with the mark (the files are written with plain spaces)."""
+    return re.sub(r" (?=[:;?!»])", "\u202f", text) if lang == "fr" else text
 
 
 def _read(path: Path):

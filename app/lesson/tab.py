@@ -11,6 +11,7 @@ chapter N, `/?trace=NAME` opens a shipped trace in the Explainer.
 from __future__ import annotations
 
 import html
+import os
 from dataclasses import dataclass
 
 import gradio as gr
@@ -64,11 +65,13 @@ def lesson_css() -> str:
     return LESSON_CSS.read_text(encoding="utf-8") if LESSON_CSS.exists() else ""
 
 
-def load_chapters(lang: str | None = DEFAULT) -> tuple[list[Chapter], str]:
+def load_chapters(lang: str | None = None) -> tuple[list[Chapter], str]:
     """The chapters in `lang` and, when the lesson file cannot be shown, the reason (the app still
     starts). Read once per language (`languages.load_lesson`); a field the language lacks shows in
     English and is recorded in `app.i18n.missing`. `chapter_view(load_chapters(lang)[0], i)` is
-    everything the tab shows for chapter i in that language."""
+    everything the tab shows for chapter i in that language. Without `lang`: the language the tab is
+    built in, English unless the environment's SPECDEC_LANG names another (a preview of a translation)."""
+    lang = lang or os.environ.get("SPECDEC_LANG") or DEFAULT
     try:
         return load_lesson(lang, live_keys=control_order()), ""
     except (OSError, LessonError) as exc:

@@ -202,3 +202,10 @@ def test_chinese_line_breaks_inside_a_paragraph_are_taken_out():
     assert all("\n\n" in ch.text for ch in zh)  # its two paragraphs kept
     between = re.compile(rf"{languages.CJK.pattern}\s{languages.CJK.pattern}")
     assert not any(between.search(ch.text + ch.question.ask + ch.question.why) for ch in zh)
+
+
+def test_french_marks_keep_their_word():
+    assert languages.typeset("Combien ? Ici : oui ; « non »", "fr") == "Combien\u202f? Ici\u202f: oui\u202f; « non\u202f»"
+    assert languages.typeset("¿Cuántas? Aquí: sí", "es") == "¿Cuántas? Aquí: sí"
+    fr = content.load_lesson("fr")
+    assert all(" ?" not in ch.question.ask and " :" not in ch.text for ch in fr)
