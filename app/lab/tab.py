@@ -69,6 +69,6 @@ def build(demo: gr.Blocks) -> None:
     on(switched.then, lab_run, inputs, shown, status, api_name=False, queue=False)
     on(demo.load, lab_run, inputs, shown, status, clear=False, api_name=False, queue=False)
     # a new language: the table's headers (its rows kept), the implementation's words and the results again
-    on_change(lab_table, table, table, status)
-    on_change(implementation_words, implementation, implementation_md, status)
+    on_change(lab_table, table, table, status, on_load=True)
+    on_change(implementation_words, implementation, implementation_md, status, on_load=True)
     on_change(lab_run, inputs, shown, status)
