@@ -246,6 +246,12 @@ def translate(english: list[Chapter], english_raw: dict, data, lang: str) -> tup
 
 @lru_cache(maxsize=None)
 def _load(lang: str, live_keys: tuple | None) -> tuple[tuple[Chapter, ...], tuple[str, ...]]:
+    # values that are words (a race's drafter, `race_result.drafter_words`) resolve in the language
+    with i18n.using(lang):
+        return _load_in(lang, live_keys)
+
+
+def _load_in(lang: str, live_keys: tuple | None) -> tuple[tuple[Chapter, ...], tuple[str, ...]]:
     text = LESSON_FILE.read_text(encoding="utf-8")
     english = parse(text, live_keys)
     if lang == i18n.DEFAULT:

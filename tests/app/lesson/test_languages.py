@@ -209,3 +209,18 @@ def test_french_marks_keep_their_word():
     assert languages.typeset("¿Cuántas? Aquí: sí", "es") == "¿Cuántas? Aquí: sí"
     fr = content.load_lesson("fr")
     assert all(" ?" not in ch.question.ask and " :" not in ch.text for ch in fr)
+
+
+def test_values_in_words_resolve_in_the_lessons_language():
+    """A race's drafter is words (`race_result.drafter_words`): each language's chapter 6 names it in that
+    language, whatever the language of the code that first asked for the chapters."""
+    from app.race_result import drafter_words
+    from app.lesson.values import race
+
+    drafter = race("gallery-summarize-1")[1].lanes[0].summary.models["draft"]
+    for lang in i18n.LANGUAGES:
+        with i18n.using("en"):
+            ask = content.load_lesson(lang)[5].question.ask
+        with i18n.using(lang):
+            assert languages.typeset(drafter_words(drafter), lang) in ask, (lang, ask)
+    assert drafter_words(drafter) not in content.load_lesson("zh")[5].question.ask  # English outside a language
