@@ -110,7 +110,8 @@ def test_a_chapter_english_lacks_and_a_file_without_chapters_are_refused():
                                                  "{lab.reject_chance(token=is)}"),
     ("ask", "**is**", "**is** ({lab.alpha})", "adds {lab.alpha}"),
     ("text", "p = 0.4, 0.3", "p = 0.4, 0.35", "its typed numbers differ from the English: it lacks 3 and adds 35"),
-    ("why", "nunca se rechaza", "se rechaza con probabilidad 0.2", "typed numbers differ from the English: it adds 0, 2"),
+    ("why", "nunca se rechaza", "se rechaza con probabilidad 0.2",
+     "typed numbers differ from the English: it adds 0, 2"),
 ])
 def test_a_changed_placeholder_or_a_typed_number_is_refused(field, old, new, needle):
     data = _file("es")
@@ -205,7 +206,8 @@ def test_chinese_line_breaks_inside_a_paragraph_are_taken_out():
 
 
 def test_french_marks_keep_their_word():
-    assert languages.typeset("Combien ? Ici : oui ; « non »", "fr") == "Combien\u202f? Ici\u202f: oui\u202f; « non\u202f»"
+    assert languages.typeset("Combien ? Ici : oui ; « non »", "fr") == \
+        "Combien\u202f? Ici\u202f: oui\u202f; « non\u202f»"
     assert languages.typeset("¿Cuántas? Aquí: sí", "es") == "¿Cuántas? Aquí: sí"
     fr = content.load_lesson("fr")
     assert all(" ?" not in ch.question.ask and " :" not in ch.text for ch in fr)
@@ -224,3 +226,14 @@ def test_values_in_words_resolve_in_the_lessons_language():
         with i18n.using(lang):
             assert languages.typeset(drafter_words(drafter), lang) in ask, (lang, ask)
     assert drafter_words(drafter) not in content.load_lesson("zh")[5].question.ask  # English outside a language
+
+
+def test_the_languages_module_does_not_import_gradio():
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = "import sys, app.lesson.languages as l; l.load_lesson('zh'); print('gradio' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[3], capture_output=True,
+                         text=True, check=True)
+    assert out.stdout.strip() == "False"
