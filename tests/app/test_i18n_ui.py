@@ -8,26 +8,10 @@ import re
 import gradio as gr
 import pytest
 import yaml
-
 from app import i18n
 from app.i18n import ui
 
-MY_AREAS = ("common", "lesson_ui", "race", "lab")
-# Texts that read the same in a language as in English, and why that is right there
-SAME_AS_ENGLISH = {
-    "*": {
-        "lab.col.token", "lesson.w.col.token",  # "token" is the field's word in every language here
-        "race.cmp.tps", "player.fig.tps",  # the unit tokens/s
-        "race.method.mjsd", "race.method.ppd",  # methods' names (acronyms of their papers)
-    },
-    # "token(s)" is the word Spanish and French texts of the field use; "prompt" is the usual word for the
-    # model's input in both
-    "es": {"race.result.tokens_one", "race.result.tokens", "race.cmp.tokens", "player.fig.tokens", "player.prompt"},
-    "fr": {"race.result.tokens_one", "race.result.tokens", "race.cmp.tokens", "player.fig.tokens", "player.prompt",
-           "player.kind.correction", "player.kind.bonus", "lab.convergence",  # the same words in French
-           "lesson.ui.question"},  # "**Question.** {ask}": the same word in French
-    "zh": set(),
-}
+from _i18n import MY_AREAS, SAME_AS_ENGLISH
 
 
 def english_of(area: str) -> dict[str, str]:
