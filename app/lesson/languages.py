@@ -103,6 +103,8 @@ def _check_text(where: str, text, english: str, limit: int | None, problems: lis
     if _placeholders(text) != _placeholders(english):
         problems.append(f"{where}: {_differs('placeholders', _placeholders(text), _placeholders(english))} "
                         "(keep each {...} exactly as the English writes it)")
+    if any(brace in PLACEHOLDER.sub("", text) for brace in "{}"):
+        problems.append(f"{where}: a brace outside a placeholder (a {{...}} mistyped?)")
     if _numbers(text) != _numbers(english):
         problems.append(f"{where}: {_differs('typed numbers', _numbers(text), _numbers(english))} "
                         "(figures come through placeholders; keep the numbers the English types)")
