@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from decoding.errors import keyed
 from decoding.lm.models import DEFAULT_TARGET
 from decoding.run.pair import FEATURE, HYBRID, PROMPT_LOOKUP
 from decoding.paths import SHIPPED_DRAFT, SHIPPED_FEATURE_DRAFT
@@ -138,13 +139,13 @@ def resolve_pair(preset_label: str, custom_target: str, custom_draft: str) -> tu
     """(target spec, draft spec) for a preset, or the custom fields, checked for safety."""
     preset = preset_by_label(preset_label)
     if preset is None:
-        raise ValueError(f"unknown model pair {preset_label!r}")
+        raise keyed(f"unknown model pair {preset_label!r}", "model.unknown_pair", label=repr(preset_label))
     if preset.key != "custom":
         return preset.target, preset.draft
     target = (custom_target or "").strip()
     draft = (custom_draft or "").strip() or PROMPT_LOOKUP
     if not target:
-        raise ValueError("type a target model (a hub id such as HuggingFaceTB/SmolLM2-360M-Instruct)")
+        raise keyed("type a target model (a hub id such as HuggingFaceTB/SmolLM2-360M-Instruct)", "model.no_target")
     for spec in (target, draft):
         check_custom_spec(spec)
     return target, draft
@@ -160,7 +161,8 @@ def check_custom_spec(spec: str) -> None:
     if os.environ.get("SPECDEC_APP_ALLOW_LOCAL") == "1":
         return
     if not _HUB_ID.match(spec) or ".." in spec:
-        raise ValueError(f"{spec!r} is not a hub id (owner/name); local paths are disabled in this app")
+        raise keyed(f"{spec!r} is not a hub id (owner/name); local paths are disabled in this app", "model.not_hub_spec",
+                    spec=repr(spec))
 
 
 # --------------------------------------------------------------------------- method and pair fit

@@ -21,6 +21,7 @@ from decoding.methods.registry import METHODS
 
 from ..controls import controls_from_settings, visible_for, with_run_inputs
 from ..errors import Status, status_html
+from ..i18n_errors import app_error
 from ..live import advance, load_models as load_pair_models, settings_from_values, start
 from ..packed import pack
 from .playback import idle_playback, playback_data
@@ -250,7 +251,7 @@ def open_trace_file(session: Session, path, title: str, source: str, position):
     try:
         records, summary = read_trace(path)
     except (OSError, ValueError) as exc:
-        raise gr.Error(f"{title} is not a trace file this app can open: {exc}", title="Not a trace file") from None
+        raise app_error("trace.cannot_open", "title.not_trace", name=title, detail=exc) from None
     session.reset_run()
     session.records, session.summary = pack(records), summary  # kept compactly (packed.py)
     session.settings = settings_from_summary(summary)
@@ -288,7 +289,7 @@ def open_trace(session, file, position, preset_label, custom_draft):
     """An uploaded trace: opened, with the controls and the pair moved to its run."""
     session = _session(session)
     if not file:
-        raise gr.Error("No file received.", title="Not a trace file")
+        raise app_error("trace.no_file", "title.not_trace")
     path = file if isinstance(file, str) else getattr(file, "name", None)
     out = open_trace_file(session, path, Path(path).name, "trace", position)
     return (*out, *trace_controls(session, preset_label, custom_draft),
@@ -300,7 +301,7 @@ def open_example(session, title, position, preset_label=None, custom_draft=""):
     session = _session(session)
     examples = example_traces()
     if title not in examples:
-        raise gr.Error("No example trace by that name is shipped.", title="Not a trace file")
+        raise app_error("trace.no_example", "title.not_trace")
     out = open_trace_file(session, examples[title], title, "example", position)
     if preset_label is None:
         return out
@@ -332,7 +333,7 @@ def load_models(preset, custom_target, custom_draft, dtype="auto", progress=gr.P
     try:
         target_spec, draft_spec = resolve_pair(preset, custom_target, custom_draft)
     except ValueError as exc:
-        raise gr.Error(str(exc)) from None
+        raise app_error("model.detail", "title.pair", detail=exc) from None
     target, draft = load_pair_models(target_spec, draft_spec, True, progress, dtype or "auto")
     draft_name = draft.name if not draft.n_params else f"{draft.name} ({draft.n_params / 1e6:.0f}M parameters)"
     if draft.feature is not None:  # drafters/feature.py: say what it drafts from
