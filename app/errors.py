@@ -26,17 +26,17 @@ import logging
 
 import gradio as gr
 
+from .i18n import t
+from .i18n.ui import with_language
+
 log = logging.getLogger(__name__)
 
 REQUEST_PARAM = "_guard_request"
-LANG_PARAM = "_guard_lang"
 SKIP = gr.skip()  # what gr.skip() returns: an update that changes nothing
 
 
 def is_skip(value) -> bool:
     return isinstance(value, dict) and value == SKIP
-UNEXPECTED = ("Something unexpected went wrong, and nothing was changed. Try again; if it happens again, "
-              "reload the page.")  # engine.unexpected in the catalogs
 
 
 class Status(str):
@@ -54,21 +54,20 @@ def status_html(message: str, kind: str = "info", title: str = "") -> Status:
                   f"{html.escape(message)}</div>")
 
 
-def error_status(exc: BaseException, lang: str = "en") -> Status:
+def error_status(exc: BaseException) -> Status:
     """The status line for an exception: a gr.Error's title and message, a ValueError's message,
-    else a plain sentence (the traceback goes to the server log, never to the page). A keyed
-    exception's message and title are shown in `lang` (`i18n_errors`)."""
-    from . import i18n
-    from .i18n_errors import message, title
+    else a plain sentence (the traceback goes to the server log, never to the page). An exception
+    that carries a message key (`decoding.errors.Keyed`, `i18n_errors.app_error`) is told in the
+    session's language (`i18n_errors`)."""
+    from .i18n_errors import message, title as keyed_title  # a keyed exception in the session's language
 
     if isinstance(exc, gr.Error):
-        head = title(exc, lang) or (exc.title if exc.title and exc.title != "Error"
-                                    else i18n.t("engine.title.failed", lang))
-        return status_html(message(exc, lang), "error", head)
+        title = keyed_title(exc) or (exc.title if exc.title and exc.title != "Error" else t("common.error.title"))
+        return status_html(message(exc), "error", title)
     if isinstance(exc, ValueError):
-        return status_html(message(exc, lang), "error", title(exc, lang) or i18n.t("engine.title.input", lang))
+        return status_html(message(exc), "error", keyed_title(exc) or t("common.error.check_input"))
     log.exception("unexpected error in an app event")
-    return status_html(i18n.t("engine.unexpected", lang), "error", i18n.t("engine.title.unexpected", lang))
+    return status_html(t("common.error.unexpected"), "error", t("common.error.unexpected_title"))
 
 
 def _from_api(request) -> bool:
@@ -79,7 +78,7 @@ def _from_api(request) -> bool:
         return False
 
 
-def guard(fn, n_outputs: int, clear: bool = True, lang: bool = False):
+def guard(fn, n_outputs: int, clear: bool = True):
     """`fn` as an event handler with one more output at the end: the status line.
 
     `fn` returns (or yields) its `n_outputs` values (one value, not a tuple, when n_outputs is 1),
@@ -87,9 +86,7 @@ def guard(fn, n_outputs: int, clear: bool = True, lang: bool = False):
     success a missing status clears the line when `clear` (else leaves it as it is). On an exception every output but the status is gr.skip() and the
     status holds the message (`error_status`). Works for plain and generator handlers. The
     signature Gradio reads (inputs, gr.Progress, gr.Request, gr.EventData) is kept, with one more
-    positional gr.Request at the end, to tell API callers, who get the exception itself. `lang`: one
-    more input before it, the session's language, in which the status line says what failed (not
-    passed to `fn`)."""
+    positional gr.Request at the end, to tell API callers, who get the exception itself."""
     sig = inspect.signature(fn)
     params = list(sig.parameters.values())
     if any(p.kind in (p.VAR_POSITIONAL, p.KEYWORD_ONLY, p.VAR_KEYWORD) for p in params):
@@ -109,37 +106,31 @@ def guard(fn, n_outputs: int, clear: bool = True, lang: bool = False):
             return (*result, idle)
         raise ValueError(f"{getattr(fn, '__name__', fn)} returned {len(result)} values for {n_outputs} outputs")
 
-    def split(args):
-        *args, request = args
-        language = args.pop() if lang else "en"
-        return args, request, language
-
     if inspect.isgeneratorfunction(fn):
         @functools.wraps(fn)
         def handler(*args):
-            args, request, language = split(args)
+            *args, request = args
             try:
                 for result in fn(*args):
                     yield finish(result)
             except Exception as exc:  # noqa: BLE001 - every failure becomes the status line
                 if _from_api(request):
                     raise
-                yield (*skips, error_status(exc, language))
+                yield (*skips, error_status(exc))
     else:
         @functools.wraps(fn)
         def handler(*args):
-            args, request, language = split(args)
+            *args, request = args
             try:
                 return finish(fn(*args))
             except Exception as exc:  # noqa: BLE001
                 if _from_api(request):
                     raise
-                return (*skips, error_status(exc, language))
+                return (*skips, error_status(exc))
 
     extra = inspect.Parameter(REQUEST_PARAM, inspect.Parameter.POSITIONAL_OR_KEYWORD, default=None,
                               annotation=gr.Request)
-    language = [inspect.Parameter(LANG_PARAM, inspect.Parameter.POSITIONAL_OR_KEYWORD, default="en")] if lang else []
-    handler.__signature__ = sig.replace(parameters=[*params, *language, extra])
+    handler.__signature__ = sig.replace(parameters=[*params, extra])
     handler.__annotations__ = {**getattr(fn, "__annotations__", {}), REQUEST_PARAM: gr.Request}
     return handler
 
@@ -148,13 +139,12 @@ def guard(fn, n_outputs: int, clear: bool = True, lang: bool = False):
 CHEAP = dict(queue=False, show_progress="hidden", api_name=False)
 
 
-def on(trigger, fn, inputs, outputs, status, clear: bool = True, lang=None, **kwargs):
+def on(trigger, fn, inputs, outputs, status, clear: bool = True, **kwargs):
     """Wire `fn` to `trigger` (an event listener, e.g. `button.click`) through the error boundary:
     its failures show in `status`, nothing else changes (`guard`). `clear`: a success clears the
-    status line (else leaves it). `lang`: the component holding the session's language, in which
-    failures are told. Returns the event, for `.then` and `cancels`."""
+    status line (else leaves it). While the page's Language is being built (`i18n.ui.begin`), the
+    handler also gets the session's language and runs in it (`i18n.ui.with_language`), its messages
+    included. Returns the event, for `.then` and `cancels`."""
     outputs = list(outputs) if isinstance(outputs, (list, tuple)) else [outputs]
-    if lang is None:
-        return trigger(guard(fn, len(outputs), clear), inputs, [*outputs, status], **kwargs)
-    inputs = list(inputs) if isinstance(inputs, (list, tuple)) else ([] if inputs is None else [inputs])
-    return trigger(guard(fn, len(outputs), clear, lang=True), [*inputs, lang], [*outputs, status], **kwargs)
+    fn, inputs = with_language(fn, inputs)
+    return trigger(guard(fn, len(outputs), clear), inputs, [*outputs, status], **kwargs)

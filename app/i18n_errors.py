@@ -10,7 +10,8 @@ errors made by `app_error`, rendered from the catalogs (`engine.<key>`, assets/i
   exception shows its own text (the catalog's English entries are the translators' reference: the
   engine words a few messages differently in the CLI and in the app, and both stay as they were).
 
-`app/errors.py` calls `message` and `title` for the status line; `decoding/` never imports this.
+`app/errors.py` calls `message` and `title` for the status line, in the language of the event being
+handled (`i18n.current()`, set by `i18n.ui`); `decoding/` never imports this.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ def _param(value, lang: str):
     return value
 
 
-def params(raw: dict, lang: str) -> dict:
+def params(raw: dict, lang: str | None) -> dict:
     """An exception's parameters in `lang`: nested exceptions rendered, `<name>_key` looked up."""
     out = {}
     for name, value in (raw or {}).items():
@@ -39,9 +40,11 @@ def params(raw: dict, lang: str) -> dict:
     return out
 
 
-def message(exc: BaseException, lang: str = i18n.DEFAULT) -> str:
-    """The user-facing text of `exc` in `lang`: its catalog text where it carries a key, else its own
-    (English) text. A gr.Error made by `app_error` carries its key the same way."""
+def message(exc: BaseException, lang: str | None = None) -> str:
+    """The user-facing text of `exc` in `lang` (None: the language of the event being handled,
+    `i18n.current()`): its catalog text where it carries a key, else its own (English) text. A
+    gr.Error made by `app_error` carries its key the same way."""
+    lang = lang or i18n.current()
     key = getattr(exc, "key", None)
     own = str(exc.message) if isinstance(exc, gr.Error) else str(exc)
     if not key or i18n.normalize(lang) in (None, i18n.DEFAULT):
@@ -49,8 +52,9 @@ def message(exc: BaseException, lang: str = i18n.DEFAULT) -> str:
     return i18n.t(PREFIX + key, lang, **params(getattr(exc, "params", {}), lang))
 
 
-def title(exc: BaseException, lang: str = i18n.DEFAULT) -> str | None:
-    """The status line's title of an `app_error` in `lang` (None: the caller's generic title)."""
+def title(exc: BaseException, lang: str | None = None) -> str | None:
+    """The status line's title of an `app_error` in `lang` (default: the current language); None: the
+    caller's generic title."""
     key = getattr(exc, "title_key", None)
     return i18n.t(PREFIX + key, lang) if key else None
 
