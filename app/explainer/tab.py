@@ -159,10 +159,11 @@ def build(demo: gr.Blocks, state: gr.State, autorun: gr.State) -> ExplainerTab:
                                       info=en("label.pacing_info")), label="label.pacing", info="label.pacing_info")
             with gr.Accordion(en("label.save_open"), open=False) as save_open:
                 texted(save_open, label="label.save_open")
+                # a download or upload button's text is its label (its value is the file)
                 panels["download"] = texted(gr.DownloadButton(en("button.download"), interactive=False),
-                                            value="button.download")
+                                            label="button.download")
                 upload = texted(gr.UploadButton(en("button.upload"), file_types=[".jsonl", ".json", ".txt"]),
-                                value="button.upload")
+                                label="button.upload")
                 example_pick = texted(gr.Dropdown(list(examples), value=None, label=en("label.examples")),
                                       label="label.examples")
             # the one place a command is shown on purpose: labelled for researchers, closed by default
