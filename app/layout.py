@@ -41,7 +41,7 @@ def build_demo() -> gr.Blocks:
         with gr.Row(elem_id="app-header", equal_height=True):
             title = gr.Markdown(f"# {t('app.title', 'en')}", elem_id="app-title")  # the page's one h1
             language.chrome(title, value=lambda lang: f"# {t('app.title', lang)}")
-            language.menu(scale=0, min_width=160, container=True)
+            language.menu(scale=0, min_width=180)
         # "wrap": on a phone every tab stays on the bar (a second row), none behind a "..." menu
         with gr.Tabs(elem_id="main-tabs", selected="lesson", overflow_behavior="wrap") as tabs:
             with gr.Tab(t(TABS["lesson"], "en"), id="lesson") as tab:

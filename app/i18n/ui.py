@@ -113,7 +113,7 @@ class Language:
     state: gr.State
     menu: gr.Dropdown | None = None
     texts: dict = field(default_factory=dict)  # component id -> (component, {prop: key or lang -> value})
-    renders: list = field(default_factory=list)  # (fn, inputs, outputs, status or None)
+    renders: list = field(default_factory=list)  # (fn, inputs, outputs, status or None, also on load)
 
     def chrome(self, component, **props):
         """Register texts of `component` (prop -> catalog key, or a function lang -> value)."""
@@ -173,11 +173,12 @@ def listen(trigger, fn, inputs, outputs, **kwargs):
     return trigger(fn, inputs, outputs, **kwargs)
 
 
-def on_change(fn, inputs, outputs, status=None) -> None:
+def on_change(fn, inputs, outputs, status=None, on_load: bool = False) -> None:
     """Re-render `outputs` with `fn(*inputs)` when the language changes (after the state holds the new
-    language; `fn` runs in it). With `status`, through the app's error boundary."""
+    language; `fn` runs in it). With `status`, through the app's error boundary. `on_load`: also once the
+    page has loaded (for texts built in English that no load event of their own renders)."""
     if _active is not None:
-        _active.renders.append((fn, inputs, outputs, status))
+        _active.renders.append((fn, inputs, outputs, status, on_load))
 
 
 def finish(demo: gr.Blocks) -> Language:
@@ -201,11 +202,12 @@ def finish(demo: gr.Blocks) -> Language:
     changed.then(None, lang.menu, None, js=SET_LANG_AND_ADDRESS_JS, **CHEAP)
     _active = lang  # so that `on` below adds the state to the re-renders' inputs
     try:
-        for fn, inputs, outs, status in lang.renders:
-            if status is not None:
-                on(changed.then, fn, inputs, outs, status, clear=False, **CHEAP)
-            else:
-                listen(changed.then, fn, inputs, outs, **CHEAP)
+        for fn, inputs, outs, status, at_load in lang.renders:
+            for event in (changed, loaded) if at_load else (changed,):
+                if status is not None:
+                    on(event.then, fn, inputs, outs, status, clear=False, **CHEAP)
+                else:
+                    listen(event.then, fn, inputs, outs, **CHEAP)
     finally:
         _active = None
     return lang
