@@ -146,5 +146,6 @@ def on(trigger, fn, inputs, outputs, status, clear: bool = True, **kwargs):
     handler also gets the session's language and runs in it (`i18n.ui.with_language`), its messages
     included. Returns the event, for `.then` and `cancels`."""
     outputs = list(outputs) if isinstance(outputs, (list, tuple)) else [outputs]
-    fn, inputs = with_language(fn, inputs)
-    return trigger(guard(fn, len(outputs), clear), inputs, [*outputs, status], **kwargs)
+    # the boundary inside the language: a failure's status line is told in the session's language too
+    handler, inputs = with_language(guard(fn, len(outputs), clear), inputs)
+    return trigger(handler, inputs, [*outputs, status], **kwargs)

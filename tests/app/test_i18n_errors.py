@@ -5,6 +5,7 @@ renders in every language with its parameters, with no English fallback."""
 
 from __future__ import annotations
 
+import html
 import json
 
 import pytest
@@ -136,3 +137,28 @@ def test_a_file_that_is_no_trace_reads_in_the_readers_language(tmp_path):
     path.write_bytes(b"\x00\x01binary")
     exc = _error(read_trace, path)
     assert message(exc, "zh") == i18n.t("engine.trace.binary", "zh")
+
+
+def test_a_failed_event_is_told_in_the_sessions_language():
+    """The error boundary runs inside the session's language (errors.on wraps `guard` in
+    `i18n.ui.with_language`): a keyed failure's title and message come in that language."""
+    import gradio as gr
+
+    from app.errors import on
+    from app.i18n import ui
+
+    def fail(text):
+        raise app_error("trace.no_file", "title.not_trace")
+
+    with gr.Blocks() as demo:
+        ui.begin()
+        ui.menu()
+        box, status, button = gr.Textbox(), gr.HTML(), gr.Button()
+        on(button.click, fail, box, box, status)
+        ui.finish(demo)
+    handler = next(f.fn for f in demo.fns.values() if getattr(f.fn, "__wrapped__", None) is not None
+                   and getattr(f.fn.__wrapped__, "__wrapped__", None) is fail)
+    for lang in LANGS:
+        *_, line = handler(lang, "x", None, None)
+        line = html.unescape(line)
+        assert i18n.t("engine.trace.no_file", lang) in line and i18n.t("engine.title.not_trace", lang) in line
