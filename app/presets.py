@@ -34,6 +34,19 @@ class Preset:
     draft: str
     chat: bool
     note: str = ""
+    note_key: str = ""  # the note's catalog key (explainer.preset.<key>), where the note is that text
+
+
+def preset_note(p: "Preset | None", lang: str | None = None) -> str:
+    """A preset's note in `lang`: its catalog text where the note is the English of its key, else the
+    note as it is (a GPU's measured note, a configured pair's)."""
+    from .i18n import t
+
+    if p is None or not p.note:
+        return ""
+    if p.note_key and t(p.note_key, "en") == p.note:
+        return t(p.note_key, lang)
+    return p.note
 
 
 def _presets() -> list[Preset]:
@@ -44,14 +57,14 @@ def _presets() -> list[Preset]:
     hybrid = Preset("default-hybrid", "Offline: SmolLM2-135M-Instruct, drafted by the hybrid: copies where "
                     "the text repeats, the distilled 16.8M draft elsewhere", DEFAULT_TARGET, HYBRID, True,
                     f"{OFFLINE} Where the text repeats itself (summaries, answers from a passage) it copies the span "
-                    "that followed; elsewhere the 16.8M draft model guesses.")
+                    "that followed; elsewhere the 16.8M draft model guesses.", "explainer.preset.hybrid")
     distilled = Preset("default", "Offline: SmolLM2-135M-Instruct, drafted by the distilled 16.8M draft",
                        DEFAULT_TARGET, str(SHIPPED_DRAFT), True,
-                       f"{OFFLINE} Every draft token comes from the 16.8M draft model.")
+                       f"{OFFLINE} Every draft token comes from the 16.8M draft model.", "explainer.preset.distilled")
     feature = Preset("default-feature", "Offline: SmolLM2-135M-Instruct, drafted by the feature draft (EAGLE): "
                      "one layer over the target's own hidden states", DEFAULT_TARGET, str(SHIPPED_FEATURE_DRAFT), True,
                      f"{OFFLINE} The feature draft guesses from the target's own last hidden states and scores "
-                     "tokens with the target's own output layer.")
+                     "tokens with the target's own output layer.", "explainer.preset.feature")
     # the offline default where the feature draft is shipped: on a class's chat prompts it ran 1.15x plain
     # decoding at gamma 4 (1.25x at auto) where the hybrid ran 0.97x (1.07x) and the distilled draft alone
     # 0.97x (1.10x) (temperature 0.7, bfloat16: docs/bench/classroom-bfloat16), and 1.44x against the hybrid's
@@ -60,14 +73,17 @@ def _presets() -> list[Preset]:
                             "feature draft: copies where the text repeats, the feature draft elsewhere", DEFAULT_TARGET,
                             f"{HYBRID}:{FEATURE}", True, f"{OFFLINE} Where the text repeats itself (summaries, "
                             "answers from a passage) it copies the span that followed; elsewhere the feature draft "
-                            "(one layer over the target's own hidden states) guesses.")
+                            "(one layer over the target's own hidden states) guesses.",
+                            "explainer.preset.hybrid_feature")
     lookup = Preset("default-lookup", "Offline: SmolLM2-135M-Instruct, drafted by prompt lookup (no draft model)",
                     DEFAULT_TARGET, PROMPT_LOOKUP, True,
-                    f"{OFFLINE} It copies from the context, so it drafts only where the text repeats.")
+                    f"{OFFLINE} It copies from the context, so it drafts only where the text repeats.",
+                    "explainer.preset.lookup")
     if env_target:
         configured = Preset("default", f"Configured pair: {Path(env_target).name} + "
                             f"{Path(env_draft).name if env_draft else PROMPT_LOOKUP}", env_target,
-                            env_draft or PROMPT_LOOKUP, False, "The pair this app was started with.")
+                            env_draft or PROMPT_LOOKUP, False, "The pair this app was started with.",
+                            "explainer.preset.configured")
         offline = (configured, hybrid, lookup)
     else:
         offline = (hybrid, distilled, lookup)
@@ -81,16 +97,18 @@ def _presets() -> list[Preset]:
     return [
         *offline,
         Preset("smollm2-360m", "SmolLM2-135M-Instruct → SmolLM2-360M-Instruct (hub)",
-               "HuggingFaceTB/SmolLM2-360M-Instruct", "HuggingFaceTB/SmolLM2-135M-Instruct", True, HUB),
+               "HuggingFaceTB/SmolLM2-360M-Instruct", "HuggingFaceTB/SmolLM2-135M-Instruct", True, HUB,
+               "explainer.preset.hub"),
         Preset("smollm2-1.7b", "SmolLM2-135M-Instruct → SmolLM2-1.7B-Instruct (hub)",
-               "HuggingFaceTB/SmolLM2-1.7B-Instruct", "HuggingFaceTB/SmolLM2-135M-Instruct", True, HUB),
+               "HuggingFaceTB/SmolLM2-1.7B-Instruct", "HuggingFaceTB/SmolLM2-135M-Instruct", True, HUB,
+               "explainer.preset.hub"),
         Preset("qwen2.5", "Qwen2.5-0.5B-Instruct → Qwen2.5-1.5B-Instruct (hub)",
-               "Qwen/Qwen2.5-1.5B-Instruct", "Qwen/Qwen2.5-0.5B-Instruct", True, HUB),
+               "Qwen/Qwen2.5-1.5B-Instruct", "Qwen/Qwen2.5-0.5B-Instruct", True, HUB, "explainer.preset.hub"),
         Preset("gpt2", "distilgpt2 → gpt2-large (hub)", "openai-community/gpt2-large", "distilbert/distilgpt2", False,
-               f"{HUB} These models have no chat template."),
+               f"{HUB} These models have no chat template.", "explainer.preset.hub_no_chat"),
         Preset("custom", "Custom: type a target and a draft below", "", "", False,
                "Type a Hugging Face Hub id (owner/name) for each model; 'prompt-lookup' as the draft needs no "
-               "model."),
+               "model.", "explainer.preset.custom"),
     ]
 
 

@@ -26,7 +26,7 @@ from ..render import tr
 from ..live import advance, load_models as load_pair_models, settings_from_values, start
 from ..packed import pack
 from .playback import idle_playback, playback_data
-from ..presets import fitting_preset, pair_problem, preset_by_label, preset_for_models, resolve_pair
+from ..presets import fitting_preset, pair_problem, preset_by_label, preset_for_models, preset_note, resolve_pair
 from ..session import Session, example_traces, find_trace, read_trace
 from ..settings import settings_from_summary
 from .view import VIEW_OUTPUTS, view, view_of
@@ -345,8 +345,7 @@ def on_preset(preset):
     """The pair changed (by the user or by a handler): the custom fields and the pair's note."""
     p = preset_by_label(preset)
     custom = p is not None and p.key == "custom"
-    note = f"{p.note}" if p and p.note else ""
-    return gr.update(visible=custom), gr.update(visible=custom), note
+    return gr.update(visible=custom), gr.update(visible=custom), preset_note(p)
 
 
 def on_preset_input(preset, method, custom_draft):

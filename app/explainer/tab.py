@@ -24,7 +24,7 @@ from ..capacity import model_events
 from ..controls import DEFAULTS, build_method_controls, control_order
 from ..errors import CHEAP, on
 from ..player import empty_data, player
-from ..presets import presets
+from ..presets import preset_note as preset_note_text, presets
 from ..session import example_traces
 from ..settings import MAX_GAMMA, MAX_NEW_TOKENS, MAX_PROMPT_CHARS, PRECISIONS
 from .handlers import (EXAMPLE_PROMPTS, follow_player, generate, load_models, on_load, on_method, on_method_input,
@@ -116,7 +116,9 @@ def build(demo: gr.Blocks, state: gr.State, autorun: gr.State) -> ExplainerTab:
         with gr.Column(scale=1, min_width=300, elem_classes="controls"):
             preset = texted(gr.Dropdown([p.label for p in pairs], value=pairs[0].label,
                                         label=en("label.preset"), elem_id="preset"), label="label.preset")
-            preset_note = gr.Markdown(pairs[0].note, elem_classes="note")
+            # the first pair's note on load; the language menu's re-render (on_change below) says the chosen pair's
+            preset_note = texted(gr.Markdown(preset_note_text(pairs[0], "en"), elem_classes="note"),
+                                 value=lambda lang: preset_note_text(pairs[0], lang))
             custom_target = texted(gr.Textbox("", label=en("label.custom_target"), visible=False,
                                               placeholder="HuggingFaceTB/SmolLM2-360M-Instruct"),
                                    label="label.custom_target")
@@ -278,6 +280,7 @@ def build(demo: gr.Blocks, state: gr.State, autorun: gr.State) -> ExplainerTab:
     on(demo.load, on_load, [state, position], shown, run_status, clear=False, api_name=False, queue=False)
     # the language menu changed: every panel of the shown iteration again, in the new language
     on_change(show_iteration, [state, timeline, position], view_outputs, run_status)
+    on_change(on_preset, preset, [custom_target, custom_draft, preset_note], run_status)  # the pair's note
     return tab
 
 
