@@ -31,11 +31,12 @@ def running_figure(records: list[IterationRecord], upto: int | None = None, base
     if baseline_tps:
         data.append({"type": "scatter", "mode": "lines", "x": [its[0], its[-1]], "y": [baseline_tps] * 2,
                      "name": ct("baseline", lang), "line": {"color": "#555555", "dash": "dash"}})
-    data.append({"type": "bar", "x": its, "y": [r.accepted_length for r in records], "name": ct("accepted_length", lang),
+    data.append({"type": "bar", "x": its, "y": [r.accepted_length for r in records],
+                 "name": ct("accepted_length", lang),
                  "marker": {"color": "#009E73"}, "xaxis": "x2", "yaxis": "y2"})
     if any(r.gamma for r in records):
-        data.append({"type": "scatter", "mode": "lines", "x": its, "y": [r.gamma for r in records], "name": ct("gamma_drafted", lang),
-                     "line": {"color": "#999999", "dash": "dot", "shape": "hv"}, "xaxis": "x2", "yaxis": "y2"})
+        data.append({"type": "scatter", "mode": "lines", "x": its, "y": [r.gamma for r in records],
+                     "name": ct("gamma_drafted", lang), "line": {"color": "#999999", "dash": "dot", "shape": "hv"}, "xaxis": "x2", "yaxis": "y2"})
     if has_energy:
         pts = [(r.iteration + 1, r.energy_joules / r.generated) for r in records
                if r.energy_joules is not None and r.elapsed >= MIN_WINDOW_SECONDS and r.generated]

@@ -179,8 +179,8 @@ def check_custom_spec(spec: str) -> None:
     if os.environ.get("SPECDEC_APP_ALLOW_LOCAL") == "1":
         return
     if not _HUB_ID.match(spec) or ".." in spec:
-        raise keyed(f"{spec!r} is not a hub id (owner/name); local paths are disabled in this app", "model.not_hub_spec",
-                    spec=repr(spec))
+        raise keyed(f"{spec!r} is not a hub id (owner/name); local paths are disabled in this app",
+                    "model.not_hub_spec", spec=repr(spec))
 
 
 # --------------------------------------------------------------------------- method and pair fit

@@ -254,8 +254,8 @@ def _origin(chain: ChainStep, record: IterationRecord, lang: str | None) -> str:
 def draft_row_html(record: IterationRecord | None, lang: str | None = None) -> str:
     if record is None:
         return f'<div class="draftrow empty">{html.escape(tr("draft.empty", lang))}</div>'
-    head = (f'<div class="iterhead">{html.escape(tr("draft.head", lang, iteration=record.iteration + 1, context=record.context_length, gamma=record.gamma))}'  # noqa: E501
-            '</div>')
+    words = tr("draft.head", lang, iteration=record.iteration + 1, context=record.context_length, gamma=record.gamma)
+    head = f'<div class="iterhead">{html.escape(words)}</div>'
     if not record.draft:
         if method_view(record.method).baseline or record.gamma == 0:
             why = tr("draft.plain", lang)
@@ -288,9 +288,11 @@ def draft_row_html(record: IterationRecord | None, lang: str | None = None) -> s
             threshold = f"{fmt(joint[0].ratio)} vs τ = {fmt(joint[1])}"
         rows.append(
             f'<tr class="{cls}"><td>{d.position + 1}</td>'
-            f'<td><span class="chip chip-{ACCEPTED if d.accepted else (REJECTED if d.accepted is False else "none")}">{token_html(d.text)}</span></td>'  # noqa: E501
+            f'<td><span class="chip chip-{ACCEPTED if d.accepted else (REJECTED if d.accepted is False else "none")}">'
+            f'{token_html(d.text)}</span></td>'
             f'<td>{fmt(d.q)}</td><td>{fmt(d.p)}</td><td class="opt">{fmt(ratio, 2)}</td>'
-            f'<td>{coin}</td><td>{threshold}</td><td class="opt">{_coin_bar(d.coin, d.threshold, d.accepted, lang)}</td>'
+            f'<td>{coin}</td><td>{threshold}</td>'
+            f'<td class="opt">{_coin_bar(d.coin, d.threshold, d.accepted, lang)}</td>'
             f"<td>{mark}</td></tr>"
         )
     thr = html.escape(threshold_label(record, lang))
@@ -311,8 +313,9 @@ def draft_row_html(record: IterationRecord | None, lang: str | None = None) -> s
         tail = f'<p>{html.escape(tr("draft.then", lang))} {chip} — {html.escape(how)}.</p>'
     else:
         tail = f'<p>{html.escape(tr("draft.ended_inside", lang))}</p>'
-    summary = (f'<p>{html.escape(tr("draft.summary", lang, accepted=record.accepted_length, drafted=len(record.draft), emitted=len(record.emitted)))}'  # noqa: E501
-               '</p>')
+    summary = tr("draft.summary", lang, accepted=record.accepted_length, drafted=len(record.draft),
+                 emitted=len(record.emitted))
+    summary = f'<p>{html.escape(summary)}</p>'
     return f'<div class="draftrow">{head}<div class="tablewrap">{table}</div>{tail}{summary}</div>'
 
 # Legend of the draft tree, kind -> (label, Okabe-Ito colour, description), in English (in a language:

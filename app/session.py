@@ -91,7 +91,8 @@ class Session:
         if self.target is not None:
             uses = self.settings is not None and self.settings.method in METHODS and \
                 METHODS[self.settings.method].uses_drafter
-            draft = drafter_words(self.draft.name) if uses and self.draft is not None else t("explainer.models.none", lang)
+            draft = (drafter_words(self.draft.name) if uses and self.draft is not None
+                     else t("explainer.models.none", lang))
             precision = str(self.target.dtype).removeprefix("torch.")
             return t("explainer.models.live", lang, target=self.target.name, device=self.target.device,
                      precision=precision, draft=draft)

@@ -220,7 +220,8 @@ def build(demo: gr.Blocks, state: gr.State, autorun: gr.State) -> ExplainerTab:
                     texted(gr.Markdown(en("text.residual"), elem_classes="explain"), value="text.residual")
             panels["tree"] = texted(gr.HTML(label=en("label.tree"), elem_id="tree"), label="label.tree")
             texted(gr.Markdown(en("text.tree"), elem_classes="explain"), value="text.tree")
-            panels["running"] = texted(gr.Plot(label=en("label.running"), elem_id="running-plot"), label="label.running")
+            panels["running"] = texted(gr.Plot(label=en("label.running"), elem_id="running-plot"),
+                                       label="label.running")
             texted(gr.Markdown(en("text.running"), elem_classes="explain"), value="text.running")
             with gr.Accordion(en("label.theory"), open=True) as theory:
                 texted(theory, label="label.theory")

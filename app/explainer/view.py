@@ -127,7 +127,8 @@ def view(session: Session, upto=None, position=None, final: bool = False, note: 
     last = i == len(records) - 1
     text = session.summary.text if (last and session.summary is not None) else render.text_so_far(records, i)
     note = " ".join(n for n in (whole_run_note(session, i, lang), note) if n)
-    stats = render.stats_html(records, i, session.summary if last else None, session.models_label(lang), note, lang=lang)
+    stats = render.stats_html(records, i, session.summary if last else None, session.models_label(lang), note,
+                              lang=lang)
     if light:
         return view_of(stats=stats, timeline=timeline_update(len(records), i),
                        iter_caption=render.caption(record, lang), chips=render.chips_html(records, i, lang=lang),

@@ -42,8 +42,8 @@ class RunConfig:
             raise keyed(f"gamma must be a whole number from 1 to {MAX_GAMMA} (got {self.gamma})", "settings.gamma",
                         limit=MAX_GAMMA, value=self.gamma)
         if int(self.max_new_tokens) != self.max_new_tokens or self.max_new_tokens < 1:
-            raise keyed(f"max-new-tokens must be a whole number >= 1 (got {self.max_new_tokens})", "settings.max_new_min",
-                        value=self.max_new_tokens)
+            raise keyed(f"max-new-tokens must be a whole number >= 1 (got {self.max_new_tokens})",
+                        "settings.max_new_min", value=self.max_new_tokens)
         validate_lenience(self.lenience)
 
     def as_dict(self) -> dict:

@@ -71,7 +71,8 @@ def load_trace_lines(lines) -> tuple[list[IterationRecord], RunSummary | None]:
                                   "iteration of a decoding run, and the last one its summary)",
                                  "trace.not_record", number=number)
         if summary is not None:
-            raise TraceFileError(f"line {number}: a record after the summary line", "trace.after_summary", number=number)
+            raise TraceFileError(f"line {number}: a record after the summary line", "trace.after_summary",
+                                 number=number)
         if not data["summary"] and len(records) >= MAX_RECORDS:
             raise TraceFileError(f"the trace has more than {MAX_RECORDS} iteration records", "trace.too_many",
                                  limit=MAX_RECORDS)

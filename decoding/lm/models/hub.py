@@ -79,7 +79,8 @@ def load_hub(repo_id: str, spec: str, device, dtype, report) -> LoadedModel:
     except Exception as err:  # noqa: BLE001 - HFValidationError or a missing helper
         if type(err).__name__ in ("HFValidationError",):
             raise ModelLoadError(
-                f"cannot load '{spec}': no such file or directory, and not a valid hub id", "model.not_hub_id", spec=spec
+                f"cannot load '{spec}': no such file or directory, and not a valid hub id", "model.not_hub_id",
+                spec=spec
             ) from err
 
     offline = offline_mode() or not hub_reachable()
@@ -105,7 +106,8 @@ def load_hub(repo_id: str, spec: str, device, dtype, report) -> LoadedModel:
             ) from err
         if "RepositoryNotFoundError" in names or "not a valid model identifier" in text:
             raise ModelLoadError(
-                f"cannot load '{spec}': no such local path, and no such model on the Hugging Face hub", "model.not_found",
+                f"cannot load '{spec}': no such local path, and no such model on the Hugging Face hub",
+                "model.not_found",
                 spec=spec
             ) from err
         if "trust_remote_code" in text:

@@ -31,7 +31,8 @@ def figure_text(fig) -> str:
 
 
 def _texts_of(out) -> str:
-    return " ".join(visible_text(v) if isinstance(v, str) else figure_text(v) for v in out if isinstance(v, (str, dict)))
+    return " ".join(visible_text(v) if isinstance(v, str) else figure_text(v)
+                    for v in out if isinstance(v, (str, dict)))
 
 LANGS = list(i18n.LANGUAGES)
 TRACES = example_traces()
