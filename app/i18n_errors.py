@@ -6,6 +6,7 @@ errors made by `app_error`, rendered from the catalogs (`engine.<key>`, assets/i
   "line 3: <why>"); one without a key shows its English text;
 - a parameter named `<name>_key` is a catalog key, rendered as the parameter `<name>` (a word that
   changes with the language, such as "p (target)");
+- a parameter that is a function of the language is called with it (words the app makes itself);
 - an exception without a key shows its English text (`message`), as before; in English every
   exception shows its own text (the catalog's English entries are the translators' reference: the
   engine words a few messages differently in the CLI and in the app, and both stay as they were).
@@ -23,9 +24,11 @@ from . import i18n
 PREFIX = "engine."
 
 
-def _param(value, lang: str):
+def _param(value, lang: str | None):
     if isinstance(value, BaseException):
         return message(value, lang)
+    if callable(value):  # words the app makes in a language (e.g. why a pair cannot run a method)
+        return value(lang or i18n.current())
     return value
 
 

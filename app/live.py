@@ -26,9 +26,13 @@ def settings_from_values(values: dict, method: str | None = None) -> Settings:
         raise app_error("model.detail", "title.pair", detail=exc) from None
     if pair_problem(method, draft):
         near, why = fitting_preset(method, values["preset"], values["custom_draft"] or "")
-        advice = f" Choose the pair “{near.label}”, or another method." if near is not None else ""
-        raise gr.Error(f"{pair_problem(method, draft)}.{advice}" if near is not None else why,
-                       title="This pair cannot run this method")
+        # the words are made in the reader's language (i18n_errors renders a callable parameter)
+        if near is not None:
+            raise app_error("pair.choose", "title.pair_method", pair=near.label,
+                            problem=lambda lang: pair_problem(method, draft, lang))
+        raise app_error("model.detail", "title.pair_method",
+                        detail=lambda lang: fitting_preset(method, values["preset"], values["custom_draft"] or "",
+                                                           lang)[1])
     try:
         return make_settings(values["prompt"], values["chat"], method, values["gamma"], values["temperature"],
                              values["top_k"], values["top_p"], values["lenience"], values["seed"],

@@ -197,46 +197,52 @@ def draft_is_model(spec: str) -> bool:
     return not is_feature_draft(spec)
 
 
-def pair_problem(method: str, draft_spec: str) -> str:
+def pair_problem(method: str, draft_spec: str, lang: str | None = None) -> str:
     """Why the pair with the draft `draft_spec` cannot run `method`, or "" when it can. Only MJSD
     has a requirement here: PPD drafts with the target's own prompt tokens (trained ones where the
     target ships them, untrained ones otherwise) and ignores the draft; the other methods take any
-    drafter."""
+    drafter. In `lang` (None: the event's language)."""
     from decoding.methods.registry import METHODS
+
+    from .i18n import t
 
     spec = METHODS.get(method)
     if spec is not None and spec.needs_draft_model and not draft_is_model(draft_spec):
-        return (f"{spec.title} drafts with a beam search on a draft model, and this pair drafts "
-                f"{_drafter_words(draft_spec)}")
+        return t("explainer.pair.needs_model", lang, method=spec.title, drafter=_drafter_words(draft_spec, lang))
     return ""
 
 
-def _drafter_words(draft_spec: str) -> str:
+def _drafter_words(draft_spec: str, lang: str | None = None) -> str:
+    from .i18n import t
+
     if draft_spec == PROMPT_LOOKUP:
-        return "by prompt lookup (no model)"
+        return t("explainer.pair.by_lookup", lang)
     if draft_spec.partition(":")[0].startswith(HYBRID):
-        return "with the hybrid (lookup first)"
-    return "with a feature draft (no model of its own)"
+        return t("explainer.pair.by_hybrid", lang)
+    return t("explainer.pair.by_feature", lang)
 
 
-def fitting_preset(method: str, label: str, custom_draft: str = "") -> tuple[Preset | None, str]:
+def fitting_preset(method: str, label: str, custom_draft: str = "",
+                   lang: str | None = None) -> tuple[Preset | None, str]:
     """(the preset to switch to, what to tell the user) when the pair `label` (its custom draft for
     the custom pair) cannot run `method`: the first preset with the same target that can, else the
-    first that can at all. (None, "") when the pair fits; (None, why) when no preset fits."""
+    first that can at all. (None, "") when the pair fits; (None, why) when no preset fits. In `lang`."""
+    from .i18n import t
+
     preset = preset_by_label(label)
     if preset is None:
         return None, ""
     draft = custom_draft.strip() if preset.key == "custom" else preset.draft
-    problem = pair_problem(method, draft)
+    problem = pair_problem(method, draft, lang)
     if not problem:
         return None, ""
     if preset.key == "custom":
-        return None, f"{problem}: type a draft model (a hub id) as the custom draft, or pick another method."
-    fits = [p for p in presets() if p.key != "custom" and not pair_problem(method, p.draft)]
+        return None, t("explainer.pair.type_draft", lang, problem=problem)
+    fits = [p for p in presets() if p.key != "custom" and not pair_problem(method, p.draft, lang)]
     near = next((p for p in fits if p.target == preset.target), fits[0] if fits else None)
     if near is None:
-        return None, f"{problem}, and no preset pair has a draft model: pick another method."
-    return near, f"{problem}, so the model pair switched to one with a draft model: {near.label}."
+        return None, t("explainer.pair.none_fits", lang, problem=problem)
+    return near, t("explainer.pair.switched", lang, problem=problem, pair=near.label)
 
 
 def preset_for_models(target_name: str | None, draft_name: str | None) -> Preset | None:

@@ -13,7 +13,9 @@ import pytest
 from app import i18n
 from app.i18n_errors import app_error, has_key, message, title
 from app.race_file import race_from_text
+from app.presets import pair_problem
 from app.settings import make_settings
+from decoding.run.pair import PROMPT_LOOKUP
 from decoding.errors import ModelLoadError
 from decoding.methods.registry import METHODS
 from decoding.rules.lab import run_sampling_lab
@@ -76,6 +78,8 @@ def bad_inputs() -> list[tuple[str, BaseException]]:
                                             target_size=3, draft_size=4, differing=1)),
         ("model not loaded", app_error("model.could_not_load", "title.not_loaded",
                                        detail=ModelLoadError("x", "model.offline", spec="no-such/model"))),
+        ("pair cannot run the method", app_error("pair.choose", "title.pair_method", pair="a pair",
+                                                 problem=lambda lang: pair_problem("mjsd", PROMPT_LOOKUP, lang))),
     ]
     for name, spec in METHODS.items():  # each method's own knobs, out of range
         for f, k in spec.settings.knobs():
