@@ -205,9 +205,9 @@ def ppd_tuning_figure(tuning: dict | None, run_size: int | None = None, found: b
     with the chosen n* (star, dotted line) and this run's tree size (dashed, when different)."""
     title = "Hardware-aware tree size: L(n), T(n), Speedup(n)"
     if not tuning or not tuning.get("n"):
-        from .render_methods import NO_TUNING_DATA, NOT_TUNED
+        from .render import tr
 
-        why = NOT_TUNED if found else NO_TUNING_DATA
+        why = tr("m.ppd_not_tuned" if found else "m.ppd_no_tuning_data")
         return empty_figure(f"No tuning measurements to draw: {why}.", title)
     ns = [int(n) for n in tuning["n"]]
     lat = [_finite(v) for v in tuning.get("latency_ms") or []]

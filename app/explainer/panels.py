@@ -28,7 +28,7 @@ def mentored_panel(record: IterationRecord, position, records, lang: str | None 
     title = (tr("panel.mentored_d", lang, bound=f"{bound:g}") if isinstance(bound, (int, float))
              else tr("panel.mentored", lang))
     return (gr.update(visible=True), f"### {title}\n{tr('text.mentored', lang)}",
-            render_methods.mentored_table_html(record),
+            render_methods.mentored_table_html(record, lang),
             gr.update(value=charts_methods.mentored_acceptance_figure(record),
                       label=tr("panel.mentored_chart", lang), visible=True),
             gr.update(visible=True), charts_methods.mentored_output_figure(record, position_index(position)))
@@ -38,7 +38,7 @@ def mjsd_panel(record: IterationRecord, position, records, lang: str | None = No
     d = MjsdStep.of(record)
     head = (tr("panel.mjsd_b", lang, beams=d.beams, tau=f"{d.tau:g}") if d and isinstance(d.tau, (int, float))
             else tr("panel.mjsd", lang))
-    return (gr.update(visible=True), f"### {head}\n{tr('text.mjsd', lang)}", render_methods.mjsd_table_html(record),
+    return (gr.update(visible=True), f"### {head}\n{tr('text.mjsd', lang)}", render_methods.mjsd_table_html(record, lang),
             gr.update(value=charts_methods.mjsd_ratio_figure(record), visible=True,
                       label=tr("panel.mjsd_chart", lang)),
             gr.update(visible=False), None)
@@ -49,11 +49,11 @@ def ppd_panel(record: IterationRecord, position, records, lang: str | None = Non
     found, tuning = render_methods.ppd_tuning(records if records is not None else [record])
     rule = tr("panel.ppd_lossy" if info.lossy else "panel.ppd_exact", lang)
     head = tr("panel.ppd", lang, rule=rule, n=info.tree_size if info.tree_size is not None else "?")
-    status = render_methods.ppd_status_html(record, found, tuning)
+    status = render_methods.ppd_status_html(record, found, tuning, lang)
     # no tuning measurements: the status block says so in words, and the empty chart is hidden
     chart = charts_methods.ppd_tuning_figure(tuning, info.tree_size, found) if tuning else None
     return (gr.update(visible=True), f"### {head}\n\n{status}\n\n{tr('text.ppd', lang)}",
-            render_methods.ppd_table_html(record),
+            render_methods.ppd_table_html(record, lang),
             gr.update(value=chart, visible=chart is not None, label=tr("panel.ppd_chart", lang)),
             gr.update(visible=False), None)
 
@@ -63,7 +63,7 @@ def fields_panel(record: IterationRecord, position, records, spec: MethodSpec, l
     data = spec.trace_data.of(record) if spec.trace_data is not None else None
     return (gr.update(visible=True),
             f"### {tr('panel.fields', lang, method=spec.title)}\n{spec.summary[:1].upper()}{spec.summary[1:]}.",
-            render_methods.fields_table_html(record, data), gr.update(value=None, visible=False),
+            render_methods.fields_table_html(record, data, lang), gr.update(value=None, visible=False),
             gr.update(visible=False), None)
 
 
