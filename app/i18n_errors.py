@@ -32,12 +32,22 @@ def _param(value, lang: str | None):
     return value
 
 
+def what_words(what: str, lang: str | None) -> str:
+    """How a message names a setting ("the KL bound D", "top-k": the engine's `what`) in `lang`: the catalog's
+    `engine.what.<what, lower case, words joined by _>` where it has one, else as the engine says it."""
+    key = PREFIX + "what." + "_".join(what.lower().replace("-", " ").split())
+    return i18n.t(key, lang) if key in i18n.catalog(i18n.DEFAULT) else what
+
+
 def params(raw: dict, lang: str | None) -> dict:
-    """An exception's parameters in `lang`: nested exceptions rendered, `<name>_key` looked up."""
+    """An exception's parameters in `lang`: nested exceptions rendered, `<name>_key` looked up, a
+    setting's name (`what`) in words of the language."""
     out = {}
     for name, value in (raw or {}).items():
         if name.endswith("_key") and isinstance(value, str):
             out[name[:-len("_key")]] = i18n.t(PREFIX + value, lang)
+        elif name == "what" and isinstance(value, str):
+            out[name] = what_words(value, lang)
         else:
             out[name] = _param(value, lang)
     return out
