@@ -133,7 +133,9 @@ def device_words(device: str | None, lang: str | None = None) -> str:
                 else tr("m.device.gpu", lang))
     if parts[0] == "cpu":
         threads = next((p.removesuffix("threads") for p in parts if p.endswith("threads")), "")
-        return tr("m.device.cpu_threads", lang, threads=threads) if threads.isdigit() else tr("m.device.cpu", lang)
+        if not threads.isdigit():
+            return tr("m.device.cpu", lang)
+        return tr("m.device.cpu_one_thread" if threads == "1" else "m.device.cpu_threads", lang, threads=threads)
     return tr("m.device.other", lang)
 
 

@@ -184,5 +184,5 @@ def test_ppd_status_without_tuning_or_trained_embeddings_names_no_command_or_pat
     assert "does not include the tuning measurements" in status and dev_hits(visible_text(status)) == []
     status = render_methods.ppd_status_html(records[0], True, None)
     assert "not measured on this computer yet" in status and dev_hits(visible_text(status)) == []
-    assert render_methods.device_words("cpu:x86_64:x86_64:2threads:bfloat16") == "a CPU, 2 thread(s)"
+    assert render_methods.device_words("cpu:x86_64:x86_64:2threads:bfloat16") == "a CPU, 2 threads"
     assert render_methods.device_words("cuda:NVIDIA L4:float16") == "the GPU NVIDIA L4"
