@@ -9,6 +9,7 @@ SAME_AS_ENGLISH = {
         "lab.col.token", "lesson.w.col.token",  # "token" is the field's word in every language here
         "race.cmp.tps", "player.fig.tps",  # the unit tokens/s
         "race.method.mjsd", "race.method.ppd",  # methods' names (acronyms of their papers)
+        "race.note.sep", "race.note.head", "race.note.head_only",  # punctuation around placeholders only
     },
     # "token(s)" is the word Spanish and French texts of the field use; "prompt" is the usual word for the
     # model's input in both

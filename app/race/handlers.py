@@ -177,8 +177,9 @@ def race_settings_note(race: Race) -> str:
     date = str(race.recorded.get("date") or "")[:10]
     where = (t("race.note.recorded_on", machine=cpu) if cpu else t("race.note.recorded")) + (f" ({date})" if date
                                                                                                else "")
-    parts = ", ".join(x for x in (sampling, tokens, dtype) if x)
-    return f"{where}{': ' + parts if parts else ''}. " + t("race.note.tail")
+    parts = t("race.note.sep").join(x for x in (sampling, tokens, dtype) if x)
+    return (t("race.note.head", where=where, parts=parts) if parts else t("race.note.head_only", where=where)) \
+        + t("race.note.tail")
 
 
 def race_controls(race: Race) -> tuple:
