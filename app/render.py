@@ -130,10 +130,6 @@ def source_text(record: IterationRecord, d, lang: str | None = None) -> str | No
     return tr(f"source.{d.source}", lang) + (tr(f"source.{d.source}_matched", lang, n=match) if match else "")
 
 
-def _verdict(accepted, lang) -> str:
-    return tr("tip.accepted" if accepted else "tip.rejected", lang)
-
-
 def _draft_tip(d, kind_label: str, record: IterationRecord, lang: str | None = None) -> str:
     lines = [tr("tip.draft_head", lang, kind=kind_label, token=repr(visible(d.text)), iteration=record.iteration + 1,
                 position=d.position + 1)]
@@ -158,7 +154,7 @@ def _draft_tip(d, kind_label: str, record: IterationRecord, lang: str | None = N
         lines.append(f"p(x) = {fmt(d.p)}   q(x) = {fmt(d.q)}")
         verdict = "≤" if d.accepted else ">"
         lines.append(tr("tip.coin_rule", lang, coin=fmt(d.coin), verdict=verdict, threshold=fmt(d.threshold)))
-    lines.append("→ " + _verdict(d.accepted, lang))
+    lines.append("→ " + tr("tip.accepted" if d.accepted else "tip.rejected", lang))
     return "\n".join(lines)
 
 
