@@ -56,12 +56,16 @@ def status_html(message: str, kind: str = "info", title: str = "") -> Status:
 
 def error_status(exc: BaseException) -> Status:
     """The status line for an exception: a gr.Error's title and message, a ValueError's message,
-    else a plain sentence (the traceback goes to the server log, never to the page)."""
+    else a plain sentence (the traceback goes to the server log, never to the page). An exception
+    that carries a message key (`decoding.errors.Keyed`, `i18n_errors.app_error`) is told in the
+    session's language (`i18n_errors`)."""
+    from .i18n_errors import message, title as keyed_title  # a keyed exception in the session's language
+
     if isinstance(exc, gr.Error):
-        title = exc.title if exc.title and exc.title != "Error" else t("common.error.title")
-        return status_html(str(exc.message), "error", title)
+        title = keyed_title(exc) or (exc.title if exc.title and exc.title != "Error" else t("common.error.title"))
+        return status_html(message(exc), "error", title)
     if isinstance(exc, ValueError):
-        return status_html(str(exc), "error", t("common.error.check_input"))
+        return status_html(message(exc), "error", keyed_title(exc) or t("common.error.check_input"))
     log.exception("unexpected error in an app event")
     return status_html(t("common.error.unexpected"), "error", t("common.error.unexpected_title"))
 
@@ -142,5 +146,6 @@ def on(trigger, fn, inputs, outputs, status, clear: bool = True, **kwargs):
     handler also gets the session's language and runs in it (`i18n.ui.with_language`), its messages
     included. Returns the event, for `.then` and `cancels`."""
     outputs = list(outputs) if isinstance(outputs, (list, tuple)) else [outputs]
-    fn, inputs = with_language(fn, inputs)
-    return trigger(guard(fn, len(outputs), clear), inputs, [*outputs, status], **kwargs)
+    # the boundary inside the language: a failure's status line is told in the session's language too
+    handler, inputs = with_language(guard(fn, len(outputs), clear), inputs)
+    return trigger(handler, inputs, [*outputs, status], **kwargs)

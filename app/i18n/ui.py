@@ -34,10 +34,18 @@ import gradio as gr
 from . import DEFAULT, LANGUAGES, choose, normalize, t, using
 
 # the page's <html lang> follows the session's language; the menu also writes ?lang= into the address
-SET_LANG_JS = "(lang) => { if (lang) document.documentElement.lang = lang; }"
+# (the window's title follows the page's h1, which the same event has just translated)
+SET_LANG_JS = """(lang) => {
+  if (!lang) return;
+  document.documentElement.lang = lang;
+  const h1 = document.querySelector('#app-title h1');
+  if (h1 && h1.innerText) document.title = h1.innerText;
+}"""
 SET_LANG_AND_ADDRESS_JS = """(lang) => {
   if (!lang) return;
   document.documentElement.lang = lang;
+  const h1 = document.querySelector('#app-title h1');
+  if (h1 && h1.innerText) document.title = h1.innerText;
   const url = new URL(window.location.href);
   url.searchParams.set('lang', lang);
   window.history.replaceState(window.history.state, '', url);

@@ -40,9 +40,15 @@ def lab_headers() -> list[str]:
 
 def lab_table(table):
     """The table with its rows as they are and its headers in the current language."""
+    return _framed([list(r[:3]) for r in _table_rows(table)])
+
+
+def _framed(rows: list[list]):
+    """Rows as the table's value with the headers in the current language (a plain list would take the
+    headers the table was built with, in English)."""
     import pandas as pd
 
-    return pd.DataFrame([list(r[:3]) for r in _table_rows(table)], columns=lab_headers())
+    return pd.DataFrame(rows, columns=lab_headers())
 
 
 def _lab_inputs(table):

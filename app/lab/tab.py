@@ -60,9 +60,12 @@ def build(demo: gr.Blocks) -> None:
     on(lab_btn.click, lab_run, inputs, shown, status, api_name="lab", queue=False)
     on(converge_btn.click, lab_converge, [table, lenience, seed, implementation], shown, status,
        api_name="lab_converge")
-    on(normalize_btn.click, lab_normalize, table, table, status, api_name=False, queue=False)
+    # the table's new rows go out with the headers in the session's language (a list would take the English ones)
+    on(normalize_btn.click, lambda rows: lab_table(lab_normalize(rows)), table, table, status, api_name=False,
+       queue=False)
     # choosing an example or an implementation runs the lab at once (each step through the error boundary)
-    picked = on(example.input, lab_example, example, table, status, api_name=False, queue=False)
+    picked = on(example.input, lambda key: lab_table(lab_example(key)), example, table, status, api_name=False,
+                queue=False)
     on(picked.then, lab_run, inputs, shown, status, api_name=False, queue=False)
     switched = on(implementation.input, implementation_words, implementation, implementation_md, status,
                   api_name=False, queue=False)

@@ -114,6 +114,9 @@ def test_the_menu_changes_the_language_in_place_keeping_the_race_the_lab_and_the
     page.wait_for_function("(h) => document.querySelector('#lab-table')?.innerText.includes(h)",
                            arg=i18n.t("lab.col.p", "zh"), timeout=30_000)
     assert LARGER.vocab[0] in page.inner_text("#lab-table")  # the larger example's rows kept
+    pick(page, "lab-example", i18n.t("lab.example.worked", "zh"))  # new rows keep the language's headers
+    page.wait_for_function("() => !document.querySelector('#lab-table')?.innerText.includes('park')", timeout=30_000)
+    assert i18n.t("lab.col.q", "zh") in page.inner_text("#lab-table")
     open_tab_by_id(page, "lesson")
     page.wait_for_function("(w) => document.querySelector('#lesson-progress')?.innerText.includes(w)",
                            arg=i18n.t("lesson.ui.progress", "zh", i=2, n=12).split("，")[0], timeout=30_000)
