@@ -94,13 +94,20 @@ def _presets() -> list[Preset]:
 
 
 GPU_FIRST = "GPU default: "
-DRAFTER_KEYS = {"hybrid": "default-hybrid", "distilled": "default", "prompt-lookup": "default-lookup"}
+DRAFTER_KEYS = {"hybrid": "default-hybrid", "distilled": "default", "prompt-lookup": "default-lookup",
+                "feature": "default-feature", "hybrid-feature": "default-hybrid-feature"}
 
 
 def _on_gpu() -> bool:
     import torch
 
     return torch.cuda.is_available()
+
+
+def _gpu_order_unmeasured(*offline: Preset) -> tuple[Preset, ...]:
+    first, *rest = offline
+    note = f"{first.note} Not measured on a GPU yet, so no GPU speed is claimed."
+    return (dataclasses.replace(first, note=note), *rest)
 
 
 def _gpu_order(*offline: Preset) -> tuple[Preset, ...]:
@@ -111,10 +118,10 @@ def _gpu_order(*offline: Preset) -> tuple[Preset, ...]:
 
     choice = read_choice()
     if choice is None:
-        first, *rest = offline
-        note = f"{first.note} Not measured on a GPU yet, so no GPU speed is claimed."
-        return (dataclasses.replace(first, note=note), *rest)
+        return _gpu_order_unmeasured(*offline)
     key = DRAFTER_KEYS[choice["drafter"]]
+    if not any(p.key == key for p in offline):  # a drafter this app does not offer (its draft is not shipped)
+        return _gpu_order_unmeasured(*offline)
     measured = (f"Measured on {choice.get('device') or 'this GPU'} in {choice.get('dtype')}: "
                 f"{choice['speedup']:.2f}x the speed of plain decoding at γ {choice.get('gamma')}.")
     chosen = next(p for p in offline if p.key == key)

@@ -140,6 +140,14 @@ def missing() -> set[tuple[str, str]]:
     return set(_missing)
 
 
+def record_missing(lang: str, key: str) -> None:
+    """Record (and log once) a text shown in English because `lang` lacks it, for texts kept outside
+    the catalogs (the lesson's chapters: key "lesson.<chapter id>.<field>", `app.lesson.languages`)."""
+    if (lang, key) not in _missing:
+        _missing.add((lang, key))
+        _log.warning("i18n: %s lacks %r; showing English", lang, key)
+
+
 def reset_missing() -> None:
     _missing.clear()
 

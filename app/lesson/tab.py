@@ -27,7 +27,8 @@ from ..explainer.handlers import run_if_asked, trace_controls
 from ..explainer.playback import idle_playback
 from ..presets import fitting_preset, preset_for_models
 from ..race.handlers import SHIPPED_RACE_OUTPUTS, open_shipped_race
-from .content import Chapter, LessonError, load
+from .content import Chapter, LessonError
+from .languages import load_lesson
 from .values import find_trace, race, trace
 from .widgets import WidgetView, render_widget
 from ..player import empty_data, player
@@ -66,23 +67,15 @@ def lesson_css() -> str:
 
 def load_chapters(lang: str | None = None) -> tuple[list[Chapter], str]:
     """The chapters in `lang` (None: the current language) and, when the lesson file cannot be shown, the
-    reason (the app still starts). The language's words come from `lesson.languages.load_lesson` where
-    that module exists (a missing text shows in English and is recorded), else the English lesson."""
+    reason (the app still starts). `languages.load_lesson` reads each language once; a field the language
+    lacks shows in English and is recorded in `app.i18n.missing` on every call, so a test that renders
+    a language sees its fallbacks. `chapter_view(load_chapters(lang)[0], i)` is everything the tab shows
+    for chapter i in that language."""
     lang = lang or current()
-    if lang not in _CHAPTERS:
-        try:
-            try:
-                from .languages import load_lesson
-            except ImportError:  # no per-language lesson files in this copy: English chapters
-                _CHAPTERS[lang] = (load(live_keys=control_order()), "")
-            else:
-                _CHAPTERS[lang] = (load_lesson(lang, live_keys=control_order()), "")
-        except (OSError, LessonError) as exc:
-            return [], t("lesson.ui.load_failed", lang, reason=exc)
-    return _CHAPTERS[lang]
-
-
-_CHAPTERS: dict[str, tuple[list[Chapter], str]] = {}
+    try:
+        return load_lesson(lang, live_keys=control_order()), ""
+    except (OSError, LessonError) as exc:
+        return [], t("lesson.ui.load_failed", lang, reason=exc)
 
 
 def chapters_now() -> list[Chapter]:
