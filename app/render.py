@@ -172,9 +172,11 @@ def _final_tip(token, record: IterationRecord) -> str:
     return "\n".join(lines)
 
 
-def record_chips(record: IterationRecord, current: bool = False) -> list[str]:
-    """The chips one iteration adds: accepted drafts, the struck rejected draft, the final token."""
-    chips = []
+def chip_entries(record: IterationRecord) -> list[tuple[str, str, object, object]]:
+    """The chips one iteration adds, as data: (text, kind, draft token or None, emitted token or None),
+    in order: accepted drafts, the struck rejected draft, the final token (the live chips and the
+    exported figures, app/export/, read the same list)."""
+    entries = []
     accepted_drafts = [d for d in record.draft if d.accepted]
     rejected = next((d for d in record.draft if d.accepted is False), None)
     n_acc = 0
@@ -182,17 +184,28 @@ def record_chips(record: IterationRecord, current: bool = False) -> list[str]:
         if token.kind == ACCEPTED:
             d = accepted_drafts[n_acc] if n_acc < len(accepted_drafts) else None
             n_acc += 1
-            tip = _draft_tip(d, "accepted draft token", record) if d else "accepted draft token"
-            chips.append(_chip(token.text, ACCEPTED, tip, current, d.source if d else None))
+            entries.append((token.text, ACCEPTED, d, token))
         else:
             if token.kind == CORRECTION and rejected is not None:
-                chips.append(_chip(rejected.text, REJECTED, _draft_tip(rejected, "rejected draft token", record), current,
-                                   rejected.source))
+                entries.append((rejected.text, REJECTED, rejected, None))
                 rejected = None
-            kind = token.kind if token.kind in CHIP_KINDS else TARGET
-            chips.append(_chip(token.text, kind, _final_tip(token, record), current))
+            entries.append((token.text, token.kind if token.kind in CHIP_KINDS else TARGET, None, token))
     if rejected is not None:  # the run stopped before the correction token was kept
-        chips.append(_chip(rejected.text, REJECTED, _draft_tip(rejected, "rejected draft token", record), current))
+        entries.append((rejected.text, REJECTED, rejected, None))
+    return entries
+
+
+def record_chips(record: IterationRecord, current: bool = False) -> list[str]:
+    """The chips one iteration adds: accepted drafts, the struck rejected draft, the final token."""
+    chips = []
+    for text, kind, d, token in chip_entries(record):
+        if kind == ACCEPTED:
+            tip = _draft_tip(d, "accepted draft token", record) if d else "accepted draft token"
+            chips.append(_chip(text, ACCEPTED, tip, current, d.source if d else None))
+        elif kind == REJECTED:
+            chips.append(_chip(text, REJECTED, _draft_tip(d, "rejected draft token", record), current, d.source))
+        else:
+            chips.append(_chip(text, kind, _final_tip(token, record), current))
     return chips
 
 
