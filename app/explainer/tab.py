@@ -17,7 +17,9 @@ from decoding.methods.registry import METHODS
 from decoding.paths import ASSETS
 from decoding.run.pair import PROMPT_LOOKUP
 
-from .. import render, texts
+from .. import export, render, texts
+from ..i18n import t
+from ..share import LINK_JS, explainer_figure, run_link
 from ..capacity import model_events
 from ..controls import DEFAULTS, build_method_controls, control_order
 from ..errors import CHEAP, on
@@ -69,6 +71,7 @@ class ExplainerTab:
     position: gr.Number
     run_events: dict
     model_events: list  # Run and Step: what Stop cancels
+    link_notice: gr.HTML = None  # what a link opened, or why it could not (app/share.py)
 
     def inputs(self, handler) -> list:
         """The components of a handler's inputs, by its api names (controls.with_run_inputs)."""
@@ -84,6 +87,8 @@ def build(demo: gr.Blocks, state: gr.State, autorun: gr.State) -> ExplainerTab:
     pairs = presets()
     panels = {}  # the view's outputs by name (view.VIEW_OUTPUTS)
     gr.Markdown(texts.INTRO)
+    # what a link opened (or why it could not be opened): app/share.py
+    link_notice = gr.HTML("", elem_id="explainer-link-notice", padding=False)
     # Run, Step, Stop and Reset with the status line: sticky, so they stay in view wherever
     # the panels are (app.css, "the run bar"); errors and "press Run" prompts appear here
     with gr.Column(elem_id="run-bar", elem_classes="run-bar"):
@@ -135,6 +140,7 @@ def build(demo: gr.Blocks, state: gr.State, autorun: gr.State) -> ExplainerTab:
                 panels["download"] = gr.DownloadButton("Download this run (.jsonl trace)", interactive=False)
                 upload = gr.UploadButton("Open a trace file (.jsonl)", file_types=[".jsonl", ".json", ".txt"])
                 example_pick = gr.Dropdown(list(examples), value=None, label="Example traces (no model needed)")
+            share = build_share()
             # the one place a command is shown on purpose: labelled for researchers, closed by default
             with gr.Accordion("For researchers: this run from the command line", open=False,
                               elem_classes="for-researchers"):
@@ -197,7 +203,7 @@ def build(demo: gr.Blocks, state: gr.State, autorun: gr.State) -> ExplainerTab:
                        # only: a progress overlay and timer on every panel cost the browser as much as a fifth
                        # of a decode on the same machine (scripts/bench_pacing.py), and the panels say what is
                        # decoded
-                       dict(model_events(), show_progress_on=[run_status]), [])
+                       dict(model_events(), show_progress_on=[run_status]), [], link_notice)
 
     shown = [state, *view_outputs]
     tab.model_events += [
@@ -235,7 +241,35 @@ def build(demo: gr.Blocks, state: gr.State, autorun: gr.State) -> ExplainerTab:
     on(method.input, on_method_input, [method, preset, custom_draft], [preset, pair_note], run_status,
        clear=False, **CHEAP)
     on(demo.load, on_load, [state, position], shown, run_status, clear=False, api_name=False, queue=False)
+    wire_share(share, state, panels["timeline"], position, link_notice)
     return tab
+
+
+def build_share() -> dict:
+    """The menu of figures for slides and the run's link (call inside the controls column)."""
+    with gr.Accordion(t("export.menu.title"), open=False, elem_id="explainer-share") as box:
+        panel = gr.Dropdown(export.panel_choices(export.EXPLAINER_PANELS), value="chips", label=t("export.menu.panel"),
+                            elem_id="explainer-export-panel")
+        fmt = gr.Radio([("SVG", "svg"), ("PNG", "png")], value="svg", label=t("export.menu.format"),
+                       elem_id="explainer-export-format")
+        make = gr.Button(t("export.menu.button"), size="sm", elem_id="explainer-export-btn")
+        note = gr.Markdown(t("export.menu.note"), elem_classes="note")
+        file = gr.File(label=t("export.menu.file"), visible=False, interactive=False, elem_id="explainer-export-file")
+        link_btn = gr.Button(t("export.link.button"), size="sm", elem_id="explainer-link-btn")
+        query = gr.Textbox(visible=False, elem_id="explainer-link-query")
+        link = gr.Textbox(label=t("export.link.label"), info=t("export.link.info"), interactive=False,
+                          buttons=["copy"], elem_id="explainer-link")
+    return dict(box=box, panel=panel, fmt=fmt, make=make, note=note, file=file, link_btn=link_btn, query=query,
+                link=link)
+
+
+def wire_share(share: dict, state, timeline, position, link_notice) -> None:
+    """The figure menu (cheap: drawn from the records shown) and the link button (its address built in
+    the browser, app/share.LINK_JS)."""
+    on(share["make"].click, explainer_figure, [state, share["panel"], share["fmt"], timeline, position],
+       [share["file"], share["note"]], link_notice, clear=False, **CHEAP)
+    made = on(share["link_btn"].click, run_link, state, share["query"], link_notice, **CHEAP)
+    made.then(None, share["query"], share["link"], js=LINK_JS, **CHEAP)
 
 
 def stop_cancels(tab: ExplainerTab, events: list) -> None:

@@ -11,7 +11,10 @@ from decoding.rules.implementations import DEFAULT_IMPLEMENTATION, IMPLEMENTATIO
 from decoding.rules.lab import EXAMPLE_P, EXAMPLE_Q, EXAMPLE_VOCAB
 
 from .. import texts
+from .. import export
 from ..errors import on
+from ..i18n import t
+from ..share import lab_figure
 from .events import implementation_words, lab_converge, lab_example, lab_normalize, lab_run
 
 
@@ -41,6 +44,15 @@ def build(demo: gr.Blocks) -> None:
                 lab_btn = gr.Button("Sample N", variant="primary", elem_id="lab-btn")
                 converge_btn = gr.Button("Watch it converge", elem_id="converge-btn")
             status = gr.HTML("", elem_id="lab-status", padding=False)
+            with gr.Accordion(t("export.menu.title"), open=False, elem_id="lab-share"):
+                fig_panel = gr.Dropdown(export.panel_choices(export.LAB_PANELS), value="lab",
+                                        label=t("export.menu.panel"), elem_id="lab-export-panel")
+                fig_fmt = gr.Radio([("SVG", "svg"), ("PNG", "png")], value="svg", label=t("export.menu.format"),
+                                   elem_id="lab-export-format")
+                fig_btn = gr.Button(t("export.menu.button"), size="sm", elem_id="lab-export-btn")
+                fig_note = gr.Markdown(t("export.menu.note"), elem_classes="note")
+                fig_file = gr.File(label=t("export.menu.file"), visible=False, interactive=False,
+                                   elem_id="lab-export-file")
         with gr.Column(scale=2, min_width=300):
             md = gr.Markdown()
             plot = gr.Plot(label="Empirical vs expected distribution", elem_id="lab-plot")
@@ -62,3 +74,6 @@ def build(demo: gr.Blocks) -> None:
                   api_name=False, queue=False)
     on(switched.then, lab_run, inputs, shown, status, api_name=False, queue=False)
     on(demo.load, lab_run, inputs, shown, status, clear=False, api_name=False, queue=False)
+    # a figure of the chart for the table and settings shown (the lab's seeded run, drawn again)
+    on(fig_btn.click, lab_figure, [fig_panel, fig_fmt, *inputs], [fig_file, fig_note], status, clear=False,
+       api_name=False, queue=False)

@@ -216,13 +216,16 @@ def open_race_upload(file):
     return _open(path, path)
 
 
-def race_on_load():
-    """On page load: the first shipped race, ready to play once the race tab is opened, with the
-    race tab's controls set to that race (`open_shipped_race`)."""
+def race_on_load(request: gr.Request = None):
+    """On page load: the first shipped race (or the one a `?race=` link names), ready to play once the
+    race tab is opened, with the race tab's controls set to that race (`open_shipped_race`); a link
+    to a live race keeps the controls the link sets (app/share.py)."""
+    from ..share import live_race_in_link, shipped_race_in_link
+
     races = shipped_races()
-    if not races:
+    if not races or live_race_in_link(request):
         return gr.skip(), empty_data(NO_RACE), None, gr.skip(), *(gr.skip(),) * 6
-    title = next(iter(races))
+    title = shipped_race_in_link(request) or next(iter(races))
     return (title, *open_shipped_race(title))
 
 

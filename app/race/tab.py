@@ -13,7 +13,9 @@ from decoding.methods.registry import METHODS, baseline_method
 
 from .. import texts
 from ..capacity import model_events
-from ..errors import on
+from ..errors import CHEAP, on
+from ..i18n import t
+from ..share import LINK_JS, SHARED_RACE_SETTINGS, race_figure, race_link_of
 from ..gallery import DEFAULT_DRAFTER, DEFAULT_GAMMA, DRAFTERS, gallery_choices
 from ..player import empty_data, player
 from ..race_file import shipped_races
@@ -30,6 +32,7 @@ class RaceTab:
     outputs: list
     status: gr.HTML
     model_events: list
+    link_outputs: list = None  # what a race link sets: the Explainer's shared settings, then the race's controls
 
 
 def build(demo: gr.Blocks, explainer) -> RaceTab:
@@ -65,6 +68,17 @@ def build(demo: gr.Blocks, explainer) -> RaceTab:
                                                   interactive=False, elem_id="race-download")
                 race_upload = gr.UploadButton("Open a race file (.json)", file_types=[".json"],
                                               elem_id="race-upload")
+            with gr.Accordion(t("export.menu.title"), open=False, elem_id="race-share"):
+                fig_fmt = gr.Radio([("SVG", "svg"), ("PNG", "png")], value="svg", label=t("export.menu.format"),
+                                   elem_id="race-export-format")
+                fig_btn = gr.Button(t("export.menu.button"), size="sm", elem_id="race-export-btn")
+                fig_note = gr.Markdown(t("export.menu.note"), elem_classes="note")
+                fig_file = gr.File(label=t("export.menu.file"), visible=False, interactive=False,
+                                   elem_id="race-export-file")
+                link_btn = gr.Button(t("export.link.race_button"), size="sm", elem_id="race-link-btn")
+                link_query = gr.Textbox(visible=False, elem_id="race-link-query")
+                link_box = gr.Textbox(label=t("export.link.label"), interactive=False, buttons=["copy"],
+                                      elem_id="race-link")
         with gr.Column(scale=2, min_width=320, elem_classes="panels"):
             race_player = player(empty_data(NO_RACE), elem_id="race-player", label="The race")
             with gr.Accordion("The race's figures (both summary lines and the speedup)", open=False):
@@ -103,4 +117,11 @@ def build(demo: gr.Blocks, explainer) -> RaceTab:
     on(lane_a.change, on_lane_a, lane_a, [lane_a_draft, lane_a_gamma], race_status, clear=False, api_name=False)
     outputs = [shipped_pick, *race_shown, *race_controls]
     on(demo.load, race_on_load, None, outputs, race_status, clear=False, api_name=False)
-    return RaceTab(outputs, race_status, [cmp_ev, race_ev])
+    on(fig_btn.click, race_figure, [race_player, race_json, fig_fmt], [fig_file, fig_note], race_status, clear=False,
+       **CHEAP)
+    shared = [settings[name] for name in SHARED_RACE_SETTINGS]
+    made = on(link_btn.click, race_link_of, [race_player, race_json, shipped_pick, race_prompt, lane_a, lane_b,
+                                             lane_a_draft, lane_a_gamma, *shared], link_query, race_status, **CHEAP)
+    made.then(None, link_query, link_box, js=LINK_JS, **CHEAP)
+    return RaceTab(outputs, race_status, [cmp_ev, race_ev], [*shared, race_prompt, lane_a, lane_b, lane_a_draft,
+                                                                lane_a_gamma])
