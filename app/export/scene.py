@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import io
 import math
+import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from xml.sax.saxutils import escape, quoteattr
@@ -27,14 +28,26 @@ FONT_FAMILY = "DejaVu Sans, Noto Sans, Noto Sans CJK SC, Arial, sans-serif"
 # last resort is Pillow's own scalable default font
 FONT_FILES = {False: ["DejaVuSans.ttf", "NotoSans-Regular.ttf", "NotoSansCJK-Regular.ttc", "Arial.ttf"],
               True: ["DejaVuSans-Bold.ttf", "NotoSans-Bold.ttf", "NotoSansCJK-Bold.ttc", "Arial Bold.ttf"]}
-FONT_DIRS = ["/usr/share/fonts/truetype/dejavu", "/usr/share/fonts/truetype/noto", "/usr/share/fonts/opentype/noto"]
+# text with Chinese, Japanese or Korean characters is drawn in a CJK font where the system has one (DejaVu
+# has no CJK glyphs; Pillow does not fall back per glyph); without one such characters show as boxes in
+# the PNG (the SVG names the CJK fonts, so a viewer that has one shows them)
+CJK_FILES = {False: ["NotoSansCJK-Regular.ttc", "NotoSerifCJK-Regular.ttc", "wqy-zenhei.ttc", "wqy-microhei.ttc"],
+             True: ["NotoSansCJK-Bold.ttc", "NotoSerifCJK-Bold.ttc", "wqy-zenhei.ttc", "wqy-microhei.ttc"]}
+FONT_DIRS = ["/usr/share/fonts/truetype/dejavu", "/usr/share/fonts/truetype/noto", "/usr/share/fonts/opentype/noto",
+             "/usr/share/fonts/truetype/wqy", "/usr/share/fonts/opentype/noto-cjk"]
+_CJK = re.compile(r"[\u2e80-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef]")
 
 
-@lru_cache(maxsize=64)
-def font(size: float, bold: bool = False) -> ImageFont.FreeTypeFont:
-    """A TrueType font at `size` pixels for the PNG and for measuring text."""
+def needs_cjk(text: str) -> bool:
+    return bool(_CJK.search(text))
+
+
+@lru_cache(maxsize=128)
+def font(size: float, bold: bool = False, cjk: bool = False) -> ImageFont.FreeTypeFont:
+    """A TrueType font at `size` pixels for the PNG and for measuring text (`cjk`: one with CJK glyphs,
+    falling back to the Latin font where the system has none)."""
     px = max(1, round(size))
-    for name in FONT_FILES[bold]:
+    for name in (CJK_FILES[bold] if cjk else []) + FONT_FILES[bold]:
         for candidate in [name, *(f"{d}/{name}" for d in FONT_DIRS)]:
             try:
                 return ImageFont.truetype(candidate, px)
@@ -45,7 +58,7 @@ def font(size: float, bold: bool = False) -> ImageFont.FreeTypeFont:
 
 def text_width(text: str, size: float, bold: bool = False) -> float:
     """The width of one line of `text` at `size` units (measured at 4x for precision)."""
-    return font(size * 4, bold).getlength(text) / 4
+    return font(size * 4, bold, needs_cjk(text)).getlength(text) / 4
 
 
 @dataclass
@@ -184,7 +197,7 @@ def to_png(scene: Scene, min_width: int = MIN_PNG_WIDTH) -> bytes:
                          width=max(1, round(1.5 * s)) if stroke else 0)
         elif kind == "text":
             _, x, y, text, size, fill, anchor, bold, strike = item
-            f = font(size * s, bold)
+            f = font(size * s, bold, needs_cjk(text))
             draw.text((x * s, y * s), text, fill=fill, font=f, anchor={"start": "ls", "middle": "ms", "end": "rs"}[anchor])
             if strike:
                 w = f.getlength(text)
