@@ -159,7 +159,8 @@ def build(demo: gr.Blocks, state: gr.State, autorun: gr.State) -> ExplainerTab:
             panels["chips"] = gr.HTML(label="Text so far, as token chips", elem_id="chips")
             with gr.Accordion("What do the chips mean?", open=False):
                 gr.Markdown(texts.CHIPS)
-            panels["text"] = gr.Textbox(label="Generated text", lines=3, interactive=False, buttons=["copy"])
+            panels["text"] = gr.Textbox(label="Generated text", lines=3, interactive=False, buttons=["copy"],
+                                        elem_id="generated-text")
             panels["draft_row"] = gr.HTML(label="This iteration's draft", elem_id="draft-row")
             with gr.Accordion("How to read the draft row", open=False):
                 gr.Markdown(texts.DRAFT_ROW)
