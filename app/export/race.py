@@ -35,7 +35,9 @@ def race_figure(data: dict | None, caption: str, lang: str = "en") -> Scene:
             y += BODY_SIZE * 1.3
         tokens = lane.get("tokens") or []
         chips = [(tok.get("text", ""), tok.get("kind", "target")) for tok in tokens[:MAX_LANE_CHIPS]]
-        kinds += [k for _, k in chips if k not in kinds]
+        for _, kind in chips:
+            if kind not in kinds:
+                kinds.append(kind)
         y = flow_chips(scene, y - BODY_SIZE * 0.6, chips)
         if len(tokens) > MAX_LANE_CHIPS:
             y += SMALL_SIZE * 1.4

@@ -105,6 +105,7 @@ def test_the_race_figure_holds_each_lanes_tokens():
         assert all(visible(t) in texts for t in shown)
         assert any(lane["name"] in t for t in texts)
     assert any("seed" in t for t in texts)
+    assert texts.count(i18n.t("export.kind.accepted")) == 1  # the legend names each kind once
     assert png_size(to_png(scene))[0] >= MIN_PNG_WIDTH
 
 
