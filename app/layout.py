@@ -22,6 +22,7 @@ from .i18n import t
 from .projector import LOAD_JS, TOGGLE_JS, projector_css
 from .share import open_race_link, open_run_link
 from .explainer.handlers import run_if_asked
+from .race.handlers import race_if_asked
 from .session import SESSION_TTL_SECONDS, delete_session
 from .theme import app_theme
 
@@ -65,7 +66,7 @@ def build_demo() -> gr.Blocks:
 def wire_links(demo: gr.Blocks, explainer_tab, race_tab, tabs: gr.Tabs, autorun: gr.State) -> None:
     """The links that reproduce a run or a race (app/share.py), opened on page load: `?run=` fills the
     Explainer's controls and reruns the run (`run_if_asked`, in the queue); `?race=` fills the race's.
-    (`?trace=NAME` is the lesson's teacher link, `lesson.wire`.)"""
+    and runs it (`race_if_asked`). (`?trace=NAME` is the lesson's teacher link, `lesson.wire`.)"""
     c = explainer_tab.components
     n = len(explainer_tab.controls)
 
@@ -77,7 +78,9 @@ def wire_links(demo: gr.Blocks, explainer_tab, race_tab, tabs: gr.Tabs, autorun:
     on(opened.then, run_if_asked, explainer_tab.inputs(run_if_asked), [explainer_tab.state, *explainer_tab.view_outputs,
                                                                         autorun],
        explainer_tab.status, api_name=False, **explainer_tab.run_events)
-    on(demo.load, open_race_link, None, [*race_tab.link_outputs, tabs], race_tab.status, clear=False, **CHEAP)
+    raced = on(demo.load, open_race_link, None, [*race_tab.link_outputs, tabs], race_tab.status, clear=False, **CHEAP)
+    inputs, outputs, events = race_tab.run_if_asked
+    on(raced.then, race_if_asked, inputs, outputs, race_tab.status, clear=False, api_name=False, **events)
 
 
 def launch_kwargs() -> dict:

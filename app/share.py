@@ -191,11 +191,12 @@ def open_run_link(request: gr.Request | None, n: int, lang: str = "en") -> tuple
 
 
 def open_race_link(request: gr.Request | None, lang: str = "en") -> tuple:
-    """`?race=...` on page load: for a live race, the Explainer's shared settings (SHARED_RACE_SETTINGS)
-    and the race tab's controls (links.RACE_FIELDS); for a shipped race, its title (the shipped pick,
-    whose opening is `shipped_race_in_link`'s). Then the tabs and the race's link notice."""
+    """`?race=...` on page load: for a live race, the Explainer's shared settings (SHARED_RACE_SETTINGS),
+    the race tab's controls (links.RACE_FIELDS) and True for the race's autorun flag (the race runs
+    next, `race.handlers.race_if_asked`); a shipped race opens in `race_on_load`
+    (`shipped_race_in_link`). Then the tabs and the race's link notice."""
     token = _query(request).get("race")
-    n = len(SHARED_RACE_SETTINGS) + len(links.RACE_FIELDS)
+    n = len(SHARED_RACE_SETTINGS) + len(links.RACE_FIELDS) + 1  # and the race's autorun flag
     if token is None:
         return (*(gr.skip(),) * n, gr.skip(), gr.skip())
     try:
@@ -214,7 +215,7 @@ def open_race_link(request: gr.Request | None, lang: str = "en") -> tuple:
         values = [shared.get(name) for name in SHARED_RACE_SETTINGS]
         values[:3] = [label, custom_target or "", custom_draft or ""]
         race_values = [race[name] for name in links.RACE_FIELDS]
-        return (*values, *race_values, gr.Tabs(selected="race"), notice(t("export.link.opened_race", lang)))
+        return (*values, *race_values, True, gr.Tabs(selected="race"), notice(t("export.link.opened_race", lang)))
     except links.LinkError as exc:
         why = t(exc.why, lang, **exc.params)
         return (*(gr.skip(),) * n, gr.Tabs(selected="race"), notice(t("export.link.bad", lang, why=why), NOTICE_ERROR))

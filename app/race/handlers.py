@@ -107,6 +107,15 @@ def race(session, values: dict, progress):
     return session, value, figures, gr.update(value=_race_download(session, result), interactive=True)
 
 
+@with_run_inputs(method_inputs=("lane_a", "lane_b"), extra=("lane_a_draft", "lane_a_gamma", "autorun"))
+def race_if_asked(session, values: dict, progress):
+    """What follows opening a race's link (app/share.py): the race `race` runs, when the link asked for one
+    (`values["autorun"]`, which this clears), else nothing."""
+    if not values["autorun"]:
+        return (gr.skip(),) * 5
+    return (*race.__wrapped__(session, values, progress), False)
+
+
 def _machine() -> dict:
     from decoding.eval.bench.driver import machine_info
 

@@ -21,7 +21,8 @@ from ..player import empty_data, player
 from ..race_file import shipped_races
 from ..settings import MAX_GAMMA, MAX_PROMPT_CHARS
 from .compare import compare
-from .handlers import NO_RACE, on_gallery_pick, on_lane_a, open_race_upload, open_shipped_race, race, race_on_load
+from .handlers import (NO_RACE, on_gallery_pick, on_lane_a, open_race_upload, open_shipped_race, race, race_if_asked,
+                       race_on_load)
 
 
 @dataclass
@@ -32,7 +33,8 @@ class RaceTab:
     outputs: list
     status: gr.HTML
     model_events: list
-    link_outputs: list = None  # what a race link sets: the Explainer's shared settings, then the race's controls
+    link_outputs: list = None  # what a race link sets: the Explainer's shared settings, the race's controls, autorun
+    run_if_asked: tuple = ()  # (inputs, outputs, event settings) of the race a link asks for (handlers.race_if_asked)
 
 
 def build(demo: gr.Blocks, explainer) -> RaceTab:
@@ -123,5 +125,8 @@ def build(demo: gr.Blocks, explainer) -> RaceTab:
     made = on(link_btn.click, race_link_of, [race_player, race_json, shipped_pick, race_prompt, lane_a, lane_b,
                                              lane_a_draft, lane_a_gamma, *shared], link_query, race_status, **CHEAP)
     made.then(None, link_query, link_box, js=LINK_JS, **CHEAP)
+    autorun = gr.State(False)  # a race's link asked for a race (app/share.py)
+    asked = [state] + [{**race_inputs, "autorun": autorun}[name] for name in race_if_asked.input_names]
     return RaceTab(outputs, race_status, [cmp_ev, race_ev], [*shared, race_prompt, lane_a, lane_b, lane_a_draft,
-                                                                lane_a_gamma])
+                                                                lane_a_gamma, autorun],
+                   (asked, [state, *race_shown, autorun], slots))

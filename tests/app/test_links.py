@@ -124,7 +124,8 @@ def test_a_race_link_round_trips_and_a_bad_one_says_why():
     race = dict(zip(links.RACE_FIELDS, out[len(share.SHARED_RACE_SETTINGS):]))
     assert shared["seed"] == 3 and shared["preset"] == presets()[0].label
     assert race == {k: values[k] for k in links.RACE_FIELDS}
-    assert "Press Race" in out[-1]
+    assert out[-3] is True  # the race runs next
+    assert "Running it" in out[-1]
     out = share.open_race_link(_request(race=links.encode({"shipped": "no such race"})))
     assert "no shipped race called no such race" in out[-1]
     assert isinstance(out[-2], gr.Tabs)

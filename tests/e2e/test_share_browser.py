@@ -187,3 +187,47 @@ def test_projector_mode_grows_every_tab_and_holds_across_tabs(browser, app_url, 
     page.wait_for_timeout(500)
     assert min(page.evaluate(BODY_TEXT)) == small
     assert not errors, errors
+
+
+LANES = """() => [...document.querySelectorAll('#race-player .rp-lane')].map(l =>
+  [...l.querySelectorAll('.rp-chips .chip, .rp-chips span')].map(c => c.innerText).join('|'))"""
+
+
+def test_a_race_link_runs_the_same_race_in_a_fresh_browser(browser, app_url):
+    page, errors = new_page(browser, "desktop")
+    page.goto(app_url)
+    open_tab(page, "Explainer")
+    set_number(page, "Temperature", 0)
+    set_number(page, "Max new tokens", 8)
+    open_tab(page, "Race")
+    page.wait_for_selector("#race-player .rp-lane", timeout=60_000)  # the shipped race shown on load
+    page.fill("#race-prompt textarea", "the cat sat on the mat. the cat sat on the")
+    shipped = page.inner_text("#race-player .rp-title")
+    page.click("#race-btn")
+    page.wait_for_function("(t) => document.querySelector('#race-player .rp-title')?.innerText !== t && "
+                           "document.querySelectorAll('#race-player .rp-lane').length === 2 && "
+                           "document.querySelector('#race-player .rp')?.dataset.state === 'done'", arg=shipped,
+                           timeout=120_000)
+    assert "against" in page.inner_text("#race-player .rp-title")
+    lanes = page.evaluate(LANES)
+    assert all(lanes)
+    page.locator("#race-share").get_by_text("Figures for slides and links").click()
+    page.click("#race-link-btn")
+    page.wait_for_function("document.querySelector('#race-link textarea, #race-link input')?.value.startsWith('http')",
+                           timeout=20_000)
+    link = page.locator("#race-link textarea, #race-link input").first.input_value()
+    assert "?race=" in link
+    title = page.inner_text("#race-player .rp-title")
+    page.close()
+    context = browser.new_context(viewport={"width": 1366, "height": 900})
+    fresh = context.new_page()
+    fresh.goto(link)
+    fresh.wait_for_function("document.querySelectorAll('#race-player .rp-lane').length === 2 && "
+                            "document.querySelector('#race-player .rp')?.dataset.state === 'done'", timeout=120_000)
+    assert selected_tab(fresh) == "Race"
+    assert "Opened a race from a link" in fresh.inner_text("#race-status") or fresh.inner_text("#race-status") == ""
+    assert fresh.inner_text("#race-player .rp-title") == title
+    assert fresh.evaluate(LANES) == lanes
+    fresh.screenshot(path=str(SHOTS / "share_desktop_race_link.png"))
+    context.close()
+    assert not errors, errors
