@@ -78,7 +78,8 @@ def wire_links(demo: gr.Blocks, explainer_tab, race_tab, tabs: gr.Tabs, autorun:
     on(opened.then, run_if_asked, explainer_tab.inputs(run_if_asked), [explainer_tab.state, *explainer_tab.view_outputs,
                                                                         autorun],
        explainer_tab.status, api_name=False, **explainer_tab.run_events)
-    raced = on(demo.load, open_race_link, None, [*race_tab.link_outputs, tabs], race_tab.status, clear=False, **CHEAP)
+    raced = on(demo.load, open_race_link, None, [*race_tab.link_outputs, tabs], race_tab.link_notice, clear=False,
+               **CHEAP)
     inputs, outputs, events = race_tab.run_if_asked
     on(raced.then, race_if_asked, inputs, outputs, race_tab.status, clear=False, api_name=False, **events)
 

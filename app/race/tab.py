@@ -35,6 +35,7 @@ class RaceTab:
     model_events: list
     link_outputs: list = None  # what a race link sets: the Explainer's shared settings, the race's controls, autorun
     run_if_asked: tuple = ()  # (inputs, outputs, event settings) of the race a link asks for (handlers.race_if_asked)
+    link_notice: gr.HTML = None  # what a race's link opened, or why it could not
 
 
 def build(demo: gr.Blocks, explainer) -> RaceTab:
@@ -62,6 +63,8 @@ def build(demo: gr.Blocks, explainer) -> RaceTab:
             lane_a_gamma = gr.Slider(1, MAX_GAMMA, value=DEFAULT_GAMMA, step=1, label="Lane A's γ (draft length)")
             race_btn = gr.Button("▶ Race", variant="primary", elem_id="race-btn")
             race_status = gr.HTML("", elem_id="race-status", padding=False)
+            # what a link opened, or why it could not be opened (app/share.py)
+            link_notice = gr.HTML("", elem_id="race-link-notice", padding=False)
             gr.Markdown("Models, precision, seed, temperature, max new tokens and the chat template: "
                         "the Explainer's settings. Lane B uses the Explainer's settings for its method.",
                         elem_classes="note")
@@ -129,4 +132,4 @@ def build(demo: gr.Blocks, explainer) -> RaceTab:
     asked = [state] + [{**race_inputs, "autorun": autorun}[name] for name in race_if_asked.input_names]
     return RaceTab(outputs, race_status, [cmp_ev, race_ev], [*shared, race_prompt, lane_a, lane_b, lane_a_draft,
                                                                 lane_a_gamma, autorun],
-                   (asked, [state, *race_shown, autorun], slots))
+                   (asked, [state, *race_shown, autorun], slots), link_notice)

@@ -120,7 +120,7 @@ def test_a_garbled_link_says_so_and_changes_nothing(browser, app_url):
     assert page.input_value("#method input") == "speculative"  # the controls as they were
     page.screenshot(path=str(SHOTS / "share_desktop_garbled_link.png"))
     page.goto(app_url + "?race=1AAAA")
-    page.wait_for_function("document.querySelector('#race-status')?.innerText.includes('could not be opened')",
+    page.wait_for_function("document.querySelector('#race-link-notice')?.innerText.includes('could not be opened')",
                            timeout=60_000)
     assert selected_tab(page) == "Race"
     assert not errors, errors
@@ -225,7 +225,7 @@ def test_a_race_link_runs_the_same_race_in_a_fresh_browser(browser, app_url):
     fresh.wait_for_function("document.querySelectorAll('#race-player .rp-lane').length === 2 && "
                             "document.querySelector('#race-player .rp')?.dataset.state === 'done'", timeout=120_000)
     assert selected_tab(fresh) == "Race"
-    assert "Opened a race from a link" in fresh.inner_text("#race-status") or fresh.inner_text("#race-status") == ""
+    assert "Opened a race from a link" in fresh.inner_text("#race-link-notice")
     assert fresh.inner_text("#race-player .rp-title") == title
     assert fresh.evaluate(LANES) == lanes
     fresh.screenshot(path=str(SHOTS / "share_desktop_race_link.png"))
