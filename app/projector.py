@@ -34,7 +34,8 @@ TOGGLE_JS = """(on) => {
       const size = (gd.layout.font && gd.layout.font.size) || SMALL;
       if (want === (size >= BIG)) continue;
       const s = want ? BIG : SMALL;
-      const update = {'font.size': s, 'title.font.size': want ? BIG + 2 : SMALL, 'legend.font.size': want ? BIG - 2 : 11};
+      const update = {'font.size': s, 'title.font.size': want ? BIG + 2 : SMALL,
+                      'legend.font.size': want ? BIG - 2 : 11};
       (gd.layout.annotations || []).forEach((a, i) => { update[`annotations[${i}].font.size`] = want ? BIG - 2 : 11; });
       // the title sits below the chart's label (which covers the chart's top left): lower it and the plot with it
       const t = gd.layout.title, h = gd.layout.height || 300;

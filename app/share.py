@@ -209,7 +209,8 @@ def open_race_link(request: gr.Request | None, lang: str = "en") -> tuple:
             if race[lane] not in METHODS:
                 raise links.LinkError("export.link.why.lane", method=str(race[lane]))
         shared = race["shared"]
-        label, custom_target, custom_draft = shared.get("preset"), shared.get("custom_target"), shared.get("custom_draft")
+        label = shared.get("preset")
+        custom_target, custom_draft = shared.get("custom_target"), shared.get("custom_draft")
         if not any(p.label == label for p in presets()):
             raise links.LinkError("export.link.why.pair", pair=str(label))
         values = [shared.get(name) for name in SHARED_RACE_SETTINGS]

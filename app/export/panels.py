@@ -109,7 +109,8 @@ def explainer_scene(session, panel: str, upto: int | None = None, position: int 
         fig = charts.residual_figure(record)
     elif panel == "running":
         fig = charts_running.running_figure(records, i, session.baseline_tps() if session is not None else None,
-                                            getattr(session, "target_bytes", None), getattr(session, "draft_bytes", None))
+                                            getattr(session, "target_bytes", None),
+                                            getattr(session, "draft_bytes", None))
     elif panel == "theory":
         fig = theory_panel(session, i)[0] if records else charts.empty_figure(t("export.no_run", lang))
     else:  # the shown method's own chart (none for plain speculative sampling)

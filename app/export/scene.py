@@ -198,7 +198,8 @@ def to_png(scene: Scene, min_width: int = MIN_PNG_WIDTH) -> bytes:
         elif kind == "text":
             _, x, y, text, size, fill, anchor, bold, strike = item
             f = font(size * s, bold, needs_cjk(text))
-            draw.text((x * s, y * s), text, fill=fill, font=f, anchor={"start": "ls", "middle": "ms", "end": "rs"}[anchor])
+            where = {"start": "ls", "middle": "ms", "end": "rs"}[anchor]  # on the baseline, as SVG's text
+            draw.text((x * s, y * s), text, fill=fill, font=f, anchor=where)
             if strike:
                 w = f.getlength(text)
                 left = x * s - {"start": 0, "middle": w / 2, "end": w}[anchor]

@@ -102,7 +102,8 @@ def run_caption(settings, precision: str | None = None, iteration: int | None = 
     parts.append(t("export.caption.seed", lang, seed=settings.seed))
     parts.append(t("export.caption.precision", lang, precision=precision or settings.dtype))
     if iteration is not None:
-        parts.append(t("export.caption.iteration", lang, iteration=iteration + 1, iterations=iterations or iteration + 1))
+        parts.append(t("export.caption.iteration", lang, iteration=iteration + 1,
+                       iterations=iterations or iteration + 1))
     if source != "live":
         parts.append(t("export.caption.replay", lang))
     return " · ".join(parts)

@@ -101,9 +101,8 @@ def draft_row_figure(record: IterationRecord | None, caption: str, lang: str = "
     for x, head in zip(cols, heads):
         scene.text(x, y, head, SMALL_SIZE, MUTED, bold=True)
     y += 10
-    for d in record.draft:
-        kind = "accepted" if d.accepted else REJECTED if d.accepted is False else "target"
-        draw_chip(scene, cols[1], y, d.text, kind if d.accepted is not None else "target")
+    for d in record.draft:  # accepted, rejected, or grey: not examined (after an earlier rejection)
+        draw_chip(scene, cols[1], y, d.text, {True: "accepted", False: REJECTED, None: "target"}[d.accepted])
         mid = y + CHIP_H / 2 + BODY_SIZE * 0.36
         scene.text(cols[0], mid, str(d.position + 1), BODY_SIZE, INK)
         scene.text(cols[2], mid, fmt(d.q), BODY_SIZE, INK)

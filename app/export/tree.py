@@ -14,9 +14,8 @@ from decoding.trace.record import IterationRecord
 
 from ..html_text import fmt, visible
 from ..i18n import t
-from .scene import Scene
+from .scene import Scene, text_width
 from .theme import BODY_SIZE, INK, MUTED, PAD, SMALL_SIZE, finish, kind_colour, start, tint
-from .scene import text_width
 
 MAX_NODES = 40
 ROW = 44
@@ -38,7 +37,8 @@ def _order(record: IterationRecord) -> list[tuple[object, int]]:
     return out
 
 
-def tree_figure(record: IterationRecord | None, caption: str, lang: str = "en", chosen: set[int] | None = None) -> Scene:
+def tree_figure(record: IterationRecord | None, caption: str, lang: str = "en",
+                chosen: set[int] | None = None) -> Scene:
     """The record's draft tree (chain, beams, sparse trees, PPD's candidates and prompt tokens);
     nodes in `chosen` (e.g. MJSD's chosen beam) get a thick black outline."""
     if record is None or not record.tree:
@@ -54,8 +54,8 @@ def tree_figure(record: IterationRecord | None, caption: str, lang: str = "en", 
         w = text_width(label, BODY_SIZE) + 20
         parent = where.get(n.parent)
         if parent is not None:
-            scene.polyline([(parent[0] + 14, parent[1] + ROW - 6), (parent[0] + 14, y + ROW / 2 - 2), (x, y + ROW / 2 - 2)],
-                           "#666666", 2)
+            elbow = [(parent[0] + 14, parent[1] + ROW - 6), (parent[0] + 14, y + ROW / 2 - 2), (x, y + ROW / 2 - 2)]
+            scene.polyline(elbow, "#666666", 2)
         colour = kind_colour("accepted") if n.accepted else "#777777"
         outline = "#000000" if chosen and n.index in chosen else colour
         scene.rect(x, y + 2, w, ROW - 8, tint(colour, 0.75 if n.accepted else 0.88), outline,
