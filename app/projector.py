@@ -37,15 +37,21 @@ TOGGLE_JS = """(on) => {
       const update = {'font.size': s, 'title.font.size': want ? BIG + 2 : SMALL,
                       'legend.font.size': want ? BIG - 2 : 11};
       (gd.layout.annotations || []).forEach((a, i) => { update[`annotations[${i}].font.size`] = want ? BIG - 2 : 11; });
-      // the title sits below the chart's label (which covers the chart's top left): lower it and the plot with it
+      // the title sits below the chart's label (which covers the chart's top left): lower it and the plot with
+      // it, and make the chart taller so that its plot keeps its room beside the larger type
       const t = gd.layout.title, h = gd.layout.height || 300;
-      if (want && t && t.yref === 'container' && typeof t.y === 'number') {
-        gd.__specdecOrig = {y: t.y, top: (gd.layout.margin || {}).t};
-        update['title.y'] = t.y - 24 / h;
-        if (typeof gd.__specdecOrig.top === 'number') update['margin.t'] = gd.__specdecOrig.top + 30;
-      } else if (!want && gd.__specdecOrig) {
-        update['title.y'] = gd.__specdecOrig.y;
-        if (typeof gd.__specdecOrig.top === 'number') update['margin.t'] = gd.__specdecOrig.top;
+      if (want) {
+        gd.__specdecOrig = {y: t && t.y, top: (gd.layout.margin || {}).t, height: gd.layout.height};
+        update['height'] = Math.round(h * 1.4);
+        if (t && t.yref === 'container' && typeof t.y === 'number') {
+          update['title.y'] = 1 - ((1 - t.y) * h + 48) / (h * 1.4);  // below the label's two lines of larger type
+        }
+        if (typeof gd.__specdecOrig.top === 'number') update['margin.t'] = gd.__specdecOrig.top + 54;
+      } else if (gd.__specdecOrig) {
+        const o = gd.__specdecOrig;
+        if (typeof o.y === 'number') update['title.y'] = o.y;
+        if (typeof o.top === 'number') update['margin.t'] = o.top;
+        if (typeof o.height === 'number') update['height'] = o.height;
         gd.__specdecOrig = null;
       }
       try { P.relayout(gd, update); } catch (e) {}
