@@ -36,14 +36,14 @@ def _query(request: gr.Request | None) -> dict:
 
 
 # --------------------------------------------------------------------------- figures
-def explainer_figure(session, panel, fmt, timeline, position, lang: str = "en"):
+def explainer_figure(session, panel, fmt, timeline, position, lang: str | None = None):
     """The Explainer's `panel` at the timeline's iteration as an SVG or PNG file: (the file, the menu's note)."""
     path = export.explainer_file(session, panel, fmt, timeline_index(timeline), position_index(position), lang)
     return gr.update(value=path, visible=True), t("export.menu.made", lang, panel=t(f"export.panel.{panel}", lang),
                                                   fmt=str(fmt).upper())
 
 
-def race_figure(player_value, figures, fmt, lang: str = "en"):
+def race_figure(player_value, figures, fmt, lang: str | None = None):
     """The race shown (the player's value) as an SVG or PNG file."""
     path = export.race_file(player_value if isinstance(player_value, dict) else None,
                             figures if isinstance(figures, dict) else None, fmt, lang)
@@ -51,7 +51,7 @@ def race_figure(player_value, figures, fmt, lang: str = "en"):
                                                   fmt=str(fmt).upper())
 
 
-def lab_figure(panel, fmt, table, lenience, n, seed, implementation, lang: str = "en"):
+def lab_figure(panel, fmt, table, lenience, n, seed, implementation, lang: str | None = None):
     """One of the lab's charts for the table and settings shown, as an SVG or PNG file."""
     path = export.lab_file(panel, fmt, table, lenience, n, seed, implementation, lang)
     return gr.update(value=path, visible=True), t("export.menu.made", lang, panel=t(f"export.panel.{panel}", lang),
@@ -68,7 +68,7 @@ def _device_here() -> str | None:
         return None
 
 
-def run_link(session, lang: str = "en"):
+def run_link(session, lang: str | None = None):
     """The query of a link to the run shown (`?run=...`, or `?trace=NAME` for a shipped trace) and the
     notice: (query, notice HTML). No query (""), and the reason, where no link can be made."""
     if session is None or not session.records:
@@ -87,7 +87,7 @@ def run_link(session, lang: str = "en"):
         return "", notice(t(exc.why, lang, **exc.params), NOTICE_ERROR)
 
 
-def race_link(player_value, figures, shipped_title, values: dict, lang: str = "en"):
+def race_link(player_value, figures, shipped_title, values: dict, lang: str | None = None):
     """The query of a link to the race shown: a shipped race by its title, else the race's controls and
     the Explainer's shared settings (`values`: the race tab's and the Explainer's inputs by name)."""
     lanes = (player_value or {}).get("lanes") if isinstance(player_value, dict) else None
@@ -152,7 +152,7 @@ def _pair_controls(target: str, draft: str) -> tuple[str, str, str]:
     return custom.label, target, draft
 
 
-def open_run_link(request: gr.Request | None, n: int, lang: str = "en") -> tuple:
+def open_run_link(request: gr.Request | None, n: int, lang: str | None = None) -> tuple:
     """`?run=...` on page load: the Explainer's controls (in `controls.control_order`), the pair
     (preset, custom target, custom draft), the autorun flag, the tabs and the link notice. Nothing
     changes but the notice when the link cannot be opened; nothing at all without a run link. `n`: the
@@ -190,7 +190,7 @@ def open_run_link(request: gr.Request | None, n: int, lang: str = "en") -> tuple
             gr.Tabs(selected="explainer"), notice(message))
 
 
-def open_race_link(request: gr.Request | None, lang: str = "en") -> tuple:
+def open_race_link(request: gr.Request | None, lang: str | None = None) -> tuple:
     """`?race=...` on page load: for a live race, the Explainer's shared settings (SHARED_RACE_SETTINGS),
     the race tab's controls (links.RACE_FIELDS) and True for the race's autorun flag (the race runs
     next, `race.handlers.race_if_asked`); a shipped race opens in `race_on_load`

@@ -41,7 +41,7 @@ def _folder() -> Path:
     return Path(_FOLDER)
 
 
-def panel_choices(panels, lang: str = "en") -> list[tuple[str, str]]:
+def panel_choices(panels, lang: str | None = None) -> list[tuple[str, str]]:
     """(label, key) pairs for a panel menu."""
     return [(t(f"export.panel.{key}", lang), key) for key in panels]
 
@@ -72,7 +72,7 @@ def session_precision(session) -> str | None:
 
 
 def explainer_scene(session, panel: str, upto: int | None = None, position: int | None = None,
-                    lang: str = "en") -> Scene:
+                    lang: str | None = None) -> Scene:
     """The Explainer's `panel` (a key of EXPLAINER_PANELS) at record index `upto` (None: the last)
     and draft position `position` (an index, None: the first rejection), captioned with the run's
     settings. Every panel of an empty session is a figure that says there is no run."""
@@ -124,12 +124,12 @@ def explainer_scene(session, panel: str, upto: int | None = None, position: int 
 
 
 def explainer_file(session, panel: str, fmt: str, upto: int | None = None, position: int | None = None,
-                   lang: str = "en") -> str:
+                   lang: str | None = None) -> str:
     """The Explainer's `panel` written as an SVG or PNG file; returns its path."""
     return write(explainer_scene(session, panel, upto, position, lang), fmt, panel)
 
 
-def race_caption(figures: dict | None, lang: str = "en") -> str:
+def race_caption(figures: dict | None, lang: str | None = None) -> str:
     """The race's caption: lane A's settings (both lanes share all but the method and its drafter and γ)."""
     from decoding.trace.record import RunSummary
 
@@ -146,12 +146,12 @@ def race_caption(figures: dict | None, lang: str = "en") -> str:
     return names + " · " + run_caption(settings, models.get("dtype"), None, None, lang)
 
 
-def race_file(player_value: dict | None, figures: dict | None, fmt: str, lang: str = "en") -> str:
+def race_file(player_value: dict | None, figures: dict | None, fmt: str, lang: str | None = None) -> str:
     """The race (the player's value, `player.player_data`) as an SVG or PNG file; returns its path."""
     return write(race_figure(player_value, race_caption(figures, lang), lang), fmt, "race")
 
 
-def lab_scene(panel: str, table, lenience, n, seed, implementation, lang: str = "en") -> Scene:
+def lab_scene(panel: str, table, lenience, n, seed, implementation, lang: str | None = None) -> Scene:
     """The lab's `panel` for the table and settings shown (the lab's own run: cheap and seeded, so the
     figure holds the numbers the tab shows)."""
     from ..lab.events import lab_run
@@ -165,5 +165,5 @@ def lab_scene(panel: str, table, lenience, n, seed, implementation, lang: str = 
     return figure_scene(fig, t(f"export.panel.{panel}", lang), caption, lang)
 
 
-def lab_file(panel: str, fmt: str, table, lenience, n, seed, implementation, lang: str = "en") -> str:
+def lab_file(panel: str, fmt: str, table, lenience, n, seed, implementation, lang: str | None = None) -> str:
     return write(lab_scene(panel, table, lenience, n, seed, implementation, lang), fmt, panel)

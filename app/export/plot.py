@@ -304,7 +304,7 @@ def _resolve(ref: str, value, axes: dict, box, horizontal: bool):
     return ax.x(value) if horizontal else ax.y(value)
 
 
-def figure_scene(fig: dict, title: str, caption: str, lang: str = "en") -> Scene:
+def figure_scene(fig: dict, title: str, caption: str, lang: str | None = None) -> Scene:
     """The chart `fig` (plotly figure data) drawn in the light theme under `title`, with `caption`."""
     scene, y = start(title)
     layout = fig.get("layout") or {}

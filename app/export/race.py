@@ -19,7 +19,7 @@ def _plain(text) -> str:
     return re.sub(r"<[^>]+>", "", str(text or ""))
 
 
-def race_figure(data: dict | None, caption: str, lang: str = "en") -> Scene:
+def race_figure(data: dict | None, caption: str, lang: str | None = None) -> Scene:
     """Both (all) lanes of a race from the player's value; a figure saying so when there is no race."""
     lanes = (data or {}).get("lanes") or []
     scene, y = start(t("export.title.race", lang))

@@ -81,7 +81,7 @@ def _num(x) -> str:
 
 
 def run_caption(settings, precision: str | None = None, iteration: int | None = None,
-                iterations: int | None = None, lang: str = "en", source: str = "live") -> str:
+                iterations: int | None = None, lang: str | None = None, source: str = "live") -> str:
     """The caption line of a run's figure: pair, method, γ, temperature (and top-k, top-p where on),
     seed, precision and the iteration shown. `settings`: an app `Settings` (None: a figure of no run);
     `precision`: the precision the run actually used (the models' dtype), else the setting; `source`:

@@ -11,9 +11,34 @@ from decoding.trace.record import IterationRecord
 
 from ..html_text import fmt, visible
 from ..i18n import t
-from ..render import CHIP_KINDS, REJECTED, chip_entries
+from decoding.trace.record import ACCEPTED, CORRECTION, TARGET
+
+from ..render import CHIP_KINDS, REJECTED
 from .scene import Scene, text_width
 from .theme import BODY_SIZE, INK, MUTED, PAD, SMALL_SIZE, finish, kind_colour, start, tint, wrap
+
+def chip_entries(record: IterationRecord) -> list[tuple[str, str, object, object]]:
+    """The chips one iteration adds, as data: (text, kind, draft token or None, emitted token or None), in
+    the order `render.record_chips` draws them: accepted drafts, the struck rejected draft, the final token
+    (tests/app/export check that both agree)."""
+    entries = []
+    accepted_drafts = [d for d in record.draft if d.accepted]
+    rejected = next((d for d in record.draft if d.accepted is False), None)
+    n_acc = 0
+    for token in record.emitted:
+        if token.kind == ACCEPTED:
+            d = accepted_drafts[n_acc] if n_acc < len(accepted_drafts) else None
+            n_acc += 1
+            entries.append((token.text, ACCEPTED, d, token))
+        else:
+            if token.kind == CORRECTION and rejected is not None:
+                entries.append((rejected.text, REJECTED, rejected, None))
+                rejected = None
+            entries.append((token.text, token.kind if token.kind in CHIP_KINDS else TARGET, None, token))
+    if rejected is not None:  # the run stopped before the correction token was kept
+        entries.append((rejected.text, REJECTED, rejected, None))
+    return entries
+
 
 CHIP_H = 40
 CHIP_GAP = 8
@@ -59,7 +84,7 @@ def legend(scene: Scene, y: float, kinds, lang: str) -> float:
 
 
 def chips_figure(records: list[IterationRecord], upto: int | None, prompt: str | None, caption: str,
-                 lang: str = "en") -> Scene:
+                 lang: str | None = None) -> Scene:
     """The text so far (iterations 0..`upto`) as chips, the prompt before them in grey."""
     scene, y = start(t("export.title.chips", lang))
     if not records:
@@ -87,7 +112,7 @@ def _verdict(accepted: bool | None, lang: str) -> str:
     return t({True: "export.accepted", False: "export.rejected", None: "export.not_examined"}[accepted], lang)
 
 
-def draft_row_figure(record: IterationRecord | None, caption: str, lang: str = "en") -> Scene:
+def draft_row_figure(record: IterationRecord | None, caption: str, lang: str | None = None) -> Scene:
     """One iteration's draft: a row per draft position (the token, q, p, the coin against
     min(1, p/q), the verdict), then the token the target added."""
     if record is None:
@@ -124,7 +149,7 @@ def draft_row_figure(record: IterationRecord | None, caption: str, lang: str = "
     return finish(scene, y, caption)
 
 
-def coin_figure(record: IterationRecord | None, caption: str, lang: str = "en") -> Scene:
+def coin_figure(record: IterationRecord | None, caption: str, lang: str | None = None) -> Scene:
     """The coins of one iteration: for each examined draft position a bar from 0 to 1, the part
     below the threshold min(1, p/q) (the part where the coin u accepts) shaded, and u marked."""
     if record is None:

@@ -37,7 +37,7 @@ def _order(record: IterationRecord) -> list[tuple[object, int]]:
     return out
 
 
-def tree_figure(record: IterationRecord | None, caption: str, lang: str = "en",
+def tree_figure(record: IterationRecord | None, caption: str, lang: str | None = None,
                 chosen: set[int] | None = None) -> Scene:
     """The record's draft tree (chain, beams, sparse trees, PPD's candidates and prompt tokens);
     nodes in `chosen` (e.g. MJSD's chosen beam) get a thick black outline."""

@@ -14,13 +14,19 @@ shown in, and the one function every reader calls, `t(key, lang, **params)`.
             once per key; a test renders every tab in every language and fails on any record
             (`strict(True)` raises instead, for tests that want the first miss as an error).
 
-Components' labels use Gradio's own `gr.I18n` built from the same catalogs (`gradio_i18n()`), so
-Gradio translates them in the browser; HTML the handlers render calls `t` with the session's
-language.
+- current   `using(lang)` sets the language of the event being handled (a context variable, per thread and
+            per task); `t(key)` without a language reads it. The app's error boundary (`app.errors.on`)
+            passes each session's language to every handler this way (`app/i18n/ui.py`), so renderers
+            call `t(key)` and never thread a language argument through.
+
+The page's chrome (labels, buttons, tab names, intros) is re-rendered from the same catalogs when the
+language changes (`app/i18n/ui.py`); `gradio_i18n()` hands the catalogs to Gradio's own `gr.I18n`.
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import logging
 import string
 from functools import lru_cache
@@ -37,6 +43,7 @@ LANGUAGES = {"en": "English", "es": "Español", "fr": "Français", "zh": "简体
 _log = logging.getLogger(__name__)
 _missing: set[tuple[str, str]] = set()
 _strict = False
+_current: contextvars.ContextVar[str] = contextvars.ContextVar("specdec_lang", default=DEFAULT)
 
 
 class MissingTranslation(KeyError):
@@ -90,10 +97,25 @@ def choose(query: str | None = None, accept_language: str | None = None) -> str:
     return DEFAULT
 
 
-def t(key: str, lang: str | None = DEFAULT, /, **params) -> str:
-    """The text of `key` in `lang` with `params` filled in; English where `lang` lacks it (recorded,
-    see `missing`). An unknown key is a programming error and always raises."""
-    lang = normalize(lang) or DEFAULT
+def current() -> str:
+    """The language of the event being handled (English outside any `using`)."""
+    return _current.get()
+
+
+@contextlib.contextmanager
+def using(lang: str | None):
+    """Within the block, `t(key)` without a language gives `lang`'s text (an unknown code: English)."""
+    token = _current.set(normalize(lang) or DEFAULT)
+    try:
+        yield
+    finally:
+        _current.reset(token)
+
+
+def t(key: str, lang: str | None = None, /, **params) -> str:
+    """The text of `key` in `lang` (None: `current()`) with `params` filled in; English where `lang`
+    lacks it (recorded, see `missing`). An unknown key is a programming error and always raises."""
+    lang = normalize(lang or _current.get()) or DEFAULT
     text = catalog(lang).get(key)
     if text is None:
         english = catalog(DEFAULT).get(key)
@@ -116,6 +138,14 @@ def placeholders(text: str) -> set[str]:
 def missing() -> set[tuple[str, str]]:
     """(language, key) pairs shown in English since the process started (or since `reset_missing`)."""
     return set(_missing)
+
+
+def record_missing(lang: str, key: str) -> None:
+    """Record (and log once) a text shown in English because `lang` lacks it, for texts kept outside
+    the catalogs (the lesson's chapters: key "lesson.<chapter id>.<field>", `app.lesson.languages`)."""
+    if (lang, key) not in _missing:
+        _missing.add((lang, key))
+        _log.warning("i18n: %s lacks %r; showing English", lang, key)
 
 
 def reset_missing() -> None:

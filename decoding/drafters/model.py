@@ -6,6 +6,7 @@ import time
 
 import torch
 
+from ..lm.backend import make_lm
 from ..lm.cached_lm import CachedLM
 from ..rules.warp import SamplingConfig, warp_logits
 from ..trace.source import MODEL_SOURCE, DraftSource
@@ -18,7 +19,7 @@ class ModelDrafter(Drafter):
     kind = "model"
 
     def __init__(self, model: torch.nn.Module, device: torch.device, vocab_width: int, name: str, head=None):
-        self.lm = CachedLM(model, device, vocab_width, head)
+        self.lm = make_lm(CachedLM, model, device, vocab_width, head)
         self.name = name
 
     @property

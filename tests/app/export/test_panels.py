@@ -11,7 +11,8 @@ from app.export.panels import explainer_scene, lab_scene, race_caption
 from app.export.race import race_figure
 from app.export.scene import MIN_PNG_WIDTH, png_size, to_png, to_svg
 from app.html_text import visible
-from app.render import chip_entries
+from app.export.tokens import chip_entries
+from app.render import record_chips
 from app.session import Session, example_traces, read_trace
 from app.settings import settings_from_summary
 
@@ -60,6 +61,14 @@ def test_the_token_panels_hold_the_records_tokens(spec):
     for panel in ("pq", "residual"):  # the charts hold the top tokens as category labels
         texts = svg_texts(to_svg(explainer_scene(spec, panel, upto=i)))
         assert texts, panel
+
+
+def test_the_figures_chips_are_the_live_chips(spec):
+    import re
+
+    for record in spec.records:
+        live = [re.search(r'class="chip chip-(\w+)', chip).group(1) for chip in record_chips(record)]
+        assert live == [kind for _, kind, _, _ in chip_entries(record)]
 
 
 def test_the_coins_and_the_tree_show_the_iteration(spec):
