@@ -17,10 +17,13 @@ from decoding.paths import APP_CSS, ASSETS
 
 from . import explainer, lab, lesson, race
 from .capacity import QUEUE_SIZE, SESSION_CAPACITY
-from .errors import on
+from .errors import CHEAP, on
 from .i18n import gradio_i18n, t
 from .i18n import ui as language
 from .explainer.handlers import run_if_asked
+from .projector import LOAD_JS, TOGGLE_JS, projector_css
+from .race.handlers import race_if_asked
+from .share import open_race_link, open_run_link
 from .session import SESSION_TTL_SECONDS, delete_session
 from .theme import app_theme
 
@@ -42,6 +45,10 @@ def build_demo() -> gr.Blocks:
             title = gr.Markdown(f"# {t('app.title', 'en')}", elem_id="app-title")  # the page's one h1
             language.chrome(title, value=lambda lang: f"# {t('app.title', lang)}")
             language.menu(scale=0, min_width=180)
+            # one projector switch for every tab (app/projector.py)
+            projector = gr.Checkbox(False, label=t("export.projector", "en"), elem_id="projector-toggle", scale=0,
+                                    min_width=300)
+            language.chrome(projector, label="export.projector")
         # "wrap": on a phone every tab stays on the bar (a second row), none behind a "..." menu
         with gr.Tabs(elem_id="main-tabs", selected="lesson", overflow_behavior="wrap") as tabs:
             with gr.Tab(t(TABS["lesson"], "en"), id="lesson") as tab:
@@ -64,14 +71,39 @@ def build_demo() -> gr.Blocks:
                                       race_status=race_tab.status)
         lesson.wire(demo, lesson_tab, tabs, state, explainer_tab.view_outputs, explainer_tab.controls, links, on,
                     explainer_tab.run_events)
+        wire_links(demo, explainer_tab, race_tab, tabs, autorun)
+        projector.change(None, projector, None, js=TOGGLE_JS, **CHEAP)
+        demo.load(None, None, projector, js=LOAD_JS, **CHEAP)
         language.finish(demo)
     demo.queue(max_size=QUEUE_SIZE, default_concurrency_limit=2)
     return demo
 
 
+def wire_links(demo: gr.Blocks, explainer_tab, race_tab, tabs: gr.Tabs, autorun: gr.State) -> None:
+    """The links that reproduce a run or a race (app/share.py), opened on page load: `?run=` fills the
+    Explainer's controls and reruns the run (`run_if_asked`, in the queue); `?race=` fills the race's
+    and runs it (`race_if_asked`). (`?trace=NAME` is the lesson's teacher link, `lesson.wire`.)"""
+    c = explainer_tab.components
+    n = len(explainer_tab.controls)
+
+    def open_run(request: gr.Request):
+        return open_run_link(request, n)
+
+    opened = on(demo.load, open_run, None, [*explainer_tab.controls, c["preset"], c["custom_target"], c["custom_draft"],
+                                           autorun, tabs], explainer_tab.link_notice, clear=False, **CHEAP)
+    on(opened.then, run_if_asked, explainer_tab.inputs(run_if_asked), [explainer_tab.state, *explainer_tab.view_outputs,
+                                                                        autorun],
+       explainer_tab.status, api_name=False, **explainer_tab.run_events)
+    raced = on(demo.load, open_race_link, None, [*race_tab.link_outputs, tabs], race_tab.link_notice, clear=False,
+               **CHEAP)
+    inputs, outputs, events = race_tab.run_if_asked
+    on(raced.then, race_if_asked, inputs, outputs, race_tab.status, clear=False, api_name=False, **events)
+
+
 def launch_kwargs() -> dict:
     css = APP_CSS.read_text(encoding="utf-8") if APP_CSS.exists() else ""
     css += lesson.lesson_css()
+    css += projector_css()
     js = APP_JS.read_text(encoding="utf-8") if APP_JS.exists() else None  # page-wide keyboard fixes
     return dict(css=css, js=js, theme=app_theme(), share=False, max_file_size="5mb", show_error=True,
                 footer_links=["api", "gradio"], state_session_capacity=SESSION_CAPACITY, i18n=gradio_i18n())

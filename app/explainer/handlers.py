@@ -316,9 +316,11 @@ def on_load(session, position, request: gr.Request = None):
     names (`/?trace=NAME`, forgiving about the name), else the first."""
     session = _session(session)
     examples = example_traces()
-    if not examples or session.records:
+    query = dict(request.query_params) if request is not None else {}
+    # a link to a live run (app/share.py) shows that run once it has decoded, not an example before it
+    if not examples or session.records or "run" in query:
         return (session, *view(session, None, position))
-    wanted = dict(request.query_params).get("trace") if request is not None else None
+    wanted = query.get("trace")
     first = next(iter(examples))
     title, path = (find_trace(wanted) if wanted else None) or (first, examples[first])
     return open_trace_file(session, path, title, "example", position)

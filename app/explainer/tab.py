@@ -20,6 +20,8 @@ from decoding.run.pair import PROMPT_LOOKUP
 from .. import render, texts
 from ..i18n import t
 from ..i18n.ui import chrome, on_change
+from .. import export
+from ..share import LINK_JS, explainer_figure, run_link
 from ..capacity import model_events
 from ..controls import DEFAULTS, build_method_controls, control_order
 from ..errors import CHEAP, on
@@ -84,6 +86,7 @@ class ExplainerTab:
     position: gr.Number
     run_events: dict
     model_events: list  # Run and Step: what Stop cancels
+    link_notice: gr.HTML = None  # what a link opened, or why it could not (app/share.py)
 
     def inputs(self, handler) -> list:
         """The components of a handler's inputs, by its api names (controls.with_run_inputs)."""
@@ -99,6 +102,8 @@ def build(demo: gr.Blocks, state: gr.State, autorun: gr.State) -> ExplainerTab:
     pairs = presets()
     panels = {}  # the view's outputs by name (view.VIEW_OUTPUTS)
     texted(gr.Markdown(en("text.intro")), value="text.intro")
+    # what a link opened (or why it could not be opened): app/share.py
+    link_notice = gr.HTML("", elem_id="explainer-link-notice", padding=False)
     # Run, Step, Stop and Reset with the status line: sticky, so they stay in view wherever
     # the panels are (app.css, "the run bar"); errors and "press Run" prompts appear here
     with gr.Column(elem_id="run-bar", elem_classes="run-bar"):
@@ -168,6 +173,7 @@ def build(demo: gr.Blocks, state: gr.State, autorun: gr.State) -> ExplainerTab:
                                 label="button.upload")
                 example_pick = texted(gr.Dropdown(list(examples), value=None, label=en("label.examples")),
                                       label="label.examples")
+            share = build_share()
             # the one place a command is shown on purpose: labelled for researchers, closed by default
             with gr.Accordion(en("label.researchers"), open=False, elem_classes="for-researchers") as researchers:
                 texted(researchers, label="label.researchers")
@@ -189,8 +195,8 @@ def build(demo: gr.Blocks, state: gr.State, autorun: gr.State) -> ExplainerTab:
             with gr.Accordion(en("label.chips_help"), open=False) as chips_help:
                 texted(chips_help, label="label.chips_help")
                 texted(gr.Markdown(en("text.chips")), value="text.chips")
-            panels["text"] = texted(gr.Textbox(label=en("label.text"), lines=3, interactive=False, buttons=["copy"]),
-                                    label="label.text")
+            panels["text"] = texted(gr.Textbox(label=en("label.text"), lines=3, interactive=False, buttons=["copy"],
+                                               elem_id="generated-text"), label="label.text")
             panels["draft_row"] = texted(gr.HTML(label=en("label.draft_row"), elem_id="draft-row"),
                                          label="label.draft_row")
             with gr.Accordion(en("label.draft_row_help"), open=False) as draft_help:
@@ -241,7 +247,7 @@ def build(demo: gr.Blocks, state: gr.State, autorun: gr.State) -> ExplainerTab:
                        # only: a progress overlay and timer on every panel cost the browser as much as a fifth
                        # of a decode on the same machine (scripts/bench_pacing.py), and the panels say what is
                        # decoded
-                       dict(model_events(), show_progress_on=[run_status]), [])
+                       dict(model_events(), show_progress_on=[run_status]), [], link_notice)
 
     shown = [state, *view_outputs]
     tab.model_events += [
@@ -282,7 +288,43 @@ def build(demo: gr.Blocks, state: gr.State, autorun: gr.State) -> ExplainerTab:
     # the language menu changed: every panel of the shown iteration again, in the new language
     on_change(show_iteration, [state, timeline, position], view_outputs, run_status)
     on_change(on_preset, preset, [custom_target, custom_draft, preset_note], run_status)  # the pair's note
+    wire_share(share, state, panels["timeline"], position, link_notice)
     return tab
+
+
+def build_share() -> dict:
+    """The menu of figures for slides and the run's link (call inside the controls column); its texts
+    follow the page's language (`i18n.ui.chrome`)."""
+    with gr.Accordion(t("export.menu.title", "en"), open=False, elem_id="explainer-share") as box:
+        chrome(box, label="export.menu.title")
+        panel = chrome(gr.Dropdown(export.panel_choices(export.EXPLAINER_PANELS, "en"), value="chips",
+                                   label=t("export.menu.panel", "en"), elem_id="explainer-export-panel"),
+                       label="export.menu.panel",
+                       choices=lambda lang: export.panel_choices(export.EXPLAINER_PANELS, lang))
+        fmt = chrome(gr.Radio([("SVG", "svg"), ("PNG", "png")], value="svg", label=t("export.menu.format", "en"),
+                              elem_id="explainer-export-format"), label="export.menu.format")
+        make = chrome(gr.Button(t("export.menu.button", "en"), size="sm", elem_id="explainer-export-btn"),
+                      value="export.menu.button")
+        note = chrome(gr.Markdown(t("export.menu.note", "en"), elem_classes="note"), value="export.menu.note")
+        file = chrome(gr.File(label=t("export.menu.file", "en"), visible=False, interactive=False,
+                              elem_id="explainer-export-file"), label="export.menu.file")
+        link_btn = chrome(gr.Button(t("export.link.button", "en"), size="sm", elem_id="explainer-link-btn"),
+                          value="export.link.button")
+        query = gr.Textbox(visible=False, elem_id="explainer-link-query")
+        link = chrome(gr.Textbox(label=t("export.link.label", "en"), info=t("export.link.info", "en"),
+                                 interactive=False, buttons=["copy"], elem_id="explainer-link"),
+                      label="export.link.label", info="export.link.info")
+    return dict(box=box, panel=panel, fmt=fmt, make=make, note=note, file=file, link_btn=link_btn, query=query,
+                link=link)
+
+
+def wire_share(share: dict, state, timeline, position, link_notice) -> None:
+    """The figure menu (cheap: drawn from the records shown) and the link button (its address built in
+    the browser, app/share.LINK_JS)."""
+    on(share["make"].click, explainer_figure, [state, share["panel"], share["fmt"], timeline, position],
+       [share["file"], share["note"]], link_notice, clear=False, **CHEAP)
+    made = on(share["link_btn"].click, run_link, state, share["query"], link_notice, **CHEAP)
+    made.then(None, share["query"], share["link"], js=LINK_JS, **CHEAP)
 
 
 def stop_cancels(tab: ExplainerTab, events: list) -> None:

@@ -10,7 +10,10 @@ from decoding.rules.examples import EXAMPLES
 from decoding.rules.implementations import DEFAULT_IMPLEMENTATION, IMPLEMENTATIONS
 from decoding.rules.lab import EXAMPLE_P, EXAMPLE_Q, EXAMPLE_VOCAB
 
+from .. import export
 from ..errors import on
+from ..export_menu import figure_menu
+from ..share import lab_figure
 from ..i18n import t
 from ..i18n.ui import chrome, on_change
 from .events import (example_choices, implementation_choices, implementation_words, lab_converge, lab_example,
@@ -47,6 +50,7 @@ def build(demo: gr.Blocks) -> None:
                 lab_btn = chrome(gr.Button(t("lab.sample"), variant="primary", elem_id="lab-btn"), value="lab.sample")
                 converge_btn = chrome(gr.Button(t("lab.converge"), elem_id="converge-btn"), value="lab.converge")
             status = gr.HTML("", elem_id="lab-status", padding=False)
+            menu = figure_menu("lab", export.LAB_PANELS)
         with gr.Column(scale=2, min_width=300):
             md = gr.Markdown()
             plot = chrome(gr.Plot(label=t("lab.plot"), elem_id="lab-plot"), label="lab.plot")
@@ -75,3 +79,6 @@ def build(demo: gr.Blocks) -> None:
     on_change(lab_table, table, table, status, on_load=True)
     on_change(implementation_words, implementation, implementation_md, status, on_load=True)
     on_change(lab_run, inputs, shown, status)
+    # a figure of the chart for the table and settings shown (the lab's seeded run, drawn again)
+    on(menu["make"].click, lab_figure, [menu["panel"], menu["fmt"], *inputs], [menu["file"], menu["note"]], status,
+       clear=False, api_name=False, queue=False)

@@ -54,7 +54,6 @@ KEYS_JS = """() => {
     if (button && !button.disabled) { e.preventDefault(); button.click(); }
   });
 }"""
-PROJECTOR_JS = "(on) => { document.getElementById('lesson-root')?.classList.toggle('projector', !!on); }"
 # after "Run it live" switched tabs: the player and the panels in view, below the sticky run bar (app.css);
 # on a phone they sit below the controls
 SHOW_RUN_BAR_JS = ("() => { const to = document.getElementById('explainer-player'); "
@@ -93,7 +92,6 @@ class LessonTab:
     index: gr.State
     tried: gr.State
     menu: gr.Dropdown
-    projector: gr.Checkbox
     progress: gr.HTML
     notice: gr.Markdown
     title: gr.Markdown
@@ -292,14 +290,10 @@ def build() -> LessonTab:
     chapters, problem = load_chapters(DEFAULT)
     first = chapter_view(chapters, 0, problem)
     with gr.Column(elem_id="lesson-root"):
-        with gr.Row(equal_height=False, elem_classes="lesson-top"):  # columns: they wrap on a phone
-            with gr.Column(scale=4, min_width=260):
-                menu = chrome(gr.Dropdown(menu_choices(DEFAULT), value=0 if chapters else None,
-                                          label=t("lesson.ui.chapter"), elem_id="lesson-menu"),
-                              label="lesson.ui.chapter", choices=menu_choices)
-            with gr.Column(scale=1, min_width=220):
-                projector = chrome(gr.Checkbox(False, label=t("lesson.ui.projector"), elem_id="lesson-projector"),
-                                   label="lesson.ui.projector")
+        # projector mode: one switch for the page, in its header (app/projector.py)
+        menu = chrome(gr.Dropdown(menu_choices(DEFAULT), value=0 if chapters else None,
+                                  label=t("lesson.ui.chapter"), elem_id="lesson-menu"),
+                      label="lesson.ui.chapter", choices=menu_choices)
         progress = gr.HTML(first[3], elem_id="lesson-progress", padding=False)
         notice = gr.Markdown(first[4], elem_id="lesson-notice")
         title = gr.Markdown(first[5], elem_id="lesson-title")
@@ -331,7 +325,7 @@ def build() -> LessonTab:
             nxt = chrome(gr.Button(t("lesson.ui.next"), elem_id="lesson-next", variant="primary",
                                    interactive=len(chapters) > 1), value="lesson.ui.next")
         chrome(gr.Markdown(t("lesson.ui.keys"), elem_classes="note"), value="lesson.ui.keys")
-    return LessonTab(chapters, gr.State(0), gr.State(False), menu, projector, progress, notice, title, text, ask, quiz,
+    return LessonTab(chapters, gr.State(0), gr.State(False), menu, progress, notice, title, text, ask, quiz,
                      check, feedback, try_btn, live_btn,
                      [widget_html, plot_col, plot, plot2_col, plot2, player_col, lesson_player], prev, nxt)
 
@@ -384,7 +378,6 @@ def wire(demo: gr.Blocks, tab: LessonTab, tabs: gr.Tabs, state: gr.State, view_o
     opened.then(None, None, None, js=SHOW_RUN_BAR_JS, **CHEAP)
     on(opened.then, run_if_asked, links.run_inputs, [state, *view_outputs, links.autorun], links.status,
        api_name=False, **model_events)
-    tab.projector.change(None, tab.projector, None, js=PROJECTOR_JS, **CHEAP)
 
     def open_chapter(request: gr.Request):
         """/?lesson=N: chapter N (1-based); a bad N says so and shows chapter 1 (also `&lang=xx`)."""

@@ -113,6 +113,15 @@ def race(session, values: dict, progress):
     return session, value, figures, gr.update(value=_race_download(session, result), interactive=True)
 
 
+@with_run_inputs(method_inputs=("lane_a", "lane_b"), extra=("lane_a_draft", "lane_a_gamma", "autorun"))
+def race_if_asked(session, values: dict, progress):
+    """What follows opening a race's link (app/share.py): the race `race` runs, when the link asked for one
+    (`values["autorun"]`, which this clears), else nothing."""
+    if not values["autorun"]:
+        return (gr.skip(),) * 5
+    return (*race.__wrapped__(session, values, progress), False)
+
+
 def _machine() -> dict:
     from decoding.eval.bench.driver import machine_info
 
@@ -223,13 +232,16 @@ def open_race_upload(file):
     return _open(path, path)
 
 
-def race_on_load():
-    """On page load: the first shipped race, ready to play once the race tab is opened, with the
-    race tab's controls set to that race (`open_shipped_race`)."""
+def race_on_load(request: gr.Request = None):
+    """On page load: the first shipped race (or the one a `?race=` link names), ready to play once the
+    race tab is opened, with the race tab's controls set to that race (`open_shipped_race`); a link
+    to a live race keeps the controls the link sets (app/share.py)."""
+    from ..share import live_race_in_link, shipped_race_in_link
+
     races = shipped_races()
-    if not races:
+    if not races or live_race_in_link(request):
         return gr.skip(), empty_data(no_race()), None, gr.skip(), *(gr.skip(),) * 6
-    title = next(iter(races))
+    title = shipped_race_in_link(request) or next(iter(races))
     return (title, *open_shipped_race(title))
 
 

@@ -12,7 +12,9 @@ import gradio as gr
 from decoding.methods.registry import METHODS, baseline_method
 
 from ..capacity import model_events
-from ..errors import on
+from ..errors import CHEAP, on
+from ..export_menu import figure_menu
+from ..share import LINK_JS, SHARED_RACE_SETTINGS, race_figure, race_link_of
 from ..gallery import DEFAULT_DRAFTER, DEFAULT_GAMMA, drafter_choices, gallery_choices
 from ..i18n import t
 from ..i18n.ui import chrome, on_change
@@ -21,8 +23,8 @@ from ..race_file import shipped_races
 from ..race_result import method_title
 from ..settings import MAX_GAMMA, MAX_PROMPT_CHARS
 from .compare import compare
-from .handlers import (no_race, on_gallery_pick, on_lane_a, open_race_upload, open_shipped_race, race, race_in_language,
-                       race_on_load)
+from .handlers import (no_race, on_gallery_pick, on_lane_a, open_race_upload, open_shipped_race, race, race_if_asked,
+                       race_in_language, race_on_load)
 
 
 @dataclass
@@ -33,6 +35,9 @@ class RaceTab:
     outputs: list
     status: gr.HTML
     model_events: list
+    link_outputs: list = None  # what a race link sets: the Explainer's shared settings, the race's controls, autorun
+    run_if_asked: tuple = ()  # (inputs, outputs, event settings) of the race a link asks for (handlers.race_if_asked)
+    link_notice: gr.HTML = None  # what a race's link opened, or why it could not
 
 
 def build(demo: gr.Blocks, explainer) -> RaceTab:
@@ -67,6 +72,8 @@ def build(demo: gr.Blocks, explainer) -> RaceTab:
                                   label="race.lane_a_gamma")
             race_btn = chrome(gr.Button(t("race.run"), variant="primary", elem_id="race-btn"), value="race.run")
             race_status = gr.HTML("", elem_id="race-status", padding=False)
+            # what a link opened, or why it could not be opened (app/share.py)
+            link_notice = gr.HTML("", elem_id="race-link-notice", padding=False)
             chrome(gr.Markdown(t("race.settings_note"), elem_classes="note"), value="race.settings_note")
             with gr.Accordion(t("race.save_open"), open=False) as box:
                 chrome(box, label="race.save_open")
@@ -74,6 +81,13 @@ def build(demo: gr.Blocks, explainer) -> RaceTab:
                                                          elem_id="race-download"), label="race.download")
                 race_upload = chrome(gr.UploadButton(t("race.upload"), file_types=[".json"], elem_id="race-upload"),
                                      label="race.upload")
+            menu = figure_menu("race")
+            with menu["box"]:
+                link_btn = chrome(gr.Button(t("export.link.race_button", "en"), size="sm", elem_id="race-link-btn"),
+                                  value="export.link.race_button")
+                link_query = gr.Textbox(visible=False, elem_id="race-link-query")
+                link_box = chrome(gr.Textbox(label=t("export.link.label", "en"), interactive=False, buttons=["copy"],
+                                             elem_id="race-link"), label="export.link.label")
         with gr.Column(scale=2, min_width=320, elem_classes="panels"):
             race_player = player(empty_data(no_race()), elem_id="race-player", label=t("race.player"))
             chrome(race_player, label="race.player")
@@ -120,4 +134,14 @@ def build(demo: gr.Blocks, explainer) -> RaceTab:
     # a new language: the race shown in the new words (its tokens and times unchanged)
     on_change(race_in_language, [race_player, race_json, shipped_pick], [race_player, race_json, gallery_note],
               race_status)
-    return RaceTab(outputs, race_status, [cmp_ev, race_ev])
+    on(menu["make"].click, race_figure, [race_player, race_json, menu["fmt"]], [menu["file"], menu["note"]],
+       race_status, clear=False, **CHEAP)
+    shared = [settings[name] for name in SHARED_RACE_SETTINGS]
+    made = on(link_btn.click, race_link_of, [race_player, race_json, shipped_pick, race_prompt, lane_a, lane_b,
+                                             lane_a_draft, lane_a_gamma, *shared], link_query, race_status, **CHEAP)
+    made.then(None, link_query, link_box, js=LINK_JS, **CHEAP)
+    autorun = gr.State(False)  # a race's link asked for a race (app/share.py)
+    asked = [state] + [{**race_inputs, "autorun": autorun}[name] for name in race_if_asked.input_names]
+    return RaceTab(outputs, race_status, [cmp_ev, race_ev], [*shared, race_prompt, lane_a, lane_b, lane_a_draft,
+                                                                lane_a_gamma, autorun],
+                   (asked, [state, *race_shown, autorun], slots), link_notice)

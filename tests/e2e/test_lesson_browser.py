@@ -98,8 +98,8 @@ def test_walk_every_chapter(browser, app_url):
 
     # projector mode: larger type
     small = page.evaluate("parseFloat(getComputedStyle(document.querySelector('#lesson-text p')).fontSize)")
-    page.locator("#lesson-projector input").check()
-    page.wait_for_function("document.querySelector('#lesson-root').classList.contains('projector')", timeout=10_000)
+    page.locator("#projector-toggle input").check()  # one switch for the page (app/projector.py)
+    page.wait_for_function("document.body.classList.contains('projector')", timeout=10_000)
     big = page.evaluate("parseFloat(getComputedStyle(document.querySelector('#lesson-text p')).fontSize)")
     assert big > small
     page.screenshot(path=str(SHOTS / "lesson_desktop_projector.png"), full_page=True)
