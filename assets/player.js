@@ -361,7 +361,7 @@ function showAt(i, prefix) {
     set(l, 'tps', whole ? num(s.tokens_per_second, 1) : (t > 0 && !data.paced ? num(shown / t, 1) : '—'));
     set(l, 'calls', calls ? String(calls) : '—');
     set(l, 'tpc', calls ? num(shown / calls, 2) : '—');
-    l.flag.textContent = atEnd ? 'done, ' + secs(l.end) : '';
+    l.flag.textContent = atEnd ? W('done', 'done') + ', ' + secs(l.end) : '';
     const cur = l.chips.querySelector('.rp-cur');
     if (cur && l.chips.scrollHeight > l.chips.clientHeight) l.chips.scrollTop = Math.max(0, cur.offsetTop - 40);
   }
@@ -369,8 +369,8 @@ function showAt(i, prefix) {
   root.dataset.current = String(i);
   const rest = restOf();
   let words = iterText(i);
-  if (i === rest && i < n - 1) words += ' The last iteration with a draft; the dimmed tokens come after it.';
-  status.textContent = prefix + words + ' The panels below show the same iteration.';
+  if (i === rest && i < n - 1) words += ' ' + W('last_draft', 'The last iteration with a draft; the dimmed tokens come after it.');
+  status.textContent = prefix + words + ' ' + W('same_iteration', 'The panels below show the same iteration.');
   if (data && data.result && (prefix || i >= rest)) {
     result.textContent = data.result;
     result.className = 'rp-result ' + (data.verdict || '');
