@@ -8,6 +8,8 @@ list). Screenshots: artifacts/screenshots/lang_*.png.
 Skipped when chromium or playwright is absent, except under CI=true where that is a failure.
 """
 
+import re
+
 import pytest
 
 from _app_server import running_app
@@ -19,7 +21,8 @@ from decoding.rules.examples import LARGER
 
 pytestmark = pytest.mark.slow
 
-AREAS = {"lesson": ("common", "lesson_ui"), "lab": ("common", "lab"), "race": ("common", "race")}
+AREAS = {"lesson": ("common", "lesson_ui"), "explainer": ("common", "explainer", "race"), "lab": ("common", "lab"),
+         "race": ("common", "race")}
 # not this test's: the chapter's own words (the lesson files, `lesson.languages`) and the trace panel a chapter
 # shows (the Explainer's renderer); the chrome around them is. Nor the plots' own words (app/charts.py).
 OTHERS = {"lesson": ["lesson-title", "lesson-text", "lesson-ask", "lesson-quiz", "lesson-widget", "lesson-menu",
@@ -138,8 +141,13 @@ def test_no_english_text_of_these_tabs_shows_in_another_language(browser, app_ur
                                    arg=i18n.t("lab.col.p", lang), timeout=30_000)
         if tab == "race":
             page.wait_for_selector("#race-player .rp[data-lanes='2']", timeout=30_000)
+        if tab == "explainer":  # the example run's panels and its player (the player's words are race.yaml's)
+            page.wait_for_selector("#chips .chip", timeout=60_000)
+            page.wait_for_function("document.querySelector('#explainer-player .rp')?.dataset.state === 'done'",
+                                   timeout=60_000)
         text = visible_text(page, tab)
-        found = sorted(s for s in english_texts(lang, areas) if s in text)
+        # whole words only: "a CPU" is no English inside "una CPU"
+        found = sorted(s for s in english_texts(lang, areas) if re.search(r"(?<!\w)" + re.escape(s) + r"(?!\w)", text))
         assert found == [], f"{tab} in {lang} shows English: {found}"
         page.screenshot(path=str(SHOTS / f"lang_{lang}_{tab}.png"))
     assert not errors, errors
