@@ -26,6 +26,7 @@ from ..capacity import model_events
 from ..controls import DEFAULTS, build_method_controls, control_order
 from ..errors import CHEAP, on
 from ..player import empty_data, player
+from ..preset_labels import pair_choices
 from ..presets import preset_note as preset_note_text, presets
 from ..session import example_traces
 from ..settings import MAX_GAMMA, MAX_NEW_TOKENS, MAX_PROMPT_CHARS, PRECISIONS
@@ -119,8 +120,10 @@ def build(demo: gr.Blocks, state: gr.State, autorun: gr.State) -> ExplainerTab:
         run_status = gr.HTML("", elem_id="run-status", padding=False)
     with gr.Row(equal_height=False, elem_classes="mainrow"):
         with gr.Column(scale=1, min_width=300, elem_classes="controls"):
-            preset = texted(gr.Dropdown([p.label for p in pairs], value=pairs[0].label,
-                                        label=en("label.preset"), elem_id="preset"), label="label.preset")
+            labels = [p.label for p in pairs]  # the values; the menu shows each in the page's language
+            preset = texted(gr.Dropdown(pair_choices(labels, "en"), value=pairs[0].label,
+                                        label=en("label.preset"), elem_id="preset"), label="label.preset",
+                            choices=lambda lang: pair_choices(labels, lang))
             # the first pair's note on load; the language menu's re-render (on_change below) says the chosen pair's
             preset_note = texted(gr.Markdown(preset_note_text(pairs[0], "en"), elem_classes="note"),
                                  value=lambda lang: preset_note_text(pairs[0], lang))
