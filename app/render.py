@@ -210,7 +210,7 @@ def chips_html(records: list[IterationRecord], upto: int | None = None, prompt: 
             f'for its figures">{"".join(parts)}</div>')
 
 
-def _coin_bar(coin: float | None, threshold: float | None, accepted: bool | None) -> str:
+def coin_bar(coin: float | None, threshold: float | None, accepted: bool | None) -> str:
     if coin is None or threshold is None:
         return ""
     t = max(0.0, min(1.0, threshold)) * 100
@@ -274,7 +274,7 @@ def draft_row_html(record: IterationRecord | None) -> str:
             f'<tr class="{cls}"><td>{d.position + 1}</td>'
             f'<td><span class="chip chip-{ACCEPTED if d.accepted else (REJECTED if d.accepted is False else "none")}">{token_html(d.text)}</span></td>'
             f'<td>{fmt(d.q)}</td><td>{fmt(d.p)}</td><td class="opt">{fmt(ratio, 2)}</td>'
-            f'<td>{coin}</td><td>{threshold}</td><td class="opt">{_coin_bar(d.coin, d.threshold, d.accepted)}</td>'
+            f'<td>{coin}</td><td>{threshold}</td><td class="opt">{coin_bar(d.coin, d.threshold, d.accepted)}</td>'
             f"<td>{mark}</td></tr>"
         )
     thr = html.escape(threshold_label(record))

@@ -45,6 +45,9 @@ TREE = """
 draft several branches and verify them together. The accepted path is highlighted in green.
 In a PPD tree, blue nodes (solid border) are candidates the target checks now, and the purple rows
 (dotted border) under a node are its prompt tokens: guesses for a *later* step, not checked yet.
+In a tree of the draft model's guesses, the children of a kept token are tried in order (1st try,
+2nd try, …): each shows q and p, its coin u against min(1, p/q), and ✓ kept, ✗ rejected or — not
+tried (faded); under a rejected one, the residual it leaves is what the next sibling is tested against.
 """
 
 RUNNING = """

@@ -16,7 +16,7 @@ from decoding.rules import theory
 from decoding.methods.registry import METHODS, method_view
 from decoding.trace.metrics import RunCounts
 
-from .. import charts, charts_running, render
+from .. import charts, charts_running, render, render_tree
 from .panels import method_panel
 from ..session import Session
 from ..settings import cli_command
@@ -150,7 +150,7 @@ def view(session: Session, upto=None, position=None, final: bool = False, note: 
         draft_row=render.draft_row_html(record),
         pq_plot=charts.pq_figure(record, position_index(position)),
         residual_plot=charts.residual_figure(record),
-        tree=render.tree_html(record),
+        tree=render_tree.tree_panel_html(record),
         running=charts_running.running_figure(records, i, session.baseline_tps(), session.target_bytes,
                                               session.draft_bytes),
         theory_plot=theory_fig,

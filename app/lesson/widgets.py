@@ -116,7 +116,7 @@ def _coin_view(w: dict) -> WidgetView:
            f'<p>The draft proposes <span class="chip chip-none">{html.escape(token)}</span>: '
            f'threshold min(1, {rule}) = <b>{fmt(threshold)}</b>; coin (seed {seed}) u = <b>{fmt(u)}</b> → '
            f'u {"≤" if kept else ">"} threshold.</p>'
-           f'{render._coin_bar(u, threshold, kept)}<p class="lesson-verdict">{verdict}</p></div>')
+           f'{render.coin_bar(u, threshold, kept)}<p class="lesson-verdict">{verdict}</p></div>')
     return WidgetView(out)
 
 

@@ -1,0 +1,223 @@
+"""A verified draft tree -> HTML: each node's q and p, the coin of each tried sibling, the residual
+after each rejection, the accepted path and the token the target added at its end.
+
+Token trees verified with recursive rejection over siblings (SpecInfer, Miao et al., arXiv:2305.09781;
+EAGLE-2, Li et al., arXiv:2406.16858): under a kept node, its children are tried in order. Child i was
+drawn from q_i (q without the earlier siblings) and is kept when its coin u_i <= min(1, p_i(x)/q_i(x)),
+where p_i is the target's distribution after the earlier siblings' rejections: p_0 = p, and
+p_{i+1} = norm(max(0, p_i - q_i)) (the residual). At temperature 0 there is no coin: the kept path is the
+longest one that matches the target's top token at each step.
+
+The engine records all of it on the tree's nodes (`TreeNode.q`, `p`, `coin`, `threshold`, `verdict`,
+`sibling_rank`, `residual_mass`, `residual_top`); nothing is computed here. Those fields are optional:
+a tree without verdicts (a chain, PPD, MJSD, an older trace) is drawn by `render.tree_html` as before.
+
+Layout: an indented list (children under their parent, one line per node, wrapping on a phone), so the
+tree reads at any width and scrolls inside its own box rather than the page when it is very deep.
+"""
+
+from __future__ import annotations
+
+import html
+from collections import defaultdict
+
+from decoding.trace.record import BONUS, CORRECTION, IterationRecord
+
+from .html_text import attr as _attr, fmt, token_html
+from .render import MAX_TREE_NODES, coin_bar, tree_html
+
+ACC, REJ, UNTRIED = "accepted", "rejected", "untried"
+RESIDUAL_TOP = 3  # tokens of a residual shown under a rejected sibling
+SUB = str.maketrans("0123456789", "₀₁₂₃₄₅₆₇₈₉")
+
+# the legend: class -> (label, description); each style also differs in border and text, not only colour
+VTREE_KINDS = {
+    "acc": ("kept: on the accepted path", "kept by the target (green, thick border, ✓)"),
+    "rej": ("rejected", "tried and rejected (vermillion, dashed border, ✗); the residual under it is what the "
+                        "next sibling is tested against"),
+    "untried": ("not tried", "never tested: a sibling before it was kept, or its parent was rejected (grey, "
+                             "dotted border, faded)"),
+}
+
+CHOSEN = {"tuned": "its size chosen from this device's measured pass costs", "default": "the default size",
+          "set": "its size set by hand"}
+
+
+def _get(node, name: str):
+    """One of the verdict fields of a node (None where the trace has none)."""
+    return getattr(node, name, None)
+
+
+def is_verified_tree(record: IterationRecord | None) -> bool:
+    """Whether the record's tree carries the verdict of each node (a tree verified sibling by sibling)."""
+    return record is not None and any(_get(n, "verdict") is not None for n in record.tree or [])
+
+
+def _tree_info(record: IterationRecord) -> dict:
+    """The record's tree data (`record.extra["tree_draft"]`: N, depth, how they were chosen, greedy)."""
+    data = (record.extra or {}).get("tree_draft")
+    return data if isinstance(data, dict) else {}
+
+
+def _greedy(record: IterationRecord) -> bool:
+    """Temperature 0: the tree data says so, or no tried node has a coin."""
+    greedy = _tree_info(record).get("greedy")
+    if greedy is not None:
+        return bool(greedy)
+    tried = [n for n in record.tree if _get(n, "verdict") in (ACC, REJ)]
+    return bool(tried) and all(_get(n, "coin") is None for n in tried)
+
+
+def _sub(rank: int | None) -> str:
+    """The subscript of the i-th sibling's distributions: p, p₁, p₂ ... (after i rejections)."""
+    return "" if not rank else str(rank).translate(SUB)
+
+
+def _ordinal(rank: int) -> str:
+    n = rank + 1
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
+def _bar(value: float | None, which: str) -> str:
+    """A small bar of a probability (q or p) with its number; the number is the text, the bar a picture."""
+    if value is None:
+        return ""
+    width = max(0.0, min(1.0, value)) * 100
+    return f'<span class="vbar {which}" aria-hidden="true"><span style="width:{width:.1f}%"></span></span>'
+
+
+def _residual_line(node) -> str:
+    """Under a rejected sibling: the residual its rejection left (mass and top tokens), which the next
+    sibling (or the correction token) is drawn against."""
+    mass, top = _get(node, "residual_mass"), _get(node, "residual_top") or []
+    if mass is None and not top:
+        return ""
+    rank = _get(node, "sibling_rank") or 0
+    tokens = " · ".join(f'<span class="rtok">{token_html(c.text)}</span> {fmt(c.p, 2)}' for c in top[:RESIDUAL_TOP])
+    name = f"p{_sub(rank + 1)}"
+    mass_words = f"mass {fmt(mass, 2)} before rescaling" if mass is not None else ""
+    body = ", ".join(x for x in (mass_words, f"top: {tokens}" if tokens else "") if x)
+    return (f'<div class="vresid" role="note">↳ after this rejection the target\'s distribution is the residual '
+            f'{name} = norm(max(0, p{_sub(rank)} − q{_sub(rank)})): {body}</div>')
+
+
+def _node_line(node, greedy: bool) -> str:
+    """One node: try order, token, q and p, the coin against its threshold (or the greedy check), verdict."""
+    verdict = _get(node, "verdict")
+    rank = _get(node, "sibling_rank")
+    cls = {ACC: "acc", REJ: "rej"}.get(verdict, "untried")
+    parts = []
+    if rank is not None:
+        parts.append(f'<span class="vtry" title="{_attr("the order in which the target tested this token")}">'
+                     f"{_ordinal(rank)} try</span>")
+    copied = ' <span class="vcopy" title="copied from the context: q is 1 on it">↺ copied</span>' \
+        if node.kind == "lookup" else ""
+    parts.append(f'<span class="node {cls}">{token_html(node.text)}</span>{copied}')
+    q, p, sub = _get(node, "q"), _get(node, "p"), _sub(rank)
+    if q is not None or p is not None:
+        parts.append(f'<span class="vpq"><span class="vlab">q{sub}</span> {_bar(q, "q")}{fmt(q)} '
+                     f'<span class="vlab">p{sub}</span> {_bar(p, "p")}{fmt(p)}</span>')
+    coin, threshold = _get(node, "coin"), _get(node, "threshold")
+    if verdict in (ACC, REJ) and greedy:
+        words = "matches the target's top token" if verdict == ACC else "not the target's top token"
+        parts.append(f'<span class="vrule">{words}</span>')
+    elif verdict in (ACC, REJ) and coin is not None and threshold is not None:
+        sign = "≤" if verdict == ACC else ">"
+        parts.append(f'<span class="vrule">{coin_bar(coin, threshold, verdict == ACC)}'
+                     f" u = {fmt(coin)} {sign} min(1, p{sub}/q{sub}) = {fmt(threshold)}</span>")
+    mark = {ACC: '<span class="mark acc">✓ kept</span>', REJ: '<span class="mark rej">✗ rejected</span>'}.get(
+        verdict, '<span class="mark none">— not tried</span>')
+    parts.append(mark)
+    return f'<div class="vnode {cls}">{" ".join(parts)}</div>'
+
+
+def _final_line(record: IterationRecord, greedy: bool) -> str:
+    """The token the target added at the end of the accepted path: the correction (from the residual after
+    the last rejection) or the bonus (from p, when the path ended at a leaf)."""
+    final = next((t for t in record.emitted if t.kind in (CORRECTION, BONUS)), None)
+    if final is None:
+        return ""
+    if final.kind == BONUS:
+        how = "bonus: the kept path reached a leaf of the tree, so the target's own next token is added"
+    elif greedy:
+        how = "correction: no child was the target's top token, so the target's top token is added"
+    elif record.residual is not None:
+        how = (f"correction: every tried child was rejected, so it is drawn from the last residual "
+               f"(mass {fmt(record.residual.mass, 2)} before rescaling)")
+    else:
+        how = "correction: the target's own token after the kept path"
+    return (f'<li class="vfinal"><div class="vnode"><span class="chip chip-{final.kind}">{token_html(final.text)}'
+            f"</span> <span>{html.escape(how)}</span></div></li>")
+
+
+def vtree_legend_html() -> str:
+    items = "".join(f'<span class="legenditem"><span class="node {cls}" title="{_attr(desc)}">{html.escape(label)}'
+                    "</span></span>" for cls, (label, desc) in VTREE_KINDS.items())
+    items += ('<span class="legenditem"><span class="chip chip-correction">correction</span> / '
+              '<span class="chip chip-bonus">bonus</span>: the target\'s own token at the end</span>')
+    return f'<div class="treelegend" role="note" aria-label="Legend of the verified draft tree">{items}</div>'
+
+
+def _head(record: IterationRecord, greedy: bool, shown: list) -> str:
+    info = _tree_info(record)
+    drafted = sum(1 for n in shown if n.kind != "root")
+    depth = max((n.depth for n in shown), default=0)
+    kept = sum(1 for n in shown if n.kind != "root" and _get(n, "verdict") == ACC)
+    chosen = CHOSEN.get(str(info.get("chosen")), "")
+    size = f" (at most {info['nodes']} nodes, {chosen})" if info.get("nodes") and chosen else ""
+    line = (f"Iteration {record.iteration + 1}: a tree of {drafted} draft tokens, {depth} deep{size}, checked in "
+            f"one target pass; {kept} kept, then one token of the target's own.")
+    if greedy:
+        rule = ("Temperature 0: the target keeps the longest path whose every token is its own top token; "
+                "no coins are drawn.")
+    else:
+        rule = ("Under each kept token its children are tried in order: the 1st was drawn from q; each later one "
+                "from q without the earlier siblings (q₁, q₂, …) and is tested against what the earlier "
+                "rejections left of p (the residual p₁, p₂, …). A child is kept when its coin u ≤ min(1, p/q).")
+    return f'<p class="vhead">{html.escape(line)}</p><p class="note">{html.escape(rule)}</p>'
+
+
+def verified_tree_html(record: IterationRecord) -> str:
+    """The verified tree of one iteration as nested lists: children in the order they were tried, each
+    node with q, p, the coin against its threshold (none at temperature 0) and its verdict, the residual
+    after each rejection, and the target's own token at the end of the kept path."""
+    shown = list(record.tree[:MAX_TREE_NODES])
+    nodes = {n.index: n for n in shown}
+    children = defaultdict(list)
+    roots = []
+    for n in shown:
+        (children[n.parent] if n.parent in nodes else roots).append(n)
+    for kids in children.values():
+        kids.sort(key=lambda k: (_get(k, "sibling_rank") is None, _get(k, "sibling_rank") or 0, k.index))
+    greedy = _greedy(record)
+    kept = [n for n in shown if n.kind == "root" or _get(n, "verdict") == ACC]
+    end = max(kept, key=lambda n: n.depth).index if kept else None
+    final = _final_line(record, greedy)
+
+    def item(n, guard=0) -> str:
+        if n.kind == "root":
+            line = (f'<div class="vnode root"><span class="node kind-root">{token_html(n.text)}</span> '
+                    "<span>the last token already written: the tree grows from it</span></div>")
+        else:
+            line = _node_line(n, greedy)
+            if _get(n, "verdict") == REJ and not greedy:
+                line += _residual_line(n)
+        rows = [item(k, guard + 1) for k in children.get(n.index, [])] if guard < 200 else []
+        if n.index == end and final:
+            rows.append(final)
+        sub = f'<ul>{"".join(rows)}</ul>' if rows else ""
+        return f"<li>{line}{sub}</li>"
+
+    body = "".join(item(r) for r in roots)
+    if end is None and final:  # no root in the trace: the final token after the tree
+        body += final
+    more = (f"<p>({len(record.tree) - MAX_TREE_NODES} more nodes not shown)</p>"
+            if len(record.tree) > MAX_TREE_NODES else "")
+    return (f'<div class="tree vtree" role="group" aria-label="Draft tree, verified">{_head(record, greedy, shown)}'
+            f'{vtree_legend_html()}<div class="vscroll"><ul>{body}</ul></div>{more}</div>')
+
+
+def tree_panel_html(record: IterationRecord | None) -> str:
+    """The Explainer's draft-tree panel: a verified tree with its verdicts, any other tree as before."""
+    return verified_tree_html(record) if is_verified_tree(record) else tree_html(record)

@@ -1,0 +1,140 @@
+"""The verified draft tree (app/render_tree.py) on hand-built records: kept, rejected and untried
+siblings with their coins and residuals, temperature 0 (no coins), a copied chain inside the tree, and a
+tree without verdicts (an older trace, a chain) drawn exactly as before."""
+
+import re
+
+from app import render, render_tree
+from decoding.trace.record import (ACCEPTED, BONUS, CORRECTION, Candidate, EmittedToken, IterationRecord, Residual,
+                                   Timings, TreeNode)
+from tests._student_text import dev_hits, visible_text
+
+VERDICT = ("q", "p", "coin", "threshold", "verdict", "sibling_rank", "residual_mass", "residual_top")
+
+
+def node(index, parent, text, depth, kind="draft", **verdict):
+    """A TreeNode with the verdict fields of a verified tree (set as attributes: work-42a adds them to
+    TreeNode; a field left out reads as None, as in a trace that lacks it)."""
+    n = TreeNode(index, parent, 100 + index, text, depth, kind, verdict.get("verdict") in ("accepted", None)
+                 and kind == "root" or verdict.get("verdict") == "accepted")
+    for name in VERDICT:
+        setattr(n, name, verdict.get(name))
+    return n
+
+
+def record(tree, emitted, residual=None, extra=None):
+    return IterationRecord(method="speculative", iteration=2, context_length=9, gamma=3, draft=[],
+                           accepted_length=sum(1 for t in emitted if t.kind == ACCEPTED), emitted=emitted,
+                           residual=residual, next_top=[], tree=tree, timings=Timings(), target_calls=3,
+                           draft_calls=3, generated=5, elapsed=0.1, energy_joules=None, energy_note="",
+                           finished=False, extra=extra or {})
+
+
+def sampled_tree():
+    """root 'The' -> ' cat' (1st try, rejected: residual on ' dog', ' cow'), ' dog' (2nd, kept), ' cow'
+    (untried); ' dog' -> ' ran' (kept) -> ' away' (rejected), ' off' (untried); correction ' fast'."""
+    resid = [Candidate(2, " dog", 0.5), Candidate(3, " cow", 0.5)]
+    tree = [node(0, -1, "The", 0, "root"),
+            node(1, 0, " cat", 1, q=0.5, p=0.4, coin=0.93, threshold=0.8, verdict="rejected", sibling_rank=0,
+                 residual_mass=0.1, residual_top=resid),
+            node(2, 0, " dog", 1, q=0.5, p=0.5, coin=0.31, threshold=1.0, verdict="accepted", sibling_rank=1),
+            node(3, 0, " cow", 1, q=0.3, p=0.5, verdict="untried", sibling_rank=2),
+            node(4, 2, " ran", 2, q=0.7, p=0.6, coin=0.2, threshold=0.857, verdict="accepted", sibling_rank=0),
+            node(5, 4, " away", 3, q=0.6, p=0.1, coin=0.5, threshold=0.167, verdict="rejected", sibling_rank=0,
+                 residual_mass=0.55, residual_top=[Candidate(7, " fast", 0.8)]),
+            node(6, 4, " off", 3, q=0.2, p=0.3, verdict="untried", sibling_rank=1)]
+    emitted = [EmittedToken(102, " dog", ACCEPTED), EmittedToken(104, " ran", ACCEPTED),
+               EmittedToken(7, " fast", CORRECTION)]
+    return record(tree, emitted, Residual(7, " fast", 0.55, False, [Candidate(7, " fast", 0.8)]),
+                  {"tree_draft": {"nodes": 6, "depth": 3, "chosen": "tuned", "greedy": False}})
+
+
+def _text(html: str) -> str:
+    """What a reader sees of some HTML, its whitespace collapsed."""
+    return " ".join(visible_text(html).split())
+
+
+def _lines(html: str) -> list[str]:
+    return [_text(m) for m in re.findall(r'<div class="vnode[^"]*">.*?<span class="mark[^"]*">[^<]*</span>', html)]
+
+
+def test_sampled_tree_draws_every_sibling_with_its_coin_and_verdict():
+    html = render_tree.tree_panel_html(sampled_tree())
+    assert 'class="tree vtree"' in html
+    lines = _lines(html)
+    cat = next(l for l in lines if "cat" in l)
+    assert "1st try" in cat and "q 0.500" in cat and "p 0.400" in cat
+    assert "u = 0.930 > min(1, p/q) = 0.800" in cat and "✗ rejected" in cat
+    dog = next(l for l in lines if "dog" in l and "try" in l)
+    # the 2nd sibling is tested against the residual p₁ and drawn from q₁ (q without ' cat')
+    assert "2nd try" in dog and "q₁ 0.500" in dog and "p₁ 0.500" in dog
+    assert "u = 0.310 ≤ min(1, p₁/q₁) = 1.000" in dog and "✓ kept" in dog
+    cow = next(l for l in lines if "cow" in l)
+    assert "— not tried" in cow and "u =" not in cow
+    assert html.count('class="coinbar') == 4  # one per tried sibling, none for the untried
+    assert 'class="vnode untried"' in html and 'class="vnode acc"' in html
+
+
+def test_residual_after_each_rejection_and_the_correction_at_the_path_end():
+    html = render_tree.tree_panel_html(sampled_tree())
+    resid = [_text(m) for m in re.findall(r'<div class="vresid".*?</div>', html)]
+    assert len(resid) == 2
+    assert "p₁ = norm(max(0, p − q))" in resid[0] and "mass 0.10" in resid[0]
+    assert "dog" in resid[0] and "cow" in resid[0]
+    # the correction hangs under the last kept node (' ran'), after its tried children
+    ran = html.index("ran</span>")
+    fast = html.index('<li class="vfinal">')
+    assert ran < html.index("away") < fast and "drawn from the last residual" in html
+    assert "a tree of 6 draft tokens, 3 deep (at most 6 nodes, its size chosen from this device" in _text(html)
+
+
+def test_greedy_tree_has_no_coins_and_says_whether_each_matches_the_top_token():
+    rec = sampled_tree()
+    for n in rec.tree:
+        n.coin = n.threshold = n.residual_mass = n.residual_top = None
+    rec.extra = {"tree_draft": {"greedy": True}}
+    rec.emitted[-1] = EmittedToken(7, " fast", CORRECTION)
+    html = render_tree.tree_panel_html(rec)
+    text = _text(html)
+    assert "coinbar" not in html and "u =" not in text and "vresid" not in html
+    assert text.count("matches the target's top token") == 2  # ' dog' and ' ran'
+    assert text.count("not the target's top token") == 2  # ' cat' and ' away'
+    assert "no coins are drawn" in text and "no child was the target's top token" in text
+
+
+def test_greedy_is_read_from_the_nodes_when_the_tree_data_is_absent():
+    rec = sampled_tree()
+    for n in rec.tree:
+        n.coin = n.threshold = None
+    rec.extra = {}
+    assert "matches the target's top token" in render_tree.tree_panel_html(rec)
+
+
+def test_a_copied_chain_inside_the_tree_and_a_bonus_at_a_leaf():
+    tree = [node(0, -1, "x", 0, "root"),
+            node(1, 0, " one", 1, "lookup", q=1.0, p=0.9, coin=0.4, threshold=0.9, verdict="accepted", sibling_rank=0),
+            node(2, 1, " two", 2, "lookup", q=1.0, p=0.95, coin=0.1, threshold=0.95, verdict="accepted",
+                 sibling_rank=0)]
+    emitted = [EmittedToken(101, " one", ACCEPTED), EmittedToken(102, " two", ACCEPTED),
+               EmittedToken(9, " three", BONUS)]
+    html = render_tree.tree_panel_html(record(tree, emitted))
+    assert html.count("↺ copied") == 2 and "q 1.000" in _text(html)
+    assert 'chip chip-bonus">' in html and "reached a leaf" in html
+    assert html.index("two</span>") < html.index('<li class="vfinal">')
+
+
+def test_a_tree_without_verdicts_renders_as_before():
+    old = [TreeNode(0, -1, 1, "x", 0, "root", True), TreeNode(1, 0, 10, " a", 1, "draft", True),
+           TreeNode(2, 1, 11, " b", 2, "draft", False)]
+    rec = record(old, [EmittedToken(10, " a", ACCEPTED), EmittedToken(12, " c", CORRECTION)])
+    assert not render_tree.is_verified_tree(rec)
+    assert render_tree.tree_panel_html(rec) == render.tree_html(rec)
+    assert render_tree.tree_panel_html(None) == render.tree_html(None)
+
+
+def test_token_text_is_escaped_and_no_developer_text_shows():
+    rec = sampled_tree()
+    rec.tree[1].text = "<script>alert('x')</script>"
+    html = render_tree.tree_panel_html(rec)
+    assert "<script>" not in html
+    assert dev_hits(visible_text(html)) == []
