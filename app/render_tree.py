@@ -9,8 +9,9 @@ p_{i+1} = norm(max(0, p_i - q_i)) (the residual). At temperature 0 there is no c
 longest one that matches the target's top token at each step.
 
 The engine records all of it on the tree's nodes (`TreeNode.q`, `p`, `coin`, `threshold`, `verdict`,
-`sibling_rank`, `residual_mass`, `residual_top`); nothing is computed here. Those fields are optional:
-a tree without verdicts (a chain, PPD, MJSD, an older trace) is drawn by `render.tree_html` as before.
+`sibling_rank`, `residual_mass`, `residual_top`) and the tree's shape in `TreeDraftStep`
+(`record.extra["tree_draft"]`); nothing is computed here. The node fields are optional: a tree without
+verdicts (a chain, PPD, MJSD, an older trace) is drawn by `render.tree_html` as before.
 
 Layout: an indented list (children under their parent, one line per node, wrapping on a phone), so the
 tree reads at any width and scrolls inside its own box rather than the page when it is very deep.
@@ -21,6 +22,7 @@ from __future__ import annotations
 import html
 from collections import defaultdict
 
+from decoding.methods.tree_draft import DEFAULT, SET, TUNED, TreeDraftStep
 from decoding.trace.record import BONUS, CORRECTION, IterationRecord
 
 from .html_text import attr as _attr, fmt, token_html
@@ -39,33 +41,27 @@ VTREE_KINDS = {
                              "dotted border, faded)"),
 }
 
-CHOSEN = {"tuned": "its size chosen from this device's measured pass costs", "default": "the default size",
-          "set": "its size set by hand"}
-
-
-def _get(node, name: str):
-    """One of the verdict fields of a node (None where the trace has none)."""
-    return getattr(node, name, None)
+CHOSEN = {TUNED: "its size chosen from this device's measured pass costs", DEFAULT: "the default size",
+          SET: "its size set by hand"}
 
 
 def is_verified_tree(record: IterationRecord | None) -> bool:
     """Whether the record's tree carries the verdict of each node (a tree verified sibling by sibling)."""
-    return record is not None and any(_get(n, "verdict") is not None for n in record.tree or [])
+    return record is not None and any(n.verdict is not None for n in record.tree or [])
 
 
-def _tree_info(record: IterationRecord) -> dict:
-    """The record's tree data (`record.extra["tree_draft"]`: N, depth, how they were chosen, greedy)."""
-    data = (record.extra or {}).get("tree_draft")
-    return data if isinstance(data, dict) else {}
+def _tree_info(record: IterationRecord) -> TreeDraftStep:
+    """The record's tree data (N, depth, how they were chosen, greedy); empty where it carries none."""
+    return TreeDraftStep.of(record) or TreeDraftStep()
 
 
 def _greedy(record: IterationRecord) -> bool:
     """Temperature 0: the tree data says so, or no tried node has a coin."""
-    greedy = _tree_info(record).get("greedy")
+    greedy = _tree_info(record).greedy
     if greedy is not None:
         return bool(greedy)
-    tried = [n for n in record.tree if _get(n, "verdict") in (ACC, REJ)]
-    return bool(tried) and all(_get(n, "coin") is None for n in tried)
+    tried = [n for n in record.tree if n.verdict in (ACC, REJ)]
+    return bool(tried) and all(n.coin is None for n in tried)
 
 
 def _sub(rank: int | None) -> str:
@@ -90,10 +86,10 @@ def _bar(value: float | None, which: str) -> str:
 def _residual_line(node) -> str:
     """Under a rejected sibling: the residual its rejection left (mass and top tokens), which the next
     sibling (or the correction token) is drawn against."""
-    mass, top = _get(node, "residual_mass"), _get(node, "residual_top") or []
+    mass, top = node.residual_mass, node.residual_top or []
     if mass is None and not top:
         return ""
-    rank = _get(node, "sibling_rank") or 0
+    rank = node.sibling_rank or 0
     tokens = " · ".join(f'<span class="rtok">{token_html(c.text)}</span> {fmt(c.p, 2)}' for c in top[:RESIDUAL_TOP])
     name = f"p{_sub(rank + 1)}"
     mass_words = f"mass {fmt(mass, 2)} before rescaling" if mass is not None else ""
@@ -104,8 +100,8 @@ def _residual_line(node) -> str:
 
 def _node_line(node, greedy: bool) -> str:
     """One node: try order, token, q and p, the coin against its threshold (or the greedy check), verdict."""
-    verdict = _get(node, "verdict")
-    rank = _get(node, "sibling_rank")
+    verdict = node.verdict
+    rank = node.sibling_rank
     cls = {ACC: "acc", REJ: "rej"}.get(verdict, "untried")
     parts = []
     if rank is not None:
@@ -114,11 +110,11 @@ def _node_line(node, greedy: bool) -> str:
     copied = ' <span class="vcopy" title="copied from the context: q is 1 on it">↺ copied</span>' \
         if node.kind == "lookup" else ""
     parts.append(f'<span class="node {cls}">{token_html(node.text)}</span>{copied}')
-    q, p, sub = _get(node, "q"), _get(node, "p"), _sub(rank)
+    q, p, sub = node.q, node.p, _sub(rank)
     if q is not None or p is not None:
         parts.append(f'<span class="vpq"><span class="vlab">q{sub}</span> {_bar(q, "q")}{fmt(q)} '
                      f'<span class="vlab">p{sub}</span> {_bar(p, "p")}{fmt(p)}</span>')
-    coin, threshold = _get(node, "coin"), _get(node, "threshold")
+    coin, threshold = node.coin, node.threshold
     if verdict in (ACC, REJ) and greedy:
         words = "matches the target's top token" if verdict == ACC else "not the target's top token"
         parts.append(f'<span class="vrule">{words}</span>')
@@ -161,11 +157,11 @@ def vtree_legend_html() -> str:
 
 def _head(record: IterationRecord, greedy: bool, shown: list) -> str:
     info = _tree_info(record)
-    drafted = sum(1 for n in shown if n.kind != "root")
+    drafted = info.drafted if info.drafted is not None else sum(1 for n in shown if n.kind != "root")
     depth = max((n.depth for n in shown), default=0)
-    kept = sum(1 for n in shown if n.kind != "root" and _get(n, "verdict") == ACC)
-    chosen = CHOSEN.get(str(info.get("chosen")), "")
-    size = f" (at most {info['nodes']} nodes, {chosen})" if info.get("nodes") and chosen else ""
+    kept = sum(1 for n in shown if n.kind != "root" and n.verdict == ACC)
+    chosen = CHOSEN.get(str(info.chosen), "")
+    size = f" (at most {info.nodes} nodes, {chosen})" if info.nodes and chosen else ""
     line = (f"Iteration {record.iteration + 1}: a tree of {drafted} draft tokens, {depth} deep{size}, checked in "
             f"one target pass; {kept} kept, then one token of the target's own.")
     if greedy:
@@ -189,9 +185,9 @@ def verified_tree_html(record: IterationRecord) -> str:
     for n in shown:
         (children[n.parent] if n.parent in nodes else roots).append(n)
     for kids in children.values():
-        kids.sort(key=lambda k: (_get(k, "sibling_rank") is None, _get(k, "sibling_rank") or 0, k.index))
+        kids.sort(key=lambda k: (k.sibling_rank is None, k.sibling_rank or 0, k.index))
     greedy = _greedy(record)
-    kept = [n for n in shown if n.kind == "root" or _get(n, "verdict") == ACC]
+    kept = [n for n in shown if n.kind == "root" or n.verdict == ACC]
     end = max(kept, key=lambda n: n.depth).index if kept else None
     final = _final_line(record, greedy)
 
@@ -201,7 +197,7 @@ def verified_tree_html(record: IterationRecord) -> str:
                     "<span>the last token already written: the tree grows from it</span></div>")
         else:
             line = _node_line(n, greedy)
-            if _get(n, "verdict") == REJ and not greedy:
+            if n.verdict == REJ and not greedy:
                 line += _residual_line(n)
         rows = [item(k, guard + 1) for k in children.get(n.index, [])] if guard < 200 else []
         if n.index == end and final:

@@ -9,17 +9,11 @@ from decoding.trace.record import (ACCEPTED, BONUS, CORRECTION, Candidate, Emitt
                                    Timings, TreeNode)
 from tests._student_text import dev_hits, visible_text
 
-VERDICT = ("q", "p", "coin", "threshold", "verdict", "sibling_rank", "residual_mass", "residual_top")
-
-
 def node(index, parent, text, depth, kind="draft", **verdict):
-    """A TreeNode with the verdict fields of a verified tree (set as attributes: work-42a adds them to
-    TreeNode; a field left out reads as None, as in a trace that lacks it)."""
-    n = TreeNode(index, parent, 100 + index, text, depth, kind, verdict.get("verdict") in ("accepted", None)
-                 and kind == "root" or verdict.get("verdict") == "accepted")
-    for name in VERDICT:
-        setattr(n, name, verdict.get(name))
-    return n
+    """A TreeNode with the verdict fields of a verified tree (a field left out is None, as in a trace that
+    lacks it); the root and the kept nodes are on the accepted path."""
+    return TreeNode(index, parent, 100 + index, text, depth, kind,
+                    kind == "root" or verdict.get("verdict") == "accepted", **verdict)
 
 
 def record(tree, emitted, residual=None, extra=None):
@@ -138,3 +132,9 @@ def test_token_text_is_escaped_and_no_developer_text_shows():
     html = render_tree.tree_panel_html(rec)
     assert "<script>" not in html
     assert dev_hits(visible_text(html)) == []
+
+
+def test_a_saved_tree_replays_the_same():
+    rec = sampled_tree()
+    back = IterationRecord.from_dict(rec.to_dict())
+    assert render_tree.tree_panel_html(back) == render_tree.tree_panel_html(rec)
