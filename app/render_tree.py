@@ -174,10 +174,11 @@ def _head(record: IterationRecord, greedy: bool, shown: list) -> str:
     return f'<p class="vhead">{html.escape(line)}</p><p class="note">{html.escape(rule)}</p>'
 
 
-def verified_tree_html(record: IterationRecord) -> str:
+def verified_tree_html(record: IterationRecord, head: str | None = None) -> str:
     """The verified tree of one iteration as nested lists: children in the order they were tried, each
     node with q, p, the coin against its threshold (none at temperature 0) and its verdict, the residual
-    after each rejection, and the target's own token at the end of the kept path."""
+    after each rejection, and the target's own token at the end of the kept path. `head`: HTML said
+    above it instead of the iteration's summary and the rule (the lesson's worked tree)."""
     shown = list(record.tree[:MAX_TREE_NODES])
     nodes = {n.index: n for n in shown}
     children = defaultdict(list)
@@ -210,7 +211,8 @@ def verified_tree_html(record: IterationRecord) -> str:
         body += final
     more = (f"<p>({len(record.tree) - MAX_TREE_NODES} more nodes not shown)</p>"
             if len(record.tree) > MAX_TREE_NODES else "")
-    return (f'<div class="tree vtree" role="group" aria-label="Draft tree, verified">{_head(record, greedy, shown)}'
+    head = _head(record, greedy, shown) if head is None else head
+    return (f'<div class="tree vtree" role="group" aria-label="Draft tree, verified">{head}'
             f'{vtree_legend_html()}<div class="vscroll"><ul>{body}</ul></div>{more}</div>')
 
 

@@ -17,8 +17,11 @@ from decoding.run.pair import PROMPT_LOOKUP
 from decoding.rules.implementations import DEFAULT_IMPLEMENTATION, get_implementation
 from decoding.rules.lab import EXAMPLE_P, EXAMPLE_Q, EXAMPLE_VOCAB, run_sampling_lab
 
-from .. import charts, charts_methods, charts_running, render, render_methods
+from decoding.trace.record import CORRECTION, Candidate, EmittedToken, IterationRecord, Residual, Timings, TreeNode
+
+from .. import charts, charts_methods, charts_running, render, render_methods, render_tree
 from ..html_text import fmt, token_html
+from . import worked_tree
 from .values import coin, find_trace, keep_chance, race, trace
 from ..race.handlers import race_view
 
@@ -96,17 +99,22 @@ def _trace_view(w: dict) -> WidgetView:
                       + render.draft_row_html(record))
 
 
+def _example_rows(marked) -> str:
+    """The worked example's p and q, one table row per token (the tokens in `marked` highlighted)."""
+    return "".join(
+        f'<tr{" class=cur" if v in marked else ""}><td>{html.escape(v)}</td>'
+        f'<td><span class="lesson-bar p" style="--w:{p:.4f}"></span> {fmt(p)}</td>'
+        f'<td><span class="lesson-bar q" style="--w:{q:.4f}"></span> {fmt(q)}</td></tr>'
+        for v, p, q in zip(EXAMPLE_VOCAB, EXAMPLE_P, EXAMPLE_Q))
+
+
 def _coin_view(w: dict) -> WidgetView:
     """One check of one draft token of the worked example: p, q, the threshold, the coin, the verdict."""
     token, seed, lenience = str(w["token"]), int(w.get("seed", 0)), float(w.get("lenience", 1.0))
     i = EXAMPLE_VOCAB.index(token)
     threshold, u = keep_chance(token, lenience), coin(seed)
     kept = u <= threshold
-    bars = "".join(
-        f'<tr{" class=cur" if v == token else ""}><td>{html.escape(v)}</td>'
-        f'<td><span class="lesson-bar p" style="--w:{p:.4f}"></span> {fmt(p)}</td>'
-        f'<td><span class="lesson-bar q" style="--w:{q:.4f}"></span> {fmt(q)}</td></tr>'
-        for v, p, q in zip(EXAMPLE_VOCAB, EXAMPLE_P, EXAMPLE_Q))
+    bars = _example_rows({token})
     verdict = ('<span class="mark acc">✓ kept</span>' if kept else '<span class="mark rej">✗ rejected: a correction '
                'is drawn from the residual</span>')
     rule = "p/q" if lenience == 1 else f"p/({lenience:g}·q)"
@@ -118,6 +126,48 @@ def _coin_view(w: dict) -> WidgetView:
            f'u {"≤" if kept else ">"} threshold.</p>'
            f'{render.coin_bar(u, threshold, kept)}<p class="lesson-verdict">{verdict}</p></div>')
     return WidgetView(out)
+
+
+def worked_tree_record(siblings: int, seed: int) -> IterationRecord:
+    """The worked tree checked with the coins of `seed` (`worked_tree.check`), as the trace record the
+    Explainer's tree panel draws: the root, its guesses with their verdicts, the correction if any."""
+    checked, correction = worked_tree.check(siblings, seed)
+    nodes = [TreeNode(0, -1, -1, "…", 0, "root", True)]
+    for rank, s in enumerate(checked):
+        top = None
+        if s.residual is not None:
+            top = sorted((Candidate(i, v, r) for i, (v, r) in enumerate(zip(EXAMPLE_VOCAB, s.residual)) if r > 0),
+                         key=lambda c: -c.p)
+        nodes.append(TreeNode(rank + 1, 0, EXAMPLE_VOCAB.index(s.token), s.token, 1, "draft", s.verdict == "accepted",
+                              q=s.q, p=s.p, coin=s.coin, threshold=s.threshold, verdict=s.verdict, sibling_rank=rank,
+                              residual_mass=s.residual_mass, residual_top=top))
+    emitted, residual = [], None
+    if correction is not None:
+        last = checked[-1]
+        i = EXAMPLE_VOCAB.index(correction)
+        emitted = [EmittedToken(i, correction, CORRECTION)]
+        residual = Residual(i, correction, last.residual_mass, False, nodes[-1].residual_top or [])
+    return IterationRecord(method="speculative", iteration=0, context_length=0, gamma=siblings, draft=[],
+                           accepted_length=0, emitted=emitted, residual=residual, next_top=[], tree=nodes,
+                           timings=Timings(), target_calls=1, draft_calls=1, generated=len(emitted), elapsed=0.0,
+                           energy_joules=None, energy_note="", finished=False)
+
+
+def _tree_view(w: dict) -> WidgetView:
+    """The worked tree: p and q, then its guesses tried in order with their coins, residuals and verdicts."""
+    siblings, seed = int(w.get("siblings", 2)), int(w.get("seed", 0))
+    record = worked_tree_record(siblings, seed)
+    guesses = " then ".join(f"<b>{html.escape(t)}</b>" for t in worked_tree.SIBLINGS[:siblings])
+    shape = (f"a tree: {guesses}, two guesses under one token" if siblings > 1
+             else f"a chain: one guess, {guesses}, at this position")
+    kept = next((n for n in record.tree if n.verdict == "accepted"), None)
+    end = (f"<b>{html.escape(kept.text)}</b> is kept: the pass goes on to its children (a deeper tree's next "
+           "level)." if kept is not None else "Every guess was rejected: the correction ends the iteration here.")
+    head = (f'<p class="lesson-caption">The draft proposes {shape}; coins of seed {seed}. {end}</p>')
+    table = ('<table class="drafttable"><caption>The worked example: target p and draft q</caption><thead><tr>'
+             f'<th>token</th><th>p (target)</th><th>q (draft)</th></tr></thead><tbody>'
+             f'{_example_rows(set(worked_tree.SIBLINGS[:siblings]))}</tbody></table>')
+    return WidgetView(f'<div class="lesson-coin">{table}</div>' + render_tree.verified_tree_html(record, head))
 
 
 def _lab_view(w: dict) -> WidgetView:
@@ -163,7 +213,8 @@ def _race_view(w: dict) -> WidgetView:
                       "motion.</p>", player=value)
 
 
-VIEWS = {"trace": _trace_view, "coin": _coin_view, "lab": _lab_view, "theory": _theory_view, "race": _race_view}
+VIEWS = {"trace": _trace_view, "coin": _coin_view, "lab": _lab_view, "theory": _theory_view, "race": _race_view,
+         "tree": _tree_view}
 
 
 def render_widget(widget: dict) -> WidgetView:
