@@ -110,13 +110,15 @@ def _node_line(node, greedy: bool) -> str:
     copied = ' <span class="vcopy" title="copied from the context: q is 1 on it">↺ copied</span>' \
         if node.kind == "lookup" else ""
     parts.append(f'<span class="node {cls}">{token_html(node.text)}</span>{copied}')
-    q, p, sub = node.q, node.p, _sub(rank)
+    # sampling: sibling i is drawn from q_i and tested against p_i; greedy: every child against the same p
+    q, p, sub = node.q, node.p, "" if greedy else _sub(rank)
     if q is not None or p is not None:
         parts.append(f'<span class="vpq"><span class="vlab">q{sub}</span> {_bar(q, "q")}{fmt(q)} '
                      f'<span class="vlab">p{sub}</span> {_bar(p, "p")}{fmt(p)}</span>')
     coin, threshold = node.coin, node.threshold
     if verdict in (ACC, REJ) and greedy:
-        words = "matches the target's top token" if verdict == ACC else "not the target's top token"
+        words = "matches the target's top token" if verdict == ACC else "not the target's top token" + (
+            f" (the top token has p = {fmt(threshold)})" if threshold is not None else "")
         parts.append(f'<span class="vrule">{words}</span>')
     elif verdict in (ACC, REJ) and coin is not None and threshold is not None:
         sign = "≤" if verdict == ACC else ">"

@@ -137,7 +137,7 @@ def worked_tree_record(siblings: int, seed: int) -> IterationRecord:
         top = None
         if s.residual is not None:
             top = sorted((Candidate(i, v, r) for i, (v, r) in enumerate(zip(EXAMPLE_VOCAB, s.residual)) if r > 0),
-                         key=lambda c: -c.p)
+                         key=lambda c: (-round(c.p, 9), c.token_id))
         nodes.append(TreeNode(rank + 1, 0, EXAMPLE_VOCAB.index(s.token), s.token, 1, "draft", s.verdict == "accepted",
                               q=s.q, p=s.p, coin=s.coin, threshold=s.threshold, verdict=s.verdict, sibling_rank=rank,
                               residual_mass=s.residual_mass, residual_top=top))

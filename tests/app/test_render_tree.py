@@ -5,43 +5,9 @@ tree without verdicts (an older trace, a chain) drawn exactly as before."""
 import re
 
 from app import render, render_tree
-from decoding.trace.record import (ACCEPTED, BONUS, CORRECTION, Candidate, EmittedToken, IterationRecord, Residual,
-                                   Timings, TreeNode)
+from decoding.trace.record import ACCEPTED, BONUS, CORRECTION, EmittedToken, IterationRecord, TreeNode
 from tests._student_text import dev_hits, visible_text
-
-def node(index, parent, text, depth, kind="draft", **verdict):
-    """A TreeNode with the verdict fields of a verified tree (a field left out is None, as in a trace that
-    lacks it); the root and the kept nodes are on the accepted path."""
-    return TreeNode(index, parent, 100 + index, text, depth, kind,
-                    kind == "root" or verdict.get("verdict") == "accepted", **verdict)
-
-
-def record(tree, emitted, residual=None, extra=None):
-    return IterationRecord(method="speculative", iteration=2, context_length=9, gamma=3, draft=[],
-                           accepted_length=sum(1 for t in emitted if t.kind == ACCEPTED), emitted=emitted,
-                           residual=residual, next_top=[], tree=tree, timings=Timings(), target_calls=3,
-                           draft_calls=3, generated=5, elapsed=0.1, energy_joules=None, energy_note="",
-                           finished=False, extra=extra or {})
-
-
-def sampled_tree():
-    """root 'The' -> ' cat' (1st try, rejected: residual on ' dog', ' cow'), ' dog' (2nd, kept), ' cow'
-    (untried); ' dog' -> ' ran' (kept) -> ' away' (rejected), ' off' (untried); correction ' fast'."""
-    resid = [Candidate(2, " dog", 0.5), Candidate(3, " cow", 0.5)]
-    tree = [node(0, -1, "The", 0, "root"),
-            node(1, 0, " cat", 1, q=0.5, p=0.4, coin=0.93, threshold=0.8, verdict="rejected", sibling_rank=0,
-                 residual_mass=0.1, residual_top=resid),
-            node(2, 0, " dog", 1, q=0.5, p=0.5, coin=0.31, threshold=1.0, verdict="accepted", sibling_rank=1),
-            node(3, 0, " cow", 1, q=0.3, p=0.5, verdict="untried", sibling_rank=2),
-            node(4, 2, " ran", 2, q=0.7, p=0.6, coin=0.2, threshold=0.857, verdict="accepted", sibling_rank=0),
-            node(5, 4, " away", 3, q=0.6, p=0.1, coin=0.5, threshold=0.167, verdict="rejected", sibling_rank=0,
-                 residual_mass=0.55, residual_top=[Candidate(7, " fast", 0.8)]),
-            node(6, 4, " off", 3, q=0.2, p=0.3, verdict="untried", sibling_rank=1)]
-    emitted = [EmittedToken(102, " dog", ACCEPTED), EmittedToken(104, " ran", ACCEPTED),
-               EmittedToken(7, " fast", CORRECTION)]
-    return record(tree, emitted, Residual(7, " fast", 0.55, False, [Candidate(7, " fast", 0.8)]),
-                  {"tree_draft": {"nodes": 6, "depth": 3, "chosen": "tuned", "greedy": False}})
-
+from tests._trees import node, record, sampled_tree
 
 def _text(html: str) -> str:
     """What a reader sees of some HTML, its whitespace collapsed."""
@@ -93,6 +59,7 @@ def test_greedy_tree_has_no_coins_and_says_whether_each_matches_the_top_token():
     assert "coinbar" not in html and "u =" not in text and "vresid" not in html
     assert text.count("matches the target's top token") == 2  # ' dog' and ' ran'
     assert text.count("not the target's top token") == 2  # ' cat' and ' away'
+    assert "q₁" not in text and "p₁" not in text  # every child is checked against the same p
     assert "no coins are drawn" in text and "no child was the target's top token" in text
 
 
