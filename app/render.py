@@ -16,6 +16,7 @@ from decoding.trace.metrics import RunCounts
 from decoding.methods.ppd.generator import PPDStep
 from decoding.methods.registry import method_view
 from decoding.methods.speculative import ChainStep
+from decoding.methods.tree_draft import TreeDraftStep
 from decoding.trace.record import ACCEPTED, BONUS, CORRECTION, TARGET, Candidate, IterationRecord, RunSummary
 
 from .html_text import attr as _attr, fmt, special_name, token_html, visible
@@ -92,6 +93,16 @@ MATCHED = {"lookup": "; the last {} tokens matched an earlier span",
 def _last_tokens(n: int | None) -> str:
     """ "the last 3 tokens", or "the last tokens" where the trace does not say how many."""
     return f"the last {n} tokens" if n else "the last tokens"
+
+
+def tree_drafted(record: IterationRecord) -> int | None:
+    """How many tokens an iteration drafted as a tree (several guesses under one token, each with its
+    verdict); None for a chain, an older trace or a tree without verdicts (PPD, MJSD)."""
+    if not any(n.sibling_rank for n in record.tree if n.verdict is not None):
+        return None
+    info = TreeDraftStep.of(record)
+    return info.drafted if info is not None and info.drafted is not None else \
+        sum(1 for n in record.tree if n.kind != "root")
 
 
 def drafted_note(record: IterationRecord) -> str:
@@ -251,6 +262,11 @@ def draft_row_html(record: IterationRecord | None) -> str:
         more = drafted_note(record)
         origin += "." + (f" {html.escape(more)}" if more else "")
         head += f'<p class="origin from-{chain.source}">{origin}</p>'
+    tree = tree_drafted(record)
+    if tree is not None:
+        head += (f'<p class="origin">A <b>tree</b> of {tree} guesses: the rows below are its kept path, then the '
+                 "first guess rejected under it. The draft tree panel below shows every guess, in the order the "
+                 "target tried them.</p>")
     rows = []
     for d in record.draft:
         ratio = (d.p / d.q) if d.q else None
@@ -456,8 +472,14 @@ def caption(record: IterationRecord | None) -> str:
     k = len(record.draft)
     rejected = next((d for d in record.draft if d.accepted is False), None)
     final = next((t for t in record.emitted if t.kind in (CORRECTION, BONUS)), None)
-    s = f"Iteration {record.iteration + 1}: drafted {k}, accepted {record.accepted_length}."
-    if rejected is not None:
+    tree = tree_drafted(record)
+    s = (f"Iteration {record.iteration + 1}: drafted {k}, accepted {record.accepted_length}." if tree is None else
+         f"Iteration {record.iteration + 1}: drafted a tree of {tree}, accepted {record.accepted_length} along one "
+         "path.")
+    if rejected is not None and tree is not None:
+        s += (f" At depth {rejected.position + 1} no guess was kept (the first tried, {visible(rejected.text)!r}, "
+              "was rejected).")
+    elif rejected is not None:
         if rejected.coin is None:
             s += f" Draft {rejected.position + 1} {visible(rejected.text)!r} was rejected (greedy: p_raw {fmt(rejected.p)} < {fmt(rejected.threshold)})."
         else:
@@ -466,7 +488,7 @@ def caption(record: IterationRecord | None) -> str:
     if final is not None:
         s += (f" Correction {visible(final.text)!r} drawn from the residual." if final.kind == CORRECTION
               else f" All accepted: bonus token {visible(final.text)!r} drawn from p.")
-    more = drafted_note(record)
+    more = drafted_note(record) if tree is None else ""
     if more:
         s += f" ({more})"
     return s

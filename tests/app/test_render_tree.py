@@ -7,7 +7,7 @@ import re
 from app import render, render_tree
 from decoding.trace.record import ACCEPTED, BONUS, CORRECTION, EmittedToken, IterationRecord, TreeNode
 from tests._student_text import dev_hits, visible_text
-from tests._trees import node, record, sampled_tree
+from tests._trees import node, record, sampled_tree, with_chain
 
 def _text(html: str) -> str:
     """What a reader sees of some HTML, its whitespace collapsed."""
@@ -105,3 +105,14 @@ def test_a_saved_tree_replays_the_same():
     rec = sampled_tree()
     back = IterationRecord.from_dict(rec.to_dict())
     assert render_tree.tree_panel_html(back) == render_tree.tree_panel_html(rec)
+
+
+def test_the_caption_and_the_draft_row_say_it_was_a_tree():
+    rec = with_chain(sampled_tree(), 2)
+    caption = render.caption(rec)
+    assert caption.startswith("Iteration 3: drafted a tree of 6, accepted 2 along one path.")
+    assert "At depth 3 no guess was kept (the first tried, '·away', was rejected)" in caption
+    row = _text(render.draft_row_html(rec))
+    assert "A tree of 6 guesses: the rows below are its kept path" in row
+    chain = [TreeNode(0, -1, 1, "x", 0, "root", True), TreeNode(1, 0, 10, " a", 1, "draft", True)]
+    assert render.tree_drafted(record(chain, [])) is None  # a chain (no verdicts) reads as before
