@@ -99,13 +99,13 @@ def _siblings(nodes):
 
 # ---- exactness at temperature > 0 -----------------------------------------------------------------------
 
-def _independent_step(p, q, x, u):
-    """WRONG: every sibling tested against the untouched p and q; the residual of p - q after all fail."""
-    threshold = min(1.0, float(p[x]) / float(q[x]))
-    if u <= threshold:
-        return SiblingStep(True, threshold)
-    diff = torch.clamp(p - q, min=0.0)
-    return SiblingStep(False, threshold, p if False else diff / diff.sum(), q, float(diff.sum()))
+def _independent(p, q, x, u):
+    """WRONG: every sibling tested as if it were the first (against the untouched p and q), the
+    correction drawn from p after all fail."""
+    out = recursive_rejection_step(p, q, x, u)
+    if not out.accepted:
+        out.p_next, out.q_next = p, q
+    return out
 
 
 def _keep_q_step(p, q, x, u):
@@ -120,14 +120,7 @@ def _keep_p_step(p, q, x, u):
     """WRONG: q loses the tried sibling, but p is never replaced by the residual."""
     out = recursive_rejection_step(p, q, x, u)
     if not out.accepted:
-        out.p_next = p if float(torch.clamp(p - out.q_next, min=0).sum()) > 0 else out.p_next
-    return out
-
-
-def _independent(p, q, x, u):
-    out = _independent_step(p, q, x, u)
-    if not out.accepted:
-        out.p_next, out.q_next = p, q  # the next sibling is tested as if it were the first
+        out.p_next = p
     return out
 
 
