@@ -100,6 +100,9 @@ class Drafter(abc.ABC):
     """
 
     name: str
+    # draws a tree of guesses (a `propose_tree(sequence, nodes, depth, sampling, generator)` returning a
+    # drafters.tree.DraftTree or None, as ModelDrafter's), for `--draft-tree`; a copier does not
+    supports_tree: bool = False
 
     @property
     @abc.abstractmethod

@@ -154,6 +154,15 @@ class HybridDrafter(Drafter):
                                         match_length=source.match_length, copied=len(copy.tokens))
         return cut_where_told(continued, told if stop_after is not None else None)
 
+    @property
+    def supports_tree(self) -> bool:
+        """Its model's positions can become trees (its copies stay chains)."""
+        return getattr(self.model, "supports_tree", False)
+
+    def propose_tree(self, sequence, nodes, depth, sampling, generator):
+        """Its model's draft tree (drafters/tree.py); the caller drafts copies as chains (`propose`)."""
+        return self.model.propose_tree(sequence, nodes, depth, sampling, generator)
+
     def rollback(self, length: int) -> None:
         """Roll its model back (a copy keeps no state)."""
         self.model.rollback(length)

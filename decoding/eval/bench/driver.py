@@ -27,7 +27,7 @@ from ...paths import display_path
 from .hf_peer import HF_DEFAULT_PROMPT_LOOKUP_TOKENS
 from .memory import measure_memory
 from .runs import run_variant
-from .variants import RunStats, build_variants, parse_gammas
+from .variants import RunStats, build_variants, parse_gammas, parse_trees
 from .stats import category_table, finish_summary, goals, per_prompt_table, summarize_variant
 
 
@@ -85,7 +85,9 @@ def run_bench(args, target, drafts: dict, prompts: list, progress: bool = True) 
     hf_gammas = None if hf_gamma is None else [] if hf_gamma == "none" else [
         g for g in parse_gammas(hf_gamma) if isinstance(g, int)]
     variants = build_variants(args.methods, gammas, args.hf, hf_gammas,
-                              {label: d.model is not None for label, d in drafts.items()}, hybrids_with_peer(drafts))
+                              {label: d.model is not None for label, d in drafts.items()}, hybrids_with_peer(drafts),
+                              parse_trees(getattr(args, "draft_tree", None)),
+                              {label for label, d in drafts.items() if d.kind != "prompt-lookup"})
     ar_key = "autoregressive"
     quality_runs = getattr(args, "quality", True)
     meter = make_meter(target.device)

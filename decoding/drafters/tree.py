@@ -1,0 +1,179 @@
+"""Draft trees grown from a draft model, as plain data, and the pure functions around them.
+
+A tree is grown level by level from the last committed token (the root), as EAGLE-2 does (Li, Wei,
+Zhang, Zhang, "EAGLE-2: Faster Inference of Language Models with Dynamic Draft Trees",
+arXiv:2406.16858): each frontier node's q is known from the draft's last pass; every node gets a
+number of children from what is known BEFORE they are drawn, namely the slots (v, j) valued
+score(v) * (j-th largest q_v value) (score = the product of draft probabilities along v's path; the
+j-th largest value is the shape of q_v, not a sample), the best slots within the node budget N win
+(a node's slots are a prefix 1..k_v since the values fall with j); then v's k_v children are drawn
+from q_v WITHOUT replacement (Gumbel-top-k: the k largest log q + Gumbel noise, in order, are k
+draws without replacement in their draw order), or at temperature 0 its k_v most likely tokens.
+This keeps the exactness condition of rules/tree_acceptance.py: a child's presence never depends on
+its own value. One draft forward per level feeds the level's new nodes with a tree mask
+(`tree_mask`), depth up to D.
+
+Node order: the root (0), then nodes in the order they were added (level by level, a node's children
+together in draw order), so parents[c] < c and the cache slot of node c >= 1 in a pass that starts
+right after the root is c - 1.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable
+
+import torch
+
+from ..rules.warp import SamplingConfig, warp_logits
+
+MAX_CHILDREN = 8  # the most children one node may get (EAGLE-2 uses its top-k = 10)
+
+
+@dataclass
+class DraftTree:
+    """A draft tree of n nodes (node 0 the root, the last committed token).
+
+    parents  n ints (parents[0] = -1); a node's children in index order are their draw order
+    tokens   n token ids
+    depths   n ints (the root 0)
+    q_rows   (n, V) the distribution each node's children were drawn from (zeros for a node that
+             was never expanded); at temperature 0 the draft's unwarped softmax (its children are its top-k)
+    scores   n floats: log of the product of draft probabilities along the path (root 0)
+    kind     "draft" (a model's guesses) | "lookup" (a copied chain, q one-hot)
+    """
+
+    parents: list[int]
+    tokens: list[int]
+    depths: list[int]
+    q_rows: torch.Tensor
+    scores: list[float] = field(default_factory=list)
+    kind: str = "draft"
+    catch_up_seconds: float = 0.0
+
+    @property
+    def size(self) -> int:
+        """Draft nodes (root excluded)."""
+        return len(self.parents) - 1
+
+    @property
+    def depth(self) -> int:
+        return max(self.depths)
+
+    def path_to(self, node: int) -> list[int]:
+        """Node indices root-exclusive from the root down to `node` (inclusive)."""
+        out = []
+        while node > 0:
+            out.append(node)
+            node = self.parents[node]
+        return out[::-1]
+
+
+def chain_tree(root: int, tokens: list[int], q_rows: torch.Tensor, kind: str = "lookup") -> DraftTree:
+    """A chain as a tree: node i + 1 = tokens[i], its parent node i; q_rows (k, V) the rows the tokens
+    were drawn from, placed at their parents (row v = the q of v's one child)."""
+    k = len(tokens)
+    rows = torch.zeros(k + 1, q_rows.shape[-1], dtype=q_rows.dtype, device=q_rows.device)
+    rows[:k] = q_rows[:k]
+    return DraftTree(list(range(-1, k)), [root] + list(tokens), list(range(k + 1)), rows, [0.0] * (k + 1), kind)
+
+
+def tree_mask(parents: list[int], fed: list[int], slots: dict[int, int], committed: int, width: int) -> torch.Tensor:
+    """Bool (len(fed), width): the attention rows of tree nodes `fed`, fed in one pass. Node c sees
+    the `committed` cached entries of the committed sequence (the root among them), and the cache slot
+    `slots[a]` of every ancestor a of c that is a tree node in the cache (c itself included: the fed
+    nodes' slots are in `slots` too). `width` = entries in the cache after the pass."""
+    mask = torch.zeros(len(fed), width, dtype=torch.bool)
+    mask[:, :committed] = True
+    for row, c in enumerate(fed):
+        a = c
+        while a > 0:
+            if a in slots:
+                mask[row, slots[a]] = True
+            a = parents[a]
+    return mask
+
+
+def additive(mask: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+    """A bool mask (rows, cols) as the 4D additive float mask (1, 1, rows, cols) the models read."""
+    out = torch.zeros(mask.shape, dtype=dtype, device=mask.device)
+    return out.masked_fill(~mask, torch.finfo(dtype).min)[None, None]
+
+
+def gumbel_top_k(q: torch.Tensor, k: int, generator: torch.Generator | None) -> list[int]:
+    """k tokens drawn from q (V,) without replacement, in draw order: the k largest log q + G,
+    G i.i.d. Gumbel(0, 1) (the Gumbel-top-k trick; Kool, van Hoof, Welling, "Stochastic Beams and
+    Where to Find Them", arXiv:1903.06059). k must not exceed the support of q."""
+    u = torch.rand(q.shape, generator=generator, device=q.device).clamp(1e-20, 1 - 1e-7)
+    keys = torch.log(q) - torch.log(-torch.log(u))
+    return torch.topk(keys, k).indices.tolist()
+
+
+def allocate_children(scores: list[float], q_rows: torch.Tensor, budget: int,
+                      max_children: int = MAX_CHILDREN) -> list[int]:
+    """How many children each frontier node gets: the `budget` best slots (v, j) by
+    scores[v] + log(j-th largest q_v), j < min(max_children, support of q_v). Depends on the
+    scores and the shape of each q only (never on a draw). scores: log path probabilities (F,);
+    q_rows (F, V). Returns F counts (a prefix of each node's slots, summing to <= budget)."""
+    if budget <= 0 or not scores:
+        return [0] * len(scores)
+    k = min(max_children, q_rows.shape[-1])
+    top = torch.topk(q_rows, k, dim=-1).values  # (F, k), falling along j
+    values = torch.tensor(scores, dtype=top.dtype, device=top.device)[:, None] + torch.log(top)
+    values = values.masked_fill(top <= 0, float("-inf")).flatten()
+    take = min(budget, int(torch.isfinite(values).sum()))
+    counts = [0] * len(scores)
+    if take:
+        for i in torch.topk(values, take).indices.tolist():
+            counts[i // k] += 1
+    return counts
+
+
+# expand(new_nodes, tree_so_far) -> draft logits (len(new_nodes), V) after each new node's path
+Expand = Callable[[list[int], DraftTree], torch.Tensor]
+
+
+def grow_tree(root: int, root_logits: torch.Tensor, expand: Expand, nodes: int, depth: int,
+              sampling: SamplingConfig, generator: torch.Generator | None, width: int = 8,
+              max_children: int = MAX_CHILDREN) -> DraftTree:
+    """Grow a tree of at most `nodes` draft nodes and `depth` levels from the draft's logits after
+    the root (V,). Level d: allocate children to the frontier (`allocate_children`), draw them, then
+    (unless d == depth) feed the `width` best new nodes by path score to the draft in one `expand`
+    call; only fed nodes can have children. q is warp_logits of the draft's logits (at temperature 0
+    its softmax, the children being its most likely tokens)."""
+    greedy = sampling.greedy
+
+    def q_of(logits: torch.Tensor) -> torch.Tensor:
+        return torch.softmax(logits.float(), dim=-1) if greedy else warp_logits(logits, sampling)
+
+    q_root = q_of(root_logits)
+    tree = DraftTree([-1], [root], [0], torch.zeros(1 + nodes, q_root.shape[-1], device=q_root.device), [0.0])
+    tree.q_rows[0] = q_root
+    frontier = [0]
+    for level in range(1, depth + 1):
+        left = nodes - tree.size
+        if left <= 0 or not frontier:
+            break
+        counts = allocate_children([tree.scores[v] for v in frontier], tree.q_rows[frontier], left, max_children)
+        added = []
+        for v, k in zip(frontier, counts):
+            if not k:
+                continue
+            q = tree.q_rows[v]
+            xs = torch.topk(q, k).indices.tolist() if greedy else gumbel_top_k(q, k, generator)
+            for x in xs:
+                added.append(len(tree.parents))
+                tree.parents.append(v)
+                tree.tokens.append(x)
+                tree.depths.append(level)
+                tree.scores.append(tree.scores[v] + float(torch.log(q[x])))
+        if level == depth or tree.size >= nodes or not added:
+            break
+        fed = sorted(added, key=lambda c: -tree.scores[c])[:width]
+        fed.sort()
+        logits = expand(fed, tree)
+        for c, row in zip(fed, logits):
+            tree.q_rows[c] = q_of(row)
+        frontier = fed
+    tree.q_rows = tree.q_rows[: len(tree.parents)]
+    return tree
