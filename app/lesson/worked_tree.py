@@ -11,9 +11,8 @@ arXiv:2305.09781):
                       q_{i+1} = q_i without x_i, renormalised
     every sibling rejected: the correction token is drawn from the last residual.
 
-Each step uses the engine's pure rule functions (`acceptance_threshold`, `residual_distribution`);
-`remove_token` is the one line the tree rule adds (work-42a's `decoding.rules.tree_acceptance` has the
-same step as `recursive_rejection_step`; once it is merged these steps can call it). No Gradio here.
+The check is the engine's own (`decoding.rules.tree_acceptance.verify_tree` on a one-level tree), and the
+closed-form figures use its sibling step (`recursive_rejection_step`). No Gradio here.
 """
 
 from __future__ import annotations
@@ -22,10 +21,11 @@ from dataclasses import dataclass
 
 import torch
 
-from decoding.rules.acceptance import acceptance_threshold, residual_distribution
 from decoding.rules.lab import EXAMPLE_P, EXAMPLE_Q, EXAMPLE_VOCAB
+from decoding.rules.tree_acceptance import recursive_rejection_step, verify_tree
 
 SIBLINGS = ("is", "stock")  # the worked tree's guesses under one token, in the order they are tried
+ABOVE_EVERY_THRESHOLD = 2.0  # a coin that rejects any guess: the sibling step's rejection branch (p_{i+1}, q_{i+1})
 
 
 @dataclass
@@ -33,7 +33,7 @@ class Sibling:
     """One guess of the worked tree and how the target judged it."""
 
     token: str
-    q: float  # q_i(x): the probability it was drawn with (earlier siblings removed)
+    q: float | None  # q_i(x): the probability it was drawn with (earlier siblings removed; None: untried)
     p: float | None  # p_i(x): what the target's distribution, after earlier rejections, gives it (None: untried)
     threshold: float | None  # min(1, p_i/q_i)
     coin: float | None
@@ -47,23 +47,16 @@ def pq() -> tuple[torch.Tensor, torch.Tensor]:
     return torch.tensor(EXAMPLE_P, dtype=torch.float64), torch.tensor(EXAMPLE_Q, dtype=torch.float64)
 
 
-def remove_token(q: torch.Tensor, x: int) -> torch.Tensor:
-    """q (V,) without token x, renormalised: the distribution the next sibling is drawn from."""
-    out = q.clone()
-    out[x] = 0.0
-    total = float(out.sum())
-    return out / total if total > 0 else out
-
-
 def index(token: str) -> int:
     if token not in EXAMPLE_VOCAB:
         raise ValueError(f"{token!r} is not in the worked example's vocabulary {EXAMPLE_VOCAB}")
     return EXAMPLE_VOCAB.index(token)
 
 
-def coins(seed: int, n: int) -> list[float]:
-    """The coins u_1..u_n of one check, drawn as the engine draws them (torch.rand, seeded generator)."""
-    return torch.rand(n, generator=torch.Generator().manual_seed(int(seed)), dtype=torch.float64).tolist()
+def rejected(p: torch.Tensor, q: torch.Tensor, x: int):
+    """The sibling step after x's rejection: (p_{i+1}, q_{i+1}, threshold min(1, p_i(x)/q_i(x)), mass)."""
+    step = recursive_rejection_step(p, q, x, ABOVE_EVERY_THRESHOLD)
+    return step.p_next, step.q_next, step.threshold, step.mass
 
 
 def distributions(rank: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -71,34 +64,32 @@ def distributions(rank: int) -> tuple[torch.Tensor, torch.Tensor]:
     earlier sibling was rejected."""
     p, q = pq()
     for token in SIBLINGS[:rank]:
-        p, q = residual_distribution(p, q)[0], remove_token(q, index(token))
+        p, q, _, _ = rejected(p, q, index(token))
     return p, q
 
 
 def check(siblings: int = 2, seed: int = 0) -> tuple[list[Sibling], str | None]:
-    """The worked tree's first `siblings` guesses tried in order with the coins of `seed`: each guess's
-    verdict, and the correction token (drawn from the last residual, with the same generator) when
-    every guess was rejected, else None."""
+    """The worked tree's first `siblings` guesses checked by the engine's tree rule with the coins of `seed`
+    (torch.rand, seeded, as the engine draws them): each guess's verdict, and the correction token (drawn
+    from the last residual with the same generator) when every guess was rejected, else None."""
     if siblings not in (1, 2):
         raise ValueError(f"the worked tree has 1 or 2 guesses under its token (got {siblings})")
     generator = torch.Generator().manual_seed(int(seed))
-    u = torch.rand(siblings, generator=generator, dtype=torch.float64).tolist()
+    u = torch.rand(siblings, generator=generator, dtype=torch.float64)
     p, q = pq()
-    out, kept = [], False
-    for rank, token in enumerate(SIBLINGS[:siblings]):
-        x = index(token)
-        if kept:
-            out.append(Sibling(token, float(q[x]), None, None, None, "untried"))
-            continue
-        threshold = float(acceptance_threshold(p[x], q[x]))
-        if u[rank] <= threshold:
-            out.append(Sibling(token, float(q[x]), float(p[x]), threshold, u[rank], "accepted"))
-            kept = True
-            continue
-        residual, mass = residual_distribution(p, q)
-        out.append(Sibling(token, float(q[x]), float(p[x]), threshold, u[rank], "rejected", residual.tolist(), mass))
-        p, q = residual, remove_token(q, x)
-    correction = None if kept else EXAMPLE_VOCAB[int(torch.multinomial(p, 1, generator=generator))]
+    n = siblings + 1
+    tokens = [-1] + [index(t) for t in SIBLINGS[:siblings]]
+    verdict = verify_tree([-1] + [0] * siblings, tokens, p.expand(n, -1), q.expand(n, -1),
+                          torch.cat([u.new_zeros(1), u]))
+    out = []
+    for c in range(1, n):
+        v, token = verdict.nodes[c], SIBLINGS[c - 1]
+        residual = v.residual.tolist() if v.residual is not None else None
+        out.append(Sibling(token, v.q, v.p,
+                           v.threshold, v.coin, v.verdict, residual, v.residual_mass))
+    correction = None
+    if not verdict.path:
+        correction = EXAMPLE_VOCAB[int(torch.multinomial(verdict.next_distribution, 1, generator=generator))]
     return out, correction
 
 
@@ -110,12 +101,11 @@ def keep_chance(siblings: int, p: torch.Tensor | None = None, q: torch.Tensor | 
         p, q = pq()
     if siblings <= 0 or float(q.sum()) <= 0:
         return 0.0
-    residual = residual_distribution(p, q)[0]  # p_1 does not depend on which guess was rejected
     total = 0.0
     for x in range(len(q)):
         if float(q[x]) <= 0:
             continue
-        t = float(acceptance_threshold(p[x], q[x]))
-        rest = keep_chance(siblings - 1, residual, remove_token(q, x)) if t < 1 else 0.0
+        p_next, q_next, t, _ = rejected(p, q, x)  # p_next does not depend on which guess was rejected
+        rest = keep_chance(siblings - 1, p_next, q_next) if t < 1 else 0.0
         total += float(q[x]) * (t + (1 - t) * rest)
     return total

@@ -96,3 +96,13 @@ def test_the_pass_cost_is_the_committed_measurement():
     assert measured.pass_cost(1) == 1.0
     with pytest.raises(ValueError, match="no measured bfloat16 pass over 4 tokens"):
         measured.pass_cost(4)
+
+
+def test_run_it_live_runs_a_tree_at_lenience_one():
+    from app.controls import control_order
+    from app.lesson import content, tab
+
+    chapter = next(ch for ch in content.load(live_keys=control_order()) if ch.widget["kind"] == "tree")
+    controls = dict(zip(control_order(), tab.control_values(chapter)))
+    assert controls["method"] == "speculative" and controls["draft_tree"] == "auto"
+    assert controls["lenience"] == 1.0  # a tree is verified exactly: lenience below 1 is a chain's
