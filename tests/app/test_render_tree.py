@@ -4,6 +4,8 @@ tree without verdicts (an older trace, a chain) drawn exactly as before."""
 
 import re
 
+import pytest
+
 from app import render, render_tree
 from decoding.trace.record import ACCEPTED, BONUS, CORRECTION, EmittedToken, IterationRecord, TreeNode
 from tests._student_text import dev_hits, visible_text
@@ -116,3 +118,32 @@ def test_the_caption_and_the_draft_row_say_it_was_a_tree():
     assert "A tree of 6 guesses: the rows below are its kept path" in row
     chain = [TreeNode(0, -1, 1, "x", 0, "root", True), TreeNode(1, 0, 10, " a", 1, "draft", True)]
     assert render.tree_drafted(record(chain, [])) is None  # a chain (no verdicts) reads as before
+
+
+@pytest.mark.parametrize("temperature", [0.0, 0.8])
+def test_the_engines_tree_records_draw(tiny_close_pair, temperature):
+    """Records of a real tree run (the tiny pair, work-42a's engine): every tried guess is drawn with its
+    coin (or, at temperature 0, whether it is the target's top token), every untried one says so, and no
+    developer text shows in the tree, the caption or the draft row."""
+    from decoding.methods.base import RunConfig
+    from decoding.rules.warp import SamplingConfig
+    from decoding.run.runner import decode
+
+    target, draft = tiny_close_pair
+    config = RunConfig(method="speculative", stop_at_eos=False, gamma=4, max_new_tokens=12, seed=1,
+                       sampling=SamplingConfig(temperature=temperature), extra={"draft_tree": "8,3"})
+    records = list(decode(target, draft, target.encode_prompt("The cat sat on the", chat=False), config))
+    trees = [r for r in records if render_tree.is_verified_tree(r)]
+    assert trees
+    for r in trees:
+        html = render_tree.tree_panel_html(r)
+        text = _text(html)
+        tried = sum(1 for n in r.tree if n.verdict in ("accepted", "rejected"))
+        untried = sum(1 for n in r.tree if n.verdict == "untried")
+        if temperature:
+            assert html.count('class="coinbar') == tried
+        else:
+            assert "coinbar" not in html
+            assert text.count("matches the target's top token") + text.count("not the target's top token") == tried
+        assert text.count("— not tried") == untried
+        assert dev_hits(_text(html + render.draft_row_html(r)) + render.caption(r)) == [], r.iteration
