@@ -63,7 +63,8 @@ def test_a_tree_iteration_in_the_explainer(browser, app_url, tree_trace, size):
     chooser.value.set_files(str(tree_trace))
     page.wait_for_selector("#tree .vtree", timeout=30_000)
     tree = _check(page, "#tree")
-    assert "matches the target's top token" in tree and "coinbar" not in tree  # the run rests on its last iteration: temperature 0
+    # the run rests on its last iteration: the tree at temperature 0
+    assert "matches the target's top token" in tree and "coinbar" not in tree
     page.locator("#tree").scroll_into_view_if_needed()
     page.screenshot(path=str(SHOTS / f"tree_explainer_{size}.png"), full_page=True)
     # the sampled iteration: the timeline's first stop
