@@ -98,13 +98,14 @@ def _residual_line(node) -> str:
             f'{name} = norm(max(0, p{_sub(rank)} − q{_sub(rank)})): {body}</div>')
 
 
-def _node_line(node, greedy: bool) -> str:
-    """One node: try order, token, q and p, the coin against its threshold (or the greedy check), verdict."""
+def _node_line(node, greedy: bool, siblings: int = 2) -> str:
+    """One node: try order (where it has siblings), token, q and p, the coin against its threshold (or the
+    greedy check), verdict."""
     verdict = node.verdict
     rank = node.sibling_rank
     cls = {ACC: "acc", REJ: "rej"}.get(verdict, "untried")
     parts = []
-    if rank is not None:
+    if rank is not None and siblings > 1:
         parts.append(f'<span class="vtry" title="{_attr("the order in which the target tested this token")}">'
                      f"{_ordinal(rank)} try</span>")
     copied = ' <span class="vcopy" title="copied from the context: q is 1 on it">↺ copied</span>' \
@@ -164,8 +165,14 @@ def _head(record: IterationRecord, greedy: bool, shown: list) -> str:
     kept = sum(1 for n in shown if n.kind != "root" and n.verdict == ACC)
     chosen = CHOSEN.get(str(info.chosen), "")
     size = f" (at most {info.nodes} nodes, {chosen})" if info.nodes and chosen else ""
-    line = (f"Iteration {record.iteration + 1}: a tree of {drafted} draft tokens, {depth} deep{size}, checked in "
-            f"one target pass; {kept} kept, then one token of the target's own.")
+    branched = info.shape == "tree" or (info.shape is None and any(n.sibling_rank for n in shown))
+    if branched:
+        what = f"a tree of {drafted} draft tokens, {depth} deep{size}"
+    else:  # one guess per position: a copy from the context (the hybrid's copies stay chains), or a thin tree
+        copied = info.source == "lookup" or any(n.kind == "lookup" for n in shown)
+        what = f"a chain of {drafted} draft tokens" + (" copied from the context" if copied else "")
+    line = (f"Iteration {record.iteration + 1}: {what}, checked in one target pass; {kept} kept, then one token of "
+            "the target's own.")
     if greedy:
         rule = ("Temperature 0: the target keeps the longest path whose every token is its own top token; "
                 "no coins are drawn.")
@@ -199,7 +206,7 @@ def verified_tree_html(record: IterationRecord, head: str | None = None) -> str:
             line = (f'<div class="vnode root"><span class="node kind-root">{token_html(n.text)}</span> '
                     "<span>the last token already written: the tree grows from it</span></div>")
         else:
-            line = _node_line(n, greedy)
+            line = _node_line(n, greedy, len(children.get(n.parent, [])))
             if n.verdict == REJ and not greedy:
                 line += _residual_line(n)
         rows = [item(k, guard + 1) for k in children.get(n.index, [])] if guard < 200 else []

@@ -82,6 +82,8 @@ def test_a_copied_chain_inside_the_tree_and_a_bonus_at_a_leaf():
                EmittedToken(9, " three", BONUS)]
     html = render_tree.tree_panel_html(record(tree, emitted))
     assert html.count("↺ copied") == 2 and "q 1.000" in _text(html)
+    assert "a chain of 2 draft tokens copied from the context, checked in one target pass" in _text(html)
+    assert "1st try" not in html  # one guess per position: no try order
     assert 'chip chip-bonus">' in html and "reached a leaf" in html
     assert html.index("two</span>") < html.index('<li class="vfinal">')
 
