@@ -244,3 +244,24 @@ def test_gumbel_top_k_draws_without_replacement_in_order():
             seconds[b] += 1
     assert torch.allclose(firsts / n, q, atol=0.015)
     assert torch.allclose(seconds / seconds.sum(), torch.tensor([0, 0.6, 0.3, 0.1]), atol=0.02)
+
+
+def test_the_tune_picks_a_measured_size_that_auto_then_uses(tiny_pair, monkeypatch, tmp_path):
+    from decoding.methods import tree_tune
+
+    monkeypatch.setenv("SPECDEC_CACHE", str(tmp_path))
+    target, draft = tiny_pair
+    ids = [target.encode_prompt(p, chat=False) for p in (PROMPT, REPEATING)]
+    entry = tree_tune.tune(target, draft, ids, ["4,2", "6,3"], max_new_tokens=8)
+    assert (entry["nodes"], entry["depth"]) in ((4, 2), (6, 3))
+    assert set(entry["tokens_per_second"]) == {"off", "4,2", "6,3"} and all(
+        v > 0 for v in entry["tokens_per_call"].values())
+    from decoding.run.pair import as_draft
+
+    drafter = as_draft(draft).drafter(target)
+    assert tree_tune.tuned_size(target, drafter) is None
+    tree_tune.save_tuning(target, drafter, entry)
+    assert tree_tune.tuned_size(target, drafter) == (entry["nodes"], entry["depth"])
+    records = list(decode(target, draft, ids[0], _tree_config("auto", max_new_tokens=6)))
+    step = TreeDraftStep.of(records[0])
+    assert step.chosen == "tuned" and (step.nodes, step.depth) == (entry["nodes"], entry["depth"])
