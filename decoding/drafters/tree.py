@@ -50,6 +50,10 @@ class DraftTree:
     scores: list[float] = field(default_factory=list)
     kind: str = "draft"
     catch_up_seconds: float = 0.0
+    kinds: list[str] | None = None  # per node where they differ (a model chain continued by a copy); None: `kind`
+
+    def kind_of(self, node: int) -> str:
+        return self.kinds[node] if self.kinds is not None else self.kind
 
     @property
     def size(self) -> int:
@@ -69,13 +73,16 @@ class DraftTree:
         return out[::-1]
 
 
-def chain_tree(root: int, tokens: list[int], q_rows: torch.Tensor, kind: str = "lookup") -> DraftTree:
+def chain_tree(root: int, tokens: list[int], q_rows: torch.Tensor, kind: str = "lookup",
+               kinds: list[str] | None = None) -> DraftTree:
     """A chain as a tree: node i + 1 = tokens[i], its parent node i; q_rows (k, V) the rows the tokens
-    were drawn from, placed at their parents (row v = the q of v's one child)."""
+    were drawn from, placed at their parents (row v = the q of v's one child). `kinds`: per token, where
+    they differ (a model draft continued by a copy)."""
     k = len(tokens)
     rows = torch.zeros(k + 1, q_rows.shape[-1], dtype=q_rows.dtype, device=q_rows.device)
     rows[:k] = q_rows[:k]
-    return DraftTree(list(range(-1, k)), [root] + list(tokens), list(range(k + 1)), rows, [0.0] * (k + 1), kind)
+    return DraftTree(list(range(-1, k)), [root] + list(tokens), list(range(k + 1)), rows, [0.0] * (k + 1), kind,
+                     kinds=["root", *kinds] if kinds is not None else None)
 
 
 def tree_mask(parents: list[int], fed: list[int], slots: dict[int, int], committed: int, width: int) -> torch.Tensor:

@@ -48,6 +48,7 @@ def _emitted(records) -> list[int]:
 def test_greedy_trees_equal_plain_decoding(tiny_pair, feature):
     """float32, greedy: the distilled and feature drafts as trees, inside the hybrid, fixed and auto."""
     target, draft = tiny_pair
+    accepted_somewhere = False
     for prompt in (PROMPT, REPEATING):
         ids = target.encode_prompt(prompt, chat=False)
         base = RunConfig(method="autoregressive", max_new_tokens=30, sampling=GREEDY, stop_at_eos=False)
@@ -58,7 +59,8 @@ def test_greedy_trees_equal_plain_decoding(tiny_pair, feature):
             assert _emitted(records) == expected, (d, tree, schedule, prompt)
             steps = [TreeDraftStep.of(r) for r in records]
             assert any(s.shape == "tree" and s.drafted > s.depth for s in steps)  # real branching
-            assert any(r.accepted_length > 0 for r in records)
+            accepted_somewhere |= any(r.accepted_length > 0 and TreeDraftStep.of(r).shape == "tree" for r in records)
+    assert accepted_somewhere
     # the hybrid's copies stay chains next to the model's trees
     shapes = {TreeDraftStep.of(r).shape for r in decode(target, feature.hybrid(), target.encode_prompt(REPEATING, chat=False),
                                                      _tree_config("6,3", max_new_tokens=30))}
