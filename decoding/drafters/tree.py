@@ -28,6 +28,7 @@ import torch
 from ..rules.warp import SamplingConfig, warp_logits
 
 MAX_CHILDREN = 8  # the most children one node may get (EAGLE-2 uses its top-k = 10)
+SLOT_FLOOR = 0.05  # temperature > 0: a child slot worth less than this share of its level's best is not drawn
 
 
 @dataclass
@@ -117,23 +118,40 @@ def gumbel_top_k(q: torch.Tensor, k: int, generator: torch.Generator | None) -> 
 
 
 def allocate_children(scores: list[float], q_rows: torch.Tensor, budget: int,
-                      max_children: int = MAX_CHILDREN) -> list[int]:
+                      max_children: int = MAX_CHILDREN, floor: float = 0.0) -> list[int]:
     """How many children each frontier node gets: the `budget` best slots (v, j) by
-    scores[v] + log(j-th largest q_v), j < min(max_children, support of q_v). Depends on the
-    scores and the shape of each q only (never on a draw). scores: log path probabilities (F,);
-    q_rows (F, V). Returns F counts (a prefix of each node's slots, summing to <= budget)."""
+    scores[v] + log(j-th largest q_v), j < min(max_children, support of q_v), leaving out slots worth less
+    than `floor` times the best one. Depends on the scores and the shape of each q only (never on a draw).
+    scores: log path probabilities (F,); q_rows (F, V). Returns F counts (a prefix of each node's slots)."""
     if budget <= 0 or not scores:
         return [0] * len(scores)
     k = min(max_children, q_rows.shape[-1])
     top = torch.topk(q_rows, k, dim=-1).values  # (F, k), falling along j
     values = torch.tensor(scores, dtype=top.dtype, device=top.device)[:, None] + torch.log(top)
     values = values.masked_fill(top <= 0, float("-inf")).flatten()
+    if floor > 0:
+        values = values.masked_fill(values < values.max() + torch.log(torch.tensor(floor)), float("-inf"))
     take = min(budget, int(torch.isfinite(values).sum()))
     counts = [0] * len(scores)
     if take:
         for i in torch.topk(values, take).indices.tolist():
             counts[i // k] += 1
     return counts
+
+
+def best_subtree(tree: "DraftTree", nodes: int) -> "DraftTree":
+    """The `nodes` draft nodes of highest path score (EAGLE-2's reranking), as a tree in the same order.
+    A child's score is at most its parent's and ties go to the earlier index, so the kept set holds every
+    kept node's parent. Only for temperature 0: it keeps or drops a node by its own drawn value, which
+    would bias a sampled tree."""
+    if tree.size <= nodes:
+        return tree
+    order = sorted(range(1, len(tree.parents)), key=lambda c: (-tree.scores[c], c))
+    keep = [0] + sorted(order[:nodes])
+    index = {old: new for new, old in enumerate(keep)}
+    return DraftTree([index.get(tree.parents[c], -1) for c in keep], [tree.tokens[c] for c in keep],
+                     [tree.depths[c] for c in keep], tree.q_rows[keep], [tree.scores[c] for c in keep], tree.kind,
+                     tree.catch_up_seconds)
 
 
 # expand(new_nodes, tree_so_far) -> draft logits (len(new_nodes), V) after each new node's path
@@ -144,29 +162,39 @@ def grow_tree(root: int, root_logits: torch.Tensor, expand: Expand, nodes: int, 
               sampling: SamplingConfig, generator: torch.Generator | None, width: int = 8,
               max_children: int = MAX_CHILDREN) -> DraftTree:
     """Grow a tree of at most `nodes` draft nodes and `depth` levels from the draft's logits after
-    the root (V,). Level d: allocate children to the frontier (`allocate_children`), draw them, then
-    (unless d == depth) feed the `width` best new nodes by path score to the draft in one `expand`
-    call; only fed nodes can have children. q is warp_logits of the draft's logits (at temperature 0
-    its softmax, the children being its most likely tokens)."""
+    the root (V,); after each level but the last, the `width` best new nodes by path score are fed to
+    the draft in one `expand` call (only fed nodes can have children).
+
+    Temperature > 0 (exact): at each level the frontier's children are allocated before they are drawn
+    (`allocate_children`: slots worth at least SLOT_FLOOR of the level's best, at most half the budget
+    left while deeper levels remain, so a flat q does not spend it all at the top), then drawn without
+    replacement. Temperature 0: EAGLE-2's way, every fed node gets its `max_children` likeliest tokens
+    and the `nodes` best by path score are kept at the end (`best_subtree`).
+    q is warp_logits of the draft's logits (at temperature 0 its softmax)."""
     greedy = sampling.greedy
 
     def q_of(logits: torch.Tensor) -> torch.Tensor:
         return torch.softmax(logits.float(), dim=-1) if greedy else warp_logits(logits, sampling)
 
     q_root = q_of(root_logits)
-    tree = DraftTree([-1], [root], [0], torch.zeros(1 + nodes, q_root.shape[-1], device=q_root.device), [0.0])
-    tree.q_rows[0] = q_root
+    rows = [q_root]
+    tree = DraftTree([-1], [root], [0], q_root[None], [0.0])
     frontier = [0]
     for level in range(1, depth + 1):
         left = nodes - tree.size
-        if left <= 0 or not frontier:
+        if (left <= 0 and not greedy) or not frontier:
             break
-        counts = allocate_children([tree.scores[v] for v in frontier], tree.q_rows[frontier], left, max_children)
+        q_front = torch.stack([rows[v] for v in frontier])
+        if greedy:
+            counts = [min(max_children, int((q > 0).sum())) for q in q_front]
+        else:
+            cap = left if level == depth else max(1, (left + 1) // 2)
+            counts = allocate_children([tree.scores[v] for v in frontier], q_front, cap, max_children, SLOT_FLOOR)
         added = []
         for v, k in zip(frontier, counts):
             if not k:
                 continue
-            q = tree.q_rows[v]
+            q = rows[v]
             xs = torch.topk(q, k).indices.tolist() if greedy else gumbel_top_k(q, k, generator)
             for x in xs:
                 added.append(len(tree.parents))
@@ -174,13 +202,14 @@ def grow_tree(root: int, root_logits: torch.Tensor, expand: Expand, nodes: int, 
                 tree.tokens.append(x)
                 tree.depths.append(level)
                 tree.scores.append(tree.scores[v] + float(torch.log(q[x])))
-        if level == depth or tree.size >= nodes or not added:
+                rows.append(torch.zeros_like(q_root))
+        if level == depth or (tree.size >= nodes and not greedy) or not added:
             break
         fed = sorted(added, key=lambda c: -tree.scores[c])[:width]
         fed.sort()
         logits = expand(fed, tree)
         for c, row in zip(fed, logits):
-            tree.q_rows[c] = q_of(row)
+            rows[c] = q_of(row)
         frontier = fed
-    tree.q_rows = tree.q_rows[: len(tree.parents)]
-    return tree
+    tree.q_rows = torch.stack(rows)
+    return best_subtree(tree, nodes) if greedy else tree
