@@ -10,8 +10,9 @@ j-th largest value is the shape of q_v, not a sample), the best slots within the
 from q_v WITHOUT replacement (Gumbel-top-k: the k largest log q + Gumbel noise, in order, are k
 draws without replacement in their draw order), or at temperature 0 its k_v most likely tokens.
 This keeps the exactness condition of rules/tree_acceptance.py: a child's presence never depends on
-its own value. One draft forward per level feeds the level's new nodes with a tree mask
-(`tree_mask`), depth up to D.
+its own value. At temperature 0 (where any selection is exact) the tree is grown as EAGLE-2 grows it:
+each fed node gets its likeliest tokens and the N best nodes by path score are kept (`best_subtree`).
+One draft forward per level feeds the level's best new nodes with a tree mask (`tree_mask`), depth up to D.
 
 Node order: the root (0), then nodes in the order they were added (level by level, a node's children
 together in draw order), so parents[c] < c and the cache slot of node c >= 1 in a pass that starts
