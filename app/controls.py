@@ -92,7 +92,7 @@ def build_method_controls(method: str, methods: dict | None = None) -> dict[str,
             continue
         if c.kind is str:  # a choice among named values (e.g. the gamma schedule)
             out[c.name] = gr.Dropdown(list(k.choices), value=c.default, label=k.label, visible=visible,
-                                      info=k.info or None)
+                                      info=k.info or None, allow_custom_value=k.open_choices)
             continue
         lo = k.minimum if k.minimum is not None else 0
         hi = k.ui_maximum if k.ui_maximum is not None else (k.maximum if k.maximum is not None else 1)

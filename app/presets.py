@@ -33,6 +33,7 @@ class Preset:
     draft: str
     chat: bool
     note: str = ""
+    draft_tree: str | None = None  # the speculative method's draft tree this preset sets (None: leaves it as it is)
 
 
 def _presets() -> list[Preset]:
@@ -60,6 +61,12 @@ def _presets() -> list[Preset]:
                             f"{HYBRID}:{FEATURE}", True, f"{OFFLINE} Where the text repeats itself (summaries, "
                             "answers from a passage) it copies the span that followed; elsewhere the feature draft "
                             "(one layer over the target's own hidden states) guesses.")
+    # the feature draft drawing a tree of guesses per iteration (decoding/methods/tree_draft.py), this device's
+    # tuned size where one was measured (auto)
+    feature_tree = Preset("default-feature-tree", "Offline: SmolLM2-135M-Instruct, feature draft, tree of guesses",
+                          DEFAULT_TARGET, str(SHIPPED_FEATURE_DRAFT), True,
+                          f"{OFFLINE} The feature draft proposes several guesses for each position, a tree of its "
+                          "likeliest continuations, and the target checks the whole tree in one pass.", "auto")
     lookup = Preset("default-lookup", "Offline: SmolLM2-135M-Instruct, drafted by prompt lookup (no draft model)",
                     DEFAULT_TARGET, PROMPT_LOOKUP, True,
                     f"{OFFLINE} It copies from the context, so it drafts only where the text repeats.")
@@ -71,7 +78,7 @@ def _presets() -> list[Preset]:
     else:
         offline = (hybrid, distilled, lookup)
         if (SHIPPED_FEATURE_DRAFT / "config.json").is_file():
-            offline = (hybrid_feature, *offline, feature)
+            offline = (hybrid_feature, *offline, feature, feature_tree)
         first = offline[0]
         offline = (dataclasses.replace(first, label=first.label.replace("Offline: ", "Offline default: ", 1)),
                    *offline[1:])

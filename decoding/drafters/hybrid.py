@@ -96,6 +96,11 @@ class HybridDrafter(Drafter):
             return self._model_draft(sequence, gamma, sampling, generator, keep_going, stop_after)
         return cut_where_told(self._copy(sequence, source, self._copy_length(source, gamma, exact)), stop_after)
 
+    def fixed_source(self, sequence: list[int], source: DraftSource) -> DraftSource:
+        """The source the fixed rule drafts from (`_fixed_rule`), for a caller that drafts a model source
+        its own way (a draft tree: methods/tree_draft.py)."""
+        return self._fixed_rule(sequence, source)
+
     def _fixed_rule(self, sequence: list[int], source: DraftSource) -> DraftSource:
         """The source the fixed rule drafts from, given the preferred `source`: a copy from the context
         where its suffix matches for at least min_match tokens, else the corpus's continuation where

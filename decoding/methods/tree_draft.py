@@ -28,6 +28,7 @@ import torch
 
 from ..drafters.base import Drafter
 from ..drafters.gamma_policy import GammaPolicy
+from ..drafters.shape_policy import ShapeChooser
 from ..drafters.tree import DraftTree, chain_tree, tree_mask
 from ..lm.cached_lm import CachedLM
 from ..lm.tree_pass import compact, tree_pass
@@ -108,26 +109,37 @@ def tree_loop(name: str, target, drafter: Drafter, prompt_ids: list[int], config
     nodes, depth, chosen = tree_size(settings.draft_tree, target, drafter)
     # the gamma policy picks the source (model or copy) and a copy's length; a model source becomes a tree
     policy = GammaPolicy(settings.gamma_schedule, config.gamma, max_gamma=settings.max_gamma)
+    auto = policy.schedule == "auto"
+    chooser = ShapeChooser()
 
     while not state.finished:
         state.start_iteration()
         context_length = len(state.sequence)
         room = max(0, state.room() - 1)
 
-        # Step 1: draft a tree (a model source) or a chain (a copy)
+        # Step 1: draft a tree (a model source) or a chain (a copy; with the automatic schedule also a model
+        # chain where chains have been faster: drafters/shape_policy.py). Sources, lengths and shapes are
+        # chosen from earlier iterations and the context only.
         with state.timed("draft"):
             source, asked = policy.choose(drafter.sources(state.sequence))
-            tree, shape = None, "plain"
-            if source is not None and room and (asked or source.kind == "model"):
-                if source.kind == "model":
+            if source is not None and not auto and hasattr(drafter, "fixed_source"):
+                source = drafter.fixed_source(state.sequence, source)  # the hybrid's fixed rule: copy or model
+            gamma = max(0, min(asked, room))
+            tree, shape, proposal = None, "plain", None
+            if source is not None and gamma:
+                shape = ("chain" if source.kind != "model" else chooser.choose() if auto else "tree")
+                if shape == "tree":
                     tree = drafter.propose_tree(state.sequence, nodes, min(depth, room), config.sampling,
                                                 state.generator)
-                    shape = "tree"
                 else:
-                    proposal = drafter.propose(state.sequence, max(1, asked), config.sampling, state.generator,
-                                               None, source, exact=policy.schedule == "auto").truncated(room)
-                    tree = chain_tree(state.sequence[-1], proposal.tokens, proposal.q_rows, "lookup")
-                    shape = "chain"
+                    stopper = policy.draft_stopper() if source.kind == "model" else None
+                    proposal = drafter.propose(state.sequence, gamma, config.sampling, state.generator, stopper, source,
+                                               exact=auto)
+                    proposal = proposal.truncated(room)
+                    kinds = ["lookup" if proposal.source_of(i) != "model" else "draft"
+                             for i in range(len(proposal.tokens))]
+                    tree = chain_tree(state.sequence[-1], proposal.tokens, proposal.q_rows,
+                                      "draft" if proposal.source == "model" else "lookup", kinds)
         if tree is not None and tree.size == 0:
             tree, shape = None, "plain"
         n_nodes = 1 + (tree.size if tree is not None else 0)
@@ -169,15 +181,21 @@ def tree_loop(name: str, target, drafter: Drafter, prompt_ids: list[int], config
             next_top=state.top_candidates(nxt),
             tree=_tree_nodes(state, parents, tokens, verdict, tree),
             target_calls=lm.calls,
-            extra={TreeDraftStep.KEY: TreeDraftStep(nodes, depth, chosen, tree.kind if tree is not None else None,
+            extra={TreeDraftStep.KEY: TreeDraftStep(nodes, depth, chosen, _source_word(tree),
                                                      n_nodes - 1, greedy, shape).to_dict()},
         )
-        if policy.schedule != "fixed":
-            drafted = tree.depth if tree is not None else 0
-            policy.update(drafted, drafted, len(path), [d.overlap for d in record.draft if d.accepted is not None],
-                          record.timings.draft - (tree.catch_up_seconds if tree is not None else 0.0),
+        if shape != "plain" and source is not None and source.kind == "model":
+            chooser.update(shape, len(emitted), record.timings.draft + record.timings.verify + record.timings.other)
+        if policy.schedule != "fixed" and shape != "tree":
+            # as chain_loop: the chosen source's own tokens only (a copy that continued a model draft is extra)
+            k = len(proposal.tokens) if proposal is not None else 0
+            own = k - (proposal.copied if proposal is not None else 0)
+            policy.update(gamma, own, min(len(path), own),
+                          [d.overlap for d in record.draft[:own] if d.accepted is not None],
+                          record.timings.draft - (proposal.catch_up_seconds if proposal is not None else 0.0),
                           record.timings.verify, fed, prefill, source.key if source is not None else "model")
-            record.extra["gamma_policy"] = policy.snapshot()
+        if policy.schedule != "fixed":
+            record.extra["gamma_policy"] = {**policy.snapshot(), **chooser.snapshot()}
         yield record
 
 
@@ -212,7 +230,7 @@ def _path_view(state: RunState, tree: DraftTree, verdict: TreeVerdict, p_rows) -
             q=float(node.q if node.q is not None else q_v[tree.tokens[c]]), p=float(node.p or 0.0),
             coin=node.coin, threshold=node.threshold, accepted=node.verdict == "accepted",
             overlap=float(torch.minimum(p_v, q_v).sum()), top=state.top_candidates(p_v, q_v),
-            source="lookup" if tree.kind == "lookup" else "model"))
+            source="lookup" if tree.kind_of(c) == "lookup" else "model"))
     return out
 
 
@@ -232,8 +250,13 @@ def _tree_nodes(state: RunState, parents, tokens, verdict: TreeVerdict, tree: Dr
     for c in range(1, len(parents)):
         node = verdict.nodes[c]
         out.append(TreeNode(
-            c, parents[c], tokens[c], state.target.decode_token(tokens[c]), tree.depths[c], tree.kind, c in on_path,
+            c, parents[c], tokens[c], state.target.decode_token(tokens[c]), tree.depths[c], tree.kind_of(c), c in on_path,
             tree.scores[c] if c < len(tree.scores) else None, node.q, node.p, node.coin, node.threshold,
             node.verdict, node.rank, node.residual_mass,
             state.top_candidates(node.residual) if node.residual is not None else None))
     return out
+
+
+def _source_word(tree: DraftTree | None) -> str | None:
+    """TreeDraftStep.source: "model" for the model's guesses (a chain it drew included), "lookup" for a copy."""
+    return None if tree is None else "lookup" if tree.kind == "lookup" else "model"

@@ -154,7 +154,7 @@ def test_a_method_the_pair_cannot_run_switches_the_pair_before_run(tiny_app):
     preset, note = handlers.on_method_input("speculative", lookup.label, "")
     assert is_skip(preset) and note == ""
     # a pair picked afterwards that cannot run the method says so, and Run says which pair can
-    chat, warning = handlers.on_preset_input(lookup.label, "mjsd", "")
+    chat, warning, tree = handlers.on_preset_input(lookup.label, "mjsd", "")
     assert "pick another method" in warning
     with pytest.raises(gr.Error, match="Choose the pair"):
         handlers.settings_from_values(_values(tiny_app, preset=lookup.label, method="mjsd"))
