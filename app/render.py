@@ -305,7 +305,13 @@ def draft_row_html(record: IterationRecord | None) -> str:
     if final:
         t = final[0]
         how = (
-            "drawn from the residual norm(max(0, p − q)) at the first rejected position"
+            "no guess under the last kept token was the target's top token: the target's top token"
+            if t.kind == CORRECTION and tree is not None and greedy
+            else "every guess under the last kept token was rejected: drawn from the residual their rejections left"
+            if t.kind == CORRECTION and tree is not None
+            else "a bonus token drawn from p: the kept path reached a leaf of the tree"
+            if tree is not None
+            else "drawn from the residual norm(max(0, p − q)) at the first rejected position"
             if t.kind == CORRECTION and record.residual is not None
             else "the target's own token after the kept prefix (this method has no residual)"
             if t.kind == CORRECTION else "a bonus token drawn from p after all drafts were accepted"
@@ -313,8 +319,9 @@ def draft_row_html(record: IterationRecord | None) -> str:
         tail = f'<p>Then: <span class="chip chip-{t.kind}">{token_html(t.text)}</span> — {how}.</p>'
     else:
         tail = "<p>The run ended inside this iteration's accepted drafts.</p>"
+    drafted = f"a tree of {tree} guesses" if tree is not None else f"{len(record.draft)} drafted"
     summary = (
-        f"<p>Accepted length {record.accepted_length} of {len(record.draft)} drafted; "
+        f"<p>Accepted length {record.accepted_length} of {drafted}; "
         f"this target call produced {len(record.emitted)} token(s) (accepted + 1 correction/bonus).</p>"
     )
     return f'<div class="draftrow">{head}<div class="tablewrap">{table}</div>{tail}{summary}</div>'

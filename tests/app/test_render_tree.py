@@ -7,9 +7,9 @@ import re
 import pytest
 
 from app import render, render_tree
-from decoding.trace.record import ACCEPTED, BONUS, CORRECTION, EmittedToken, IterationRecord, TreeNode
+from decoding.trace.record import ACCEPTED, BONUS, CORRECTION, EmittedToken, IterationRecord, Residual, TreeNode
 from tests._student_text import dev_hits, visible_text
-from tests._trees import node, record, sampled_tree, with_chain
+from tests._trees import greedy_tree, node, record, sampled_tree, with_chain
 
 def _text(html: str) -> str:
     """What a reader sees of some HTML, its whitespace collapsed."""
@@ -118,6 +118,8 @@ def test_the_caption_and_the_draft_row_say_it_was_a_tree():
     assert "At depth 3 no guess was kept (the first tried, '·away', was rejected)" in caption
     row = _text(render.draft_row_html(rec))
     assert "A tree of 6 guesses: the rows below are its kept path" in row
+    assert "every guess under the last kept token was rejected: drawn from the residual" in row
+    assert "Accepted length 2 of a tree of 6 guesses;" in row
     chain = [TreeNode(0, -1, 1, "x", 0, "root", True), TreeNode(1, 0, 10, " a", 1, "draft", True)]
     assert render.tree_drafted(record(chain, [])) is None  # a chain (no verdicts) reads as before
 
@@ -149,3 +151,10 @@ def test_the_engines_tree_records_draw(tiny_close_pair, temperature):
             assert text.count("matches the target's top token") + text.count("not the target's top token") == tried
         assert text.count("— not tried") == untried
         assert dev_hits(_text(html + render.draft_row_html(r)) + render.caption(r)) == [], r.iteration
+
+
+def test_at_temperature_0_the_draft_row_says_the_target_added_its_top_token():
+    rec = with_chain(greedy_tree(), 1)
+    rec.residual = Residual(7, " fast", 0.2, False, [])  # the engine records one; greedy does not draw from it
+    row = _text(render.draft_row_html(rec))
+    assert "no guess under the last kept token was the target's top token: the target's top token" in row
