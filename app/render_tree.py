@@ -37,8 +37,8 @@ VTREE_KINDS = {
     "acc": ("kept: on the accepted path", "kept by the target (green, thick border, ✓)"),
     "rej": ("rejected", "tried and rejected (vermillion, dashed border, ✗); the residual under it is what the "
                         "next sibling is tested against"),
-    "untried": ("not tried", "never tested: a sibling before it was kept, or its parent was rejected (grey, "
-                             "dotted border, faded)"),
+    "untried": ("not tried", "never tested: a sibling before it was kept, or a token above it was not kept "
+                             "(grey, dotted border, faded)"),
 }
 
 CHOSEN = {TUNED: "its size chosen from this device's measured pass costs", DEFAULT: "the default size",
@@ -171,8 +171,9 @@ def _head(record: IterationRecord, greedy: bool, shown: list) -> str:
     else:  # one guess per position: a copy from the context (the hybrid's copies stay chains), or a thin tree
         copied = info.source == "lookup" or any(n.kind == "lookup" for n in shown)
         what = f"a chain of {drafted} draft tokens" + (" copied from the context" if copied else "")
-    line = (f"Iteration {record.iteration + 1}: {what}, checked in one target pass; {kept} kept, then one token of "
-            "the target's own.")
+    final = any(t.kind in (CORRECTION, BONUS) for t in record.emitted)
+    line = (f"Iteration {record.iteration + 1}: {what}, checked in one target pass; {kept} kept"
+            + (", then one token of the target's own." if final else "."))
     if greedy:
         rule = ("Temperature 0: the target keeps the longest path whose every token is its own top token; "
                 "no coins are drawn.")
