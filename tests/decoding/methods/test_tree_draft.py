@@ -249,12 +249,13 @@ def test_gumbel_top_k_draws_without_replacement_in_order():
 
 
 def test_the_tune_picks_a_measured_size_that_auto_then_uses(tiny_pair, monkeypatch, tmp_path):
+    from decoding.eval import tree_tune as measure
     from decoding.methods import tree_tune
 
     monkeypatch.setenv("SPECDEC_CACHE", str(tmp_path))
     target, draft = tiny_pair
     ids = [target.encode_prompt(p, chat=False) for p in (PROMPT, REPEATING)]
-    entry = tree_tune.tune(target, draft, ids, ["4,2", "6,3"], max_new_tokens=8)
+    entry = measure.tune(target, draft, ids, ["4,2", "6,3"], max_new_tokens=8)
     assert (entry["nodes"], entry["depth"]) in ((4, 2), (6, 3))
     assert set(entry["tokens_per_second"]) == {"off", "4,2", "6,3"} and all(
         v > 0 for v in entry["tokens_per_call"].values())
