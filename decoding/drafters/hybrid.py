@@ -97,8 +97,8 @@ class HybridDrafter(Drafter):
         return cut_where_told(self._copy(sequence, source, self._copy_length(source, gamma, exact)), stop_after)
 
     def fixed_source(self, sequence: list[int], source: DraftSource) -> DraftSource:
-        """The source the fixed rule drafts from (`_fixed_rule`), for a caller that drafts a model source
-        its own way (a draft tree: methods/tree_draft.py)."""
+        """The source its fixed rule drafts from (`_fixed_rule`): a copy where the match is long enough,
+        else the model (a draft tree drafts a model source its own way: methods/tree_draft.py)."""
         return self._fixed_rule(sequence, source)
 
     def _fixed_rule(self, sequence: list[int], source: DraftSource) -> DraftSource:
@@ -162,7 +162,7 @@ class HybridDrafter(Drafter):
     @property
     def supports_tree(self) -> bool:
         """Its model's positions can become trees (its copies stay chains)."""
-        return getattr(self.model, "supports_tree", False)
+        return self.model.supports_tree
 
     def propose_tree(self, sequence, nodes, depth, sampling, generator):
         """Its model's draft tree (drafters/tree.py); the caller drafts copies as chains (`propose`)."""

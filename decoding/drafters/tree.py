@@ -53,6 +53,7 @@ class DraftTree:
     kind: str = "draft"
     catch_up_seconds: float = 0.0
     kinds: list[str] | None = None  # per node where they differ (a model chain continued by a copy); None: `kind`
+    kept: list[int] | None = None  # after `best_subtree`: each node's index in the grown tree (None: the same)
 
     def kind_of(self, node: int) -> str:
         return self.kinds[node] if self.kinds is not None else self.kind
@@ -150,9 +151,11 @@ def best_subtree(tree: "DraftTree", nodes: int) -> "DraftTree":
     order = sorted(range(1, len(tree.parents)), key=lambda c: (-tree.scores[c], c))
     keep = [0] + sorted(order[:nodes])
     index = {old: new for new, old in enumerate(keep)}
+    kept = [tree.kept[c] for c in keep] if tree.kept is not None else keep
+    rows = tree.q_rows[keep] if tree.q_rows.shape[0] == len(tree.parents) else tree.q_rows
     return DraftTree([index.get(tree.parents[c], -1) for c in keep], [tree.tokens[c] for c in keep],
-                     [tree.depths[c] for c in keep], tree.q_rows[keep], [tree.scores[c] for c in keep], tree.kind,
-                     tree.catch_up_seconds)
+                     [tree.depths[c] for c in keep], rows, [tree.scores[c] for c in keep], tree.kind,
+                     tree.catch_up_seconds, kept=kept)
 
 
 # expand(new_nodes, tree_so_far) -> draft logits (len(new_nodes), V) after each new node's path
@@ -178,7 +181,7 @@ def grow_tree(root: int, root_logits: torch.Tensor, expand: Expand, nodes: int, 
         return torch.softmax(logits.float(), dim=-1) if greedy else warp_logits(logits, sampling)
 
     q_root = q_of(root_logits)
-    rows = [q_root]
+    rows = {0: q_root}  # the q of every fed node (the only nodes that get children)
     tree = DraftTree([-1], [root], [0], q_root[None], [0.0])
     frontier = [0]
     for level in range(1, depth + 1):
@@ -203,7 +206,6 @@ def grow_tree(root: int, root_logits: torch.Tensor, expand: Expand, nodes: int, 
                 tree.tokens.append(x)
                 tree.depths.append(level)
                 tree.scores.append(tree.scores[v] + float(torch.log(q[x])))
-                rows.append(torch.zeros_like(q_root))
         if level == depth or (tree.size >= nodes and not greedy) or not added:
             break
         fed = sorted(added, key=lambda c: -tree.scores[c])[:width]
@@ -212,5 +214,10 @@ def grow_tree(root: int, root_logits: torch.Tensor, expand: Expand, nodes: int, 
         for c, row in zip(fed, logits):
             rows[c] = q_of(row)
         frontier = fed
-    tree.q_rows = torch.stack(rows)
-    return best_subtree(tree, nodes) if greedy else tree
+    if greedy:
+        tree = best_subtree(tree, nodes)  # (its q_rows are filled below from `rows`, by kept index)
+    tree.q_rows = torch.zeros(len(tree.parents), q_root.shape[-1], device=q_root.device)
+    for new, old in enumerate(tree.kept if tree.kept is not None else range(len(tree.parents))):
+        if old in rows:
+            tree.q_rows[new] = rows[old]
+    return tree

@@ -11,4 +11,5 @@
 - `energy.py`        energy meters (NVML, RAPL or none, never an invented number) and the
                      weight-bytes-read proxy
 - `procstat.py`      a process's memory figures from /proc (the benchmark's memory children, the app)
+- `tree_tune.py`     measures this device's draft-tree size (`python -m decoding.eval.tree_tune`)
 """

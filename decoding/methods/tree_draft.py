@@ -15,8 +15,8 @@ Per iteration (speculative decoding with `--draft-tree` set; chain_loop's steps,
   Step 5. The target's cache keeps the accepted path's entries (compaction, as PPD's and Medusa's);
           the draft rolls back to the committed prefix and catches up next time; a record is yielded.
 
-N and D: `--draft-tree N[,D]` sets them; `auto` takes this device's tuned size (`tree_tune.py`,
-cached like PPD's hardware tune) or the default where none is tuned.
+N and D: `--draft-tree N[,D]` sets them; `auto` takes this device's tuned size (`tree_tune.py`, cached
+like PPD's hardware tune; `decoding/eval/tree_tune.py` measures it) or the default where none is tuned.
 """
 
 from __future__ import annotations
@@ -100,7 +100,7 @@ def tree_loop(name: str, target, drafter: Drafter, prompt_ids: list[int], config
     """Steps 1-5 (module doc) with `drafter` (one whose `supports_tree`; the hybrid's copies stay chains).
     `settings` is the speculative method's (its draft_tree, gamma_schedule and max_gamma)."""
     validate_tree_lenience(config.lenience)
-    if not getattr(drafter, "supports_tree", False):
+    if not drafter.supports_tree:
         raise ValueError("a draft tree needs a draft model or a feature draft (prompt lookup only copies chains)")
     state = RunState(name, target, prompt_ids, config, meter, drafter)
     lm = CachedLM(target.model, target.device, min(target.vocab_size, drafter.vocab_width))
@@ -122,7 +122,7 @@ def tree_loop(name: str, target, drafter: Drafter, prompt_ids: list[int], config
         # chosen from earlier iterations and the context only.
         with state.timed("draft"):
             source, asked = policy.choose(drafter.sources(state.sequence))
-            if source is not None and not auto and hasattr(drafter, "fixed_source"):
+            if source is not None and not auto:
                 source = drafter.fixed_source(state.sequence, source)  # the hybrid's fixed rule: copy or model
             gamma = max(0, min(asked, room))
             tree, shape, proposal = None, "plain", None

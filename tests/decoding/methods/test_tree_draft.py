@@ -249,12 +249,13 @@ def test_gumbel_top_k_draws_without_replacement_in_order():
 
 
 def test_the_tune_picks_a_measured_size_that_auto_then_uses(tiny_pair, monkeypatch, tmp_path):
+    from decoding.eval import tree_tune as measure
     from decoding.methods import tree_tune
 
     monkeypatch.setenv("SPECDEC_CACHE", str(tmp_path))
     target, draft = tiny_pair
     ids = [target.encode_prompt(p, chat=False) for p in (PROMPT, REPEATING)]
-    entry = tree_tune.tune(target, draft, ids, ["4,2", "6,3"], max_new_tokens=8)
+    entry = measure.tune(target, draft, ids, ["4,2", "6,3"], max_new_tokens=8)
     assert (entry["nodes"], entry["depth"]) in ((4, 2), (6, 3))
     assert set(entry["tokens_per_second"]) == {"off", "4,2", "6,3"} and all(
         v > 0 for v in entry["tokens_per_call"].values())
@@ -267,3 +268,19 @@ def test_the_tune_picks_a_measured_size_that_auto_then_uses(tiny_pair, monkeypat
     records = list(decode(target, draft, ids[0], _tree_config("auto", max_new_tokens=6)))
     step = TreeDraftStep.of(records[0])
     assert step.chosen == "tuned" and (step.nodes, step.depth) == (entry["nodes"], entry["depth"])
+
+
+def test_feature_draft_trees_keep_the_target_distribution(tiny_pair, feature):
+    """The same chi-square with the feature draft's trees (its head leaves out the target's likeliest
+    first tokens, so the residual must supply them)."""
+    target, _ = tiny_pair
+    sampling = SamplingConfig(temperature=1.2, top_k=6)
+    prompt_ids = target.encode_prompt(PROMPT, chat=False)
+    exact = test_speculative._exact_two_token_distribution(target, prompt_ids, sampling)
+    runs = 1200
+    counts = {}
+    for seed in range(runs):
+        config = _tree_config("5,2", max_new_tokens=3, sampling=sampling, seed=seed, lean=True)
+        ids = tuple(_emitted(decode(target, feature, prompt_ids, config))[:2])
+        counts[ids] = counts.get(ids, 0) + 1
+    assert _chi_square_pvalue(counts, exact, runs) > 1e-3
