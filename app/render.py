@@ -98,7 +98,7 @@ def _last_tokens(n: int | None) -> str:
 def tree_drafted(record: IterationRecord) -> int | None:
     """How many tokens an iteration drafted as a tree (several guesses under one token, each with its
     verdict); None for a chain, an older trace or a tree without verdicts (PPD, MJSD)."""
-    if not any(n.sibling_rank for n in record.tree if n.verdict is not None):
+    if not method_view(record.method).node_verdicts or not any(n.sibling_rank for n in record.tree if n.verdict):
         return None
     info = TreeDraftStep.of(record)
     return info.drafted if info is not None and info.drafted is not None else \

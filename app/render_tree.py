@@ -22,6 +22,7 @@ from __future__ import annotations
 import html
 from collections import defaultdict
 
+from decoding.methods.registry import method_view
 from decoding.methods.tree_draft import DEFAULT, SET, TUNED, TreeDraftStep
 from decoding.trace.record import BONUS, CORRECTION, IterationRecord
 
@@ -46,8 +47,10 @@ CHOSEN = {TUNED: "its size chosen from this device's measured pass costs", DEFAU
 
 
 def is_verified_tree(record: IterationRecord | None) -> bool:
-    """Whether the record's tree carries the verdict of each node (a tree verified sibling by sibling)."""
-    return record is not None and any(n.verdict is not None for n in record.tree or [])
+    """Whether the record's tree carries the verdict of each node (a tree verified sibling by sibling): its
+    method's view says its records may (`MethodView.node_verdicts`) and this record's nodes do."""
+    return (record is not None and method_view(record.method).node_verdicts
+            and any(n.verdict is not None for n in record.tree or []))
 
 
 def _tree_info(record: IterationRecord) -> TreeDraftStep:

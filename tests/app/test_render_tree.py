@@ -95,6 +95,9 @@ def test_a_tree_without_verdicts_renders_as_before():
     assert not render_tree.is_verified_tree(rec)
     assert render_tree.tree_panel_html(rec) == render.tree_html(rec)
     assert render_tree.tree_panel_html(None) == render.tree_html(None)
+    other = sampled_tree()
+    other.method = "mjsd"  # a method whose view does not draw node verdicts: its tree as before
+    assert render_tree.tree_panel_html(other) == render.tree_html(other)
 
 
 def test_token_text_is_escaped_and_no_developer_text_shows():
