@@ -16,12 +16,11 @@ from decoding.trace.metrics import RunCounts
 from decoding.methods.ppd.generator import PPDStep
 from decoding.methods.registry import method_view
 from decoding.methods.speculative import ChainStep
-from decoding.methods.tree_draft import TreeDraftStep
 from decoding.trace.record import ACCEPTED, BONUS, CORRECTION, TARGET, Candidate, IterationRecord, RunSummary
 
 from .html_text import attr as _attr, fmt, special_name, token_html, visible
 from .rules_text import (candidates, greedy_rule, mjsd_prefix, ppd_argmax, ppd_caption, ppd_lossy, ppd_rule_text,
-                         threshold_label)
+                         threshold_label, tree_drafted)
 
 REJECTED = "rejected"
 
@@ -93,16 +92,6 @@ MATCHED = {"lookup": "; the last {} tokens matched an earlier span",
 def _last_tokens(n: int | None) -> str:
     """ "the last 3 tokens", or "the last tokens" where the trace does not say how many."""
     return f"the last {n} tokens" if n else "the last tokens"
-
-
-def tree_drafted(record: IterationRecord) -> int | None:
-    """How many tokens an iteration drafted as a tree (several guesses under one token, each with its
-    verdict); None for a chain, an older trace or a tree without verdicts (PPD, MJSD)."""
-    if not method_view(record.method).node_verdicts or not any(n.sibling_rank for n in record.tree if n.verdict):
-        return None
-    info = TreeDraftStep.of(record)
-    return info.drafted if info is not None and info.drafted is not None else \
-        sum(1 for n in record.tree if n.kind != "root")
 
 
 def drafted_note(record: IterationRecord) -> str:

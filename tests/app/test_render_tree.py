@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from app import render, render_tree
+from app import render, render_tree, rules_text
 from decoding.trace.record import ACCEPTED, BONUS, CORRECTION, EmittedToken, IterationRecord, Residual, TreeNode
 from tests._student_text import dev_hits, visible_text
 from tests._trees import greedy_tree, node, record, sampled_tree, with_chain
@@ -124,7 +124,7 @@ def test_the_caption_and_the_draft_row_say_it_was_a_tree():
     assert "every guess under the last kept token was rejected: drawn from the residual" in row
     assert "Accepted length 2 of a tree of 6 guesses;" in row
     chain = [TreeNode(0, -1, 1, "x", 0, "root", True), TreeNode(1, 0, 10, " a", 1, "draft", True)]
-    assert render.tree_drafted(record(chain, [])) is None  # a chain (no verdicts) reads as before
+    assert rules_text.tree_drafted(record(chain, [])) is None  # a chain (no verdicts) reads as before
 
 
 @pytest.mark.parametrize("temperature", [0.0, 0.8])
