@@ -55,3 +55,12 @@ def pass_cost(tokens: int, dtype: str = "bfloat16", context: int = 200) -> float
         raise ValueError(f"no measured {dtype} pass over {tokens} tokens on a cache of {context} "
                          f"(measured: {', '.join(sorted((rows.get('relative') or {}), key=int)) or 'none'})")
     return float(ratio)
+
+
+def speedup(run: str, variant: str) -> float:
+    """A variant's speedup over plain decoding in the committed benchmark run `run` (its bench.json);
+    ValueError where that run or variant is absent."""
+    value = ((bench_result(run) or {}).get("speedup") or {}).get(variant)
+    if value is None:
+        raise ValueError(f"the benchmark run {run!r} has no speedup for {variant!r}")
+    return float(value)

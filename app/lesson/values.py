@@ -211,6 +211,12 @@ def pass_cost(tokens: int, dtype: str = "bfloat16", context: int = 200) -> float
     return measured.pass_cost(int(tokens), str(dtype), int(context))
 
 
+@value("measured.speedup")
+def measured_speedup(run: str, variant: str) -> float:
+    """A variant's speedup over plain decoding in a committed benchmark run (docs/bench/<run>/bench.json)."""
+    return measured.speedup(str(run), str(variant))
+
+
 # --------------------------------------------------------------------------- theory (decoding/rules/theory.py)
 @value("theory.tokens_per_call")
 def tokens_per_call(alpha: float, gamma: int) -> float:

@@ -106,3 +106,11 @@ def test_run_it_live_runs_a_tree_at_lenience_one():
     controls = dict(zip(control_order(), tab.control_values(chapter)))
     assert controls["method"] == "speculative" and controls["draft_tree"] == "auto"
     assert controls["lenience"] == 1.0  # a tree is verified exactly: lenience below 1 is a chain's
+
+
+def test_the_chapters_speedups_are_the_committed_benchmark_run():
+    data = json.loads((BENCH_RUNS / "spec-bench-tree-bfloat16" / "bench.json").read_text())
+    tree = "speculative-hybrid-feature-auto-tree16x6"
+    assert values.measured_speedup("spec-bench-tree-bfloat16", tree) == data["speedup"][tree]
+    with pytest.raises(ValueError, match="has no speedup"):
+        measured.speedup("spec-bench-tree-bfloat16", "no-such-variant")
