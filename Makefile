@@ -25,11 +25,12 @@ distill: setup
 	$(PY) -m training all
 
 # Check and measure the GPU path into docs/gpu.md with the Python already on the machine (no setup,
-# no network): `make gpu-check PYTHON=python3 [PART=tests|bench|energy|ppd]`. Without a GPU it
-# prints one line and exits 0.
+# no network): `make gpu-check PYTHON=python3 [PART=bench|energy|tests|ppd] [BUDGET=360]`, in about
+# BUDGET seconds; GPU_CHECK_COPY_TO=<dir> gets copies of the report, the choice and the results JSON
+# after each step. Without a GPU it prints one line and exits 0.
 PYTHON ?= $(if $(wildcard $(PY)),$(PY),python3)
 gpu-check:
-	@$(PYTHON) -m decoding gpu-check $(if $(PART),--part $(PART))
+	@$(PYTHON) -m decoding gpu-check $(if $(PART),--part $(PART)) $(if $(BUDGET),--budget-s $(BUDGET))
 
 # A class at once against a freshly started app on its own port (stopped at the end): 30 clients
 # press Run within 5 s (32 new tokens, the default pair and pacing), after a warm-up that loads the

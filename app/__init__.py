@@ -3,7 +3,8 @@ alpha, c, ...) come from `decoding.trace.metrics`, the engine's definitions.
 
 One package per tab, each with a `build` that lays the tab out and wires its events:
 
-    lesson/       the Lesson: chapters from assets/lesson.yaml, their widgets, "Run it live"
+    lesson/       the Lesson: chapters from assets/lesson.yaml (and its languages' words), their widgets,
+                  "Run it live"
     explainer/    the Explainer: one run iteration by iteration (handlers, the view, the method panel,
                   the player's data)
     lab/          the Exactness lab: one step sampled N times

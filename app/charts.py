@@ -19,6 +19,7 @@ from decoding.rules import theory
 from decoding.trace.record import BONUS, CORRECTION, Candidate, IterationRecord
 
 from .html_text import visible
+from .i18n import t
 from .rules_text import candidates
 from .settings import MAX_GAMMA
 
@@ -94,27 +95,36 @@ def _fig(data: list[dict], title: str, height: int = HEIGHT, **layout) -> Fig:
     return Fig(data=data, layout=base, config=config)
 
 
+def ct(key: str, lang: str | None = None, **params) -> str:
+    """A chart's text `explainer.chart.<key>` in `lang` (None: the event's language)."""
+    return t("explainer.chart." + key, lang, **params)
+
+
+def _verdict(accepted, lang) -> str:
+    return ct({True: "accepted", False: "rejected", None: "not_examined"}[accepted], lang)
+
+
 def _wrap(text: str, width: int = 45, lines: int = 4) -> str:
     return "<br>".join(textwrap.wrap(text, width)[:lines])
 
 
-def energy_reason(note: str | None) -> str:
+def energy_reason(note: str | None, lang: str | None = None) -> str:
     """Why a run has no energy figure, as a plain sentence: the engine's note names counters and
     machine paths ("RAPL not readable (/sys/class/powercap absent)"), which a student need not read."""
     text = (note or "").lower()
     if "turned off" in text:
-        return "Energy metering was turned off for this run."
+        return ct("energy_off", lang)
     if "rapl" in text:
-        gpu = "no GPU is in use, and " if "no nvidia gpu" in text else ""
-        return f"Energy is not measured: {gpu}this computer does not let the app read its processor's energy counter."
+        return ct("energy_rapl_no_gpu" if "no nvidia gpu" in text else "energy_rapl", lang)
     if "nvml" in text or "gpu" in text:
-        return "Energy is not measured: the app cannot read this GPU's energy counter."
+        return ct("energy_gpu", lang)
     if "device type" in text:
-        return "Energy is not measured: there is no energy meter for this kind of device."
-    return "Energy is not measured on this computer."
+        return ct("energy_device", lang)
+    return ct("energy_none", lang)
 
 
-def optimal_gamma_words(alpha: float, c: float, limit: int = MAX_GAMMA, factors: bool = True) -> tuple[int, str]:
+def optimal_gamma_words(alpha: float, c: float, limit: int = MAX_GAMMA, factors: bool = True,
+                        lang: str | None = None) -> tuple[int, str]:
     """(the best γ the γ slider can set, a phrase saying so): Theorem 3.8's optimum within 1..limit,
     and, where the unlimited optimum lies beyond the slider, that one too; `factors`: with their
     improvement factors."""
@@ -124,9 +134,9 @@ def optimal_gamma_words(alpha: float, c: float, limit: int = MAX_GAMMA, factors:
     def factor(g: int) -> str:
         return f" (×{theory.improvement_factor(alpha, g, c):.2f})" if factors else ""
 
-    words = f"optimal γ = {best}{factor(best)}"
+    words = ct("optimal_gamma", lang, gamma=best) + factor(best)
     if free > best:
-        words += f", the slider's largest; without that limit γ = {free}{factor(free)}"
+        words += ct("optimal_beyond", lang, gamma=free) + factor(free)
     return best, words
 
 
@@ -177,21 +187,23 @@ def default_position(record: IterationRecord) -> int:
     return record.draft[-1].position if record.draft else 0
 
 
-def pq_figure(record: IterationRecord | None, position: int | None = None) -> Fig:
+def pq_figure(record: IterationRecord | None, position: int | None = None, lang: str | None = None) -> Fig:
     """p vs q over the top tokens at one draft position, the drafted token highlighted."""
+    p_name, q_name, prob = ct("p_target", lang), ct("q_draft", lang), {"title": {"text": ct("probability", lang)}}
     if record is None:
-        return empty_figure("No iteration yet.", "p (target) vs q (draft)")
+        return empty_figure(ct("no_iteration", lang), ct("pq_title", lang))
+    i = record.iteration + 1
     if not record.draft:
         token = record.emitted[0] if record.emitted else None
         cands = _top_with(record.next_top, None)
         if not cands:
-            return empty_figure("No top-k lists in this trace (lean run).", "p (target)")
+            return empty_figure(ct("lean", lang), p_name)
         labels = _labels(cands)
         widths = [3 if token and c.token_id == token.token_id else 0 for c in cands]
-        fig = _fig([_bar(labels, [c.p for c in cands], "p (target)", P_COLOUR, widths)],
-                   f"Iteration {record.iteration + 1}: no draft — the p the token was drawn from")
+        fig = _fig([_bar(labels, [c.p for c in cands], p_name, P_COLOUR, widths)], ct("pq_no_draft", lang, i=i))
         if token is not None:
-            _highlight(fig, labels, cands, token.token_id, f"drawn: {visible(token.text)}", max(c.p for c in cands))
+            _highlight(fig, labels, cands, token.token_id, ct("drawn", lang, token=visible(token.text)),
+                       max(c.p for c in cands))
         return fig
     if position is None or not (0 <= position < len(record.draft)):
         position = default_position(record)
@@ -199,58 +211,58 @@ def pq_figure(record: IterationRecord | None, position: int | None = None) -> Fi
     if candidates(record):  # no draft distribution: the candidate came from a guess (PPD: a prompt token's)
         cands = _top_with(d.top, Candidate(d.token_id, d.text, d.p))
         if not cands:
-            return empty_figure("No top-k lists in this trace (lean run).", "p (target)")
+            return empty_figure(ct("lean", lang), p_name)
         labels = _labels(cands)
-        verdict = {True: "accepted", False: "rejected", None: "not examined"}[d.accepted]
-        fig = _fig([_bar(labels, [c.p for c in cands], "p (target)", P_COLOUR,
+        fig = _fig([_bar(labels, [c.p for c in cands], p_name, P_COLOUR,
                          [3 if c.token_id == d.token_id else 0 for c in cands])],
-                   f"Iteration {record.iteration + 1}, depth {position + 1}: p where {visible(d.text)!r} was checked "
-                   f"(prompt guess q = {d.q:.2f})",
-                   yaxis={"title": {"text": "probability"}})
-        _highlight(fig, labels, cands, d.token_id, f"candidate: {visible(d.text)} ({verdict})", max(c.p for c in cands))
+                   ct("pq_candidate", lang, i=i, depth=position + 1, token=repr(visible(d.text)), q=f"{d.q:.2f}"),
+                   yaxis=prob)
+        _highlight(fig, labels, cands, d.token_id,
+                   ct("candidate", lang, token=visible(d.text), verdict=_verdict(d.accepted, lang)),
+                   max(c.p for c in cands))
         return fig
     cands = _top_with(d.top, Candidate(d.token_id, d.text, d.p, d.q))
     labels = _labels(cands)
     widths = [3 if c.token_id == d.token_id else 0 for c in cands]
-    verdict = {True: "accepted", False: "rejected", None: "not examined"}[d.accepted]
     fig = _fig(
-        [_bar(labels, [c.p for c in cands], "p (target)", P_COLOUR, widths),
-         _bar(labels, [c.q or 0.0 for c in cands], "q (draft)", Q_COLOUR, widths, pattern="/")],
-        f"Iteration {record.iteration + 1}, draft position {position + 1}: p vs q (overlap {d.overlap:.2f})",
-        barmode="group", yaxis={"title": {"text": "probability"}},
+        [_bar(labels, [c.p for c in cands], p_name, P_COLOUR, widths),
+         _bar(labels, [c.q or 0.0 for c in cands], q_name, Q_COLOUR, widths, pattern="/")],
+        ct("pq_position", lang, i=i, position=position + 1, overlap=f"{d.overlap:.2f}"),
+        barmode="group", yaxis=prob,
     )
-    _highlight(fig, labels, cands, d.token_id, f"drafted: {visible(d.text)} ({verdict})",
+    _highlight(fig, labels, cands, d.token_id, ct("drafted", lang, token=visible(d.text),
+                                                   verdict=_verdict(d.accepted, lang)),
                max(max(c.p, c.q or 0) for c in cands))
     return fig
 
 
-def residual_figure(record: IterationRecord | None) -> Fig:
+def residual_figure(record: IterationRecord | None, lang: str | None = None) -> Fig:
     """The normalized residual the correction token was drawn from, that token highlighted."""
-    title = "Residual norm(max(0, p − q))"
+    title = ct("residual_title", lang)
     if record is None:
-        return empty_figure("No iteration yet.", title)
+        return empty_figure(ct("no_iteration", lang), title)
     if record.residual is None:
         final = next((t for t in record.emitted if t.kind == BONUS), None)
         if final is not None:
-            return empty_figure(f"All drafts accepted: no residual. Bonus token {visible(final.text)!r} came from p.", title)
+            return empty_figure(ct("residual_bonus", lang, token=repr(visible(final.text))), title)
         if any(t.kind == CORRECTION for t in record.emitted):
-            return empty_figure(f"{record.method}: the next token comes from the target p itself, not from a residual.", title)
-        return empty_figure("No rejection in this iteration, so no residual.", title)
+            return empty_figure(ct("residual_none_method", lang, method=record.method), title)
+        return empty_figure(ct("residual_no_rejection", lang), title)
     res = record.residual
     cands = _top_with(res.top, None)
     if not cands:
-        return empty_figure(f"Drawn: {visible(res.text)!r} (no top-k lists in this trace).", title)
+        return empty_figure(ct("residual_lean", lang, token=repr(visible(res.text))), title)
     labels = _labels(cands)
     widths = [3 if c.token_id == res.token_id else 0 for c in cands]
-    note = " (p ≈ q: drawn from p)" if res.fell_back_to_p else ""
-    fig = _fig([_bar(labels, [c.p for c in cands], "residual", RES_COLOUR, widths)],
-               f"Iteration {record.iteration + 1}: residual (mass before normalising {res.mass:.3f}){note}",
-               yaxis={"title": {"text": "probability"}})
-    _highlight(fig, labels, cands, res.token_id, f"drawn: {visible(res.text)}", max(c.p for c in cands))
+    note = ct("residual_fell_back", lang) if res.fell_back_to_p else ""
+    fig = _fig([_bar(labels, [c.p for c in cands], ct("residual", lang), RES_COLOUR, widths)],
+               ct("residual_iteration", lang, i=record.iteration + 1, mass=f"{res.mass:.3f}") + note,
+               yaxis={"title": {"text": ct("probability", lang)}})
+    _highlight(fig, labels, cands, res.token_id, ct("drawn", lang, token=visible(res.text)), max(c.p for c in cands))
     return fig
 
 
-def _rows_layout(n: int, titles: list[str], gap: float = 0.1) -> dict:
+def _rows_layout(n: int, titles: list[str], gap: float = 0.1, lang: str | None = None) -> dict:
     """Stacked subplots sharing the x axis: layout entries xaxis/yaxis{,2,3} and row titles."""
     height = (1 - gap * (n - 1)) / n
     layout: dict = {"annotations": []}
@@ -265,26 +277,26 @@ def _rows_layout(n: int, titles: list[str], gap: float = 0.1) -> dict:
         layout["annotations"].append({"text": titles[i], "x": 0.5, "y": top, "xref": "paper", "yref": "paper",
                                       "xanchor": "center", "yanchor": "bottom", "showarrow": False,
                                       "font": {"size": 11}})
-    layout[f"xaxis{'' if n == 1 else n}"]["title"] = {"text": "iteration"}
+    layout[f"xaxis{'' if n == 1 else n}"]["title"] = {"text": ct("iteration", lang)}
     return layout
 
 
-def theory_figure(alpha: float, c: float, gamma: int, max_gamma: int = 16) -> Fig:
+def theory_figure(alpha: float, c: float, gamma: int, max_gamma: int = 16, lang: str | None = None) -> Fig:
     """Expected tokens per target call and improvement factor vs gamma (Leviathan eq. 1, Thm 3.8)."""
     top = max(max_gamma, gamma + 2)
     rows = theory.improvement_curve(alpha, c, range(1, top + 1))
-    best, best_words = optimal_gamma_words(alpha, c, min(MAX_GAMMA, top), factors=False)
+    best, best_words = optimal_gamma_words(alpha, c, min(MAX_GAMMA, top), factors=False, lang=lang)
     gs = [r["gamma"] for r in rows]
     data = [
         {"type": "scatter", "mode": "lines+markers", "x": gs, "y": [r["expected_tokens"] for r in rows],
-         "name": "E[tokens per target call]", "line": {"color": P_COLOUR}},
+         "name": ct("expected_tokens", lang), "line": {"color": P_COLOUR}},
         {"type": "scatter", "mode": "lines+markers", "x": gs, "y": [r["improvement"] for r in rows],
-         "name": "improvement factor", "line": {"color": "#009E73"}, "xaxis": "x2", "yaxis": "y2"},
+         "name": ct("improvement", lang), "line": {"color": "#009E73"}, "xaxis": "x2", "yaxis": "y2"},
     ]
     if best <= top:
         data.append({"type": "scatter", "mode": "markers", "x": [best], "y": [theory.improvement_factor(alpha, best, c)],
-                     "marker": {"symbol": "star", "size": 14, "color": "#E69F00"}, "name": f"optimal γ = {best}",
-                     "xaxis": "x2", "yaxis": "y2"})
+                     "marker": {"symbol": "star", "size": 14, "color": "#E69F00"},
+                     "name": ct("optimal_gamma", lang, gamma=best), "xaxis": "x2", "yaxis": "y2"})
     shapes = [
         {"type": "line", "xref": "x", "yref": "y domain", "x0": gamma, "x1": gamma, "y0": 0, "y1": 1,
          "line": {"color": "#000", "dash": "dot"}},
@@ -293,15 +305,15 @@ def theory_figure(alpha: float, c: float, gamma: int, max_gamma: int = 16) -> Fi
         {"type": "line", "xref": "x2 domain", "yref": "y2", "x0": 0, "x1": 1, "y0": 1, "y1": 1,
          "line": {"color": "#D55E00", "dash": "dash"}},
     ]
-    axis = {"gridcolor": GRID, "title": {"text": "γ (draft length)"}}
+    axis = {"gridcolor": GRID, "title": {"text": ct("gamma_axis", lang)}}
     titles = [
-        {"text": "expected tokens<br>per target call", "x": 0.22, "y": 1.0, "xref": "paper", "yref": "paper",
+        {"text": ct("theory_left", lang), "x": 0.22, "y": 1.0, "xref": "paper", "yref": "paper",
          "xanchor": "center", "yanchor": "bottom", "showarrow": False, "font": {"size": 11}},
-        {"text": "walltime improvement factor<br>(dashed: 1 = no gain)", "x": 0.78, "y": 1.0, "xref": "paper",
+        {"text": ct("theory_right", lang), "x": 0.78, "y": 1.0, "xref": "paper",
          "yref": "paper", "xanchor": "center", "yanchor": "bottom", "showarrow": False, "font": {"size": 11}},
     ]
     return _fig(
-        data, f"α = {alpha:.2f}, c = {c:.3f}: current γ = {gamma} (dotted), {best_words}", height=320,
+        data, ct("theory_title", lang, alpha=f"{alpha:.2f}", c=f"{c:.3f}", gamma=gamma, best=best_words), height=320,
         xaxis={**axis, "domain": [0, 0.44]}, xaxis2={**axis, "domain": [0.56, 1], "anchor": "y2"},
         yaxis={"gridcolor": GRID, "rangemode": "tozero"}, yaxis2={"gridcolor": GRID, "anchor": "x2", "rangemode": "tozero"},
         shapes=shapes, annotations=titles, legend={"y": -0.42, "yanchor": "top", "x": 0, "xanchor": "left"},

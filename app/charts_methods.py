@@ -8,6 +8,7 @@ from decoding.methods.mentored import MentoredPosition, MentoredStep
 from decoding.methods.mjsd.generator import MjsdStep
 from decoding.trace.record import Candidate, IterationRecord
 
+from .charts import ct
 from .charts import (EXP_COLOUR, HI_LINE, MAX_BARS, P_COLOUR, Q_COLOUR, Fig, _bar, _fig, _finite, _highlight,
                      _labels, _rows_layout, empty_figure)
 from .html_text import visible
@@ -42,12 +43,12 @@ def _draft_label(record: IterationRecord, position: int) -> str:
 def mentored_acceptance_figure(record: IterationRecord | None) -> Fig:
     """Per examined draft position: strict min(1, p/q) vs mentored r(x) with the coin and the rule
     (top row); KL(p || q) vs KL(p || output) against the bound D (bottom row)."""
-    title = "Mentored: strict vs mentored acceptance"
+    title = ct("m.mentored_title")
     info = MentoredStep.of(record)
     if record is None or not record.draft:
-        return empty_figure("No draft in this iteration.", title)
+        return empty_figure(ct("m.no_draft"), title)
     if info is None or not info.positions:
-        return empty_figure("No per-position mentored data in this trace (lean run).", title)
+        return empty_figure(ct("m.mentored_lean"), title)
     rows = info.positions
     bound = _finite(info.kl_bound) or 0.0
     labels = [_draft_label(record, r.position) for r in rows]
@@ -65,20 +66,19 @@ def mentored_acceptance_figure(record: IterationRecord | None) -> Fig:
     cap = top * 1.15
     kl_q_shown = [min(k, cap) if k is not None else cap for k in kl_q]
     kl_q_text = ["∞" if k is None else (f"{k:.2f}" + ("…" if k > cap else "")) for k in kl_q]
-    layout = _rows_layout(2, ["P(accept the drafted token); tick = coin u",
-                              f"KL from the target p (dashed: bound D = {bound:g})"], gap=0.2)
+    layout = _rows_layout(2, [ct("m.mentored_row1"), ct("m.mentored_row2", bound=f"{bound:g}")], gap=0.2)
     layout["yaxis"]["range"] = [0, 1.25]
     layout["xaxis2"]["title"] = {"text": ""}
     layout["xaxis"]["type"] = layout["xaxis2"]["type"] = "category"
     data = [
-        _bar(labels, strict, "strict min(1, p/q)", STRICT_COLOUR, pattern="/"),
-        _bar(labels, mentored, "mentored r(x)", MENTORED_COLOUR, text=[f"{m:.2f} {v}" for m, v in zip(mentored, verdicts)],
+        _bar(labels, strict, ct("m.strict"), STRICT_COLOUR, pattern="/"),
+        _bar(labels, mentored, ct("m.mentored"), MENTORED_COLOUR, text=[f"{m:.2f} {v}" for m, v in zip(mentored, verdicts)],
              textposition="outside", textangle=0, cliponaxis=False),
-        {"type": "scatter", "mode": "markers", "x": labels, "y": coins, "name": "coin u",
+        {"type": "scatter", "mode": "markers", "x": labels, "y": coins, "name": ct("m.coin"),
          "marker": {"symbol": "line-ew-open", "size": 34, "color": HI_LINE, "line": {"width": 3, "color": HI_LINE}}},
-        _bar(labels, kl_q_shown, "KL(p‖q): accept everything", Q_COLOUR, pattern="/", text=kl_q_text,
+        _bar(labels, kl_q_shown, ct("m.kl_q"), Q_COLOUR, pattern="/", text=kl_q_text,
              textposition="outside", xaxis="x2", yaxis="y2"),
-        _bar(labels, kl_out, "KL(p‖output) of mentored", EXP_COLOUR, text=[f"{k:.3f}" for k in kl_out],
+        _bar(labels, kl_out, ct("m.kl_out"), EXP_COLOUR, text=[f"{k:.3f}" for k in kl_out],
              textposition="outside", xaxis="x2", yaxis="y2"),
     ]
     layout["yaxis2"]["range"] = [0, cap * 1.3]
@@ -87,21 +87,21 @@ def mentored_acceptance_figure(record: IterationRecord | None) -> Fig:
                             "ticktext": [f"<i>{r.rule or '?'}</i>" for r in rows]})
     layout["shapes"] = [{"type": "line", "xref": "x2 domain", "yref": "y2", "x0": 0, "x1": 1, "y0": bound, "y1": bound,
                          "line": {"color": "#000", "dash": "dash", "width": 2}}]
-    return _fig(data, f"Iteration {record.iteration + 1}: mentored (D = {bound:g}) vs strict acceptance, per draft position",
+    return _fig(data, ct("m.mentored_fig", i=record.iteration + 1, bound=f"{bound:g}"),
                 height=480, barmode="group", margin={"t": 70, "b": 110},
                 legend={"y": -0.12, "yanchor": "top", "x": 0, "xanchor": "left"}, **layout)
 
 
 def mentored_output_figure(record: IterationRecord | None, position: int | None = None) -> Fig:
     """At one examined position: the mentored output distribution vs p and q, with KL(p || output) vs D."""
-    title = "Mentored output distribution vs p"
+    title = ct("m.output_title")
     info = MentoredStep.of(record)
     row = mentored_position(record, position) if record is not None else None
     if row is None:
-        return empty_figure("No per-position mentored data in this iteration.", title)
+        return empty_figure(ct("m.mentored_none"), title)
     top = row.output_top[:MAX_BARS]
     if not top:
-        return empty_figure("No top-k lists in this trace (lean run).", title)
+        return empty_figure(ct("lean"), title)
     pos = row.position
     d = record.draft[pos] if 0 <= pos < len(record.draft) else None
     cands = [Candidate(c.token_id, c.text, 0.0) for c in top]
@@ -110,17 +110,17 @@ def mentored_output_figure(record: IterationRecord | None, position: int | None 
     bound = _finite(info.kl_bound if info else None) or 0.0
     kl = _finite(row.kl_to_target) or 0.0
     data = [
-        _bar(labels, [_finite(c.p) or 0.0 for c in top], "p (target)", P_COLOUR, widths),
-        _bar(labels, [_finite(c.q) or 0.0 for c in top], "q (draft)", Q_COLOUR, widths, pattern="/"),
-        _bar(labels, [_finite(c.output) or 0.0 for c in top], "output of one mentored step", EXP_COLOUR, widths),
+        _bar(labels, [_finite(c.p) or 0.0 for c in top], ct("p_target"), P_COLOUR, widths),
+        _bar(labels, [_finite(c.q) or 0.0 for c in top], ct("q_draft"), Q_COLOUR, widths, pattern="/"),
+        _bar(labels, [_finite(c.output) or 0.0 for c in top], ct("m.output"), EXP_COLOUR, widths),
     ]
-    fig = _fig(data, f"Draft position {pos + 1}: KL(p‖output) = {kl:.3f} ≤ D = {bound:g}", height=340, barmode="group",
-               yaxis={"title": {"text": "probability"}}, margin={"b": 90},
+    fig = _fig(data, ct("m.output_fig", position=pos + 1, kl=f"{kl:.3f}", bound=f"{bound:g}"), height=340,
+               barmode="group", yaxis={"title": {"text": ct("probability")}}, margin={"b": 90},
                legend={"y": -0.25, "yanchor": "top", "x": 0, "xanchor": "left"})
     if d is not None:
-        verdict = {True: "accepted", False: "rejected", None: "not examined"}[d.accepted]
+        verdict = ct({True: "accepted", False: "rejected", None: "not_examined"}[d.accepted])
         ymax = max(max(_finite(v) or 0.0 for v in (c.p, c.q, c.output)) for c in top)
-        _highlight(fig, labels, cands, d.token_id, f"drafted: {visible(d.text)} ({verdict})", ymax)
+        _highlight(fig, labels, cands, d.token_id, ct("drafted", token=visible(d.text), verdict=verdict), ymax)
     return fig
 
 
@@ -131,26 +131,25 @@ def _sub(n: int) -> str:
 def mjsd_ratio_figure(record: IterationRecord | None) -> Fig:
     """The joint ratio min(1, p(x_1..j)/q(x_1..j)) against the prefix length j, with the tau line and
     the kept prefix eta (top row); log p and log q of the prefixes (bottom row)."""
-    title = "MJSD: joint ratio per prefix vs τ"
+    title = ct("m.mjsd_title")
     info = MjsdStep.of(record)
     if record is None or info is None:
-        return empty_figure("No MJSD data in this iteration.", title)
+        return empty_figure(ct("m.mjsd_none"), title)
     prefixes = info.prefixes
     if not prefixes:
-        return empty_figure("No draft in this iteration (no room left for one): the target produced the token.", title)
+        return empty_figure(ct("m.mjsd_no_room"), title)
     tau = _finite(info.tau) or 0.0
     eta = info.eta or 0
     js = [r.length or i + 1 for i, r in enumerate(prefixes)]
     ratios = [_finite(r.ratio) or 0.0 for r in prefixes]
     passes = [bool(r.passes) for r in prefixes]
     ticks = [f"j = {j}<br>{visible(record.draft[j - 1].text) if j - 1 < len(record.draft) else ''}" for j in js]
-    hover = [f"prefix x₁..x{j}: ratio {r:.3g} {'>' if ok else '≤'} τ = {tau:g} → {'passes' if ok else 'fails'}"
+    hover = [ct("m.mjsd_hover_pass" if ok else "m.mjsd_hover_fail", j=j, ratio=f"{r:.3g}", tau=f"{tau:g}")
              for j, r, ok in zip(js, ratios, passes)]
-    layout = _rows_layout(2, ["joint ratio min(1, p(x₁..ⱼ)/q(x₁..ⱼ)); passes above τ",
-                              "log p and log q of the prefix x₁..ⱼ"], gap=0.2)
+    layout = _rows_layout(2, [ct("m.mjsd_row1"), ct("m.mjsd_row2")], gap=0.2)
     for axis in ("xaxis", "xaxis2"):
         layout[axis].update({"tickmode": "array", "tickvals": js, "ticktext": ticks, "range": [0.5, max(js) + 0.5]})
-    layout["xaxis2"]["title"] = {"text": "prefix length j (and its last token)"}
+    layout["xaxis2"]["title"] = {"text": ct("m.mjsd_axis")}
     layout["yaxis"]["range"] = [0, 1.3]  # room above ratio 1 for the eta label
     log_p = [_finite(r.log_p) for r in prefixes]
     log_q = [_finite(r.log_q) for r in prefixes]
@@ -161,11 +160,11 @@ def mjsd_ratio_figure(record: IterationRecord | None) -> Fig:
            "x": [j for j, ok in zip(js, passes) if ok is want], "y": [r for r, ok in zip(ratios, passes) if ok is want],
            "text": [h for h, ok in zip(hover, passes) if ok is want],
            "marker": {"size": 12, "color": colour, "symbol": symbol, "line": {"width": 1, "color": "#000"}}}
-          for name, want, colour, symbol in (("prefix passes (> τ)", True, MENTORED_COLOUR, "circle"),
-                                             ("prefix fails (≤ τ)", False, TAU_COLOUR, "x"))),
-        {"type": "scatter", "mode": "lines+markers", "x": js, "y": log_q, "name": "log q(x₁..ⱼ) (draft)",
+          for name, want, colour, symbol in ((ct("m.mjsd_passes"), True, MENTORED_COLOUR, "circle"),
+                                             (ct("m.mjsd_fails"), False, TAU_COLOUR, "x"))),
+        {"type": "scatter", "mode": "lines+markers", "x": js, "y": log_q, "name": ct("m.mjsd_log_q"),
          "line": {"color": Q_COLOUR, "dash": "dash"}, "xaxis": "x2", "yaxis": "y2"},
-        {"type": "scatter", "mode": "lines+markers", "x": js, "y": log_p, "name": "log p(x₁..ⱼ) (target)",
+        {"type": "scatter", "mode": "lines+markers", "x": js, "y": log_p, "name": ct("m.mjsd_log_p"),
          "line": {"color": P_COLOUR}, "xaxis": "x2", "yaxis": "y2"},
     ]
     layout["yaxis2"]["rangemode"] = "normal"
@@ -179,9 +178,9 @@ def mjsd_ratio_figure(record: IterationRecord | None) -> Fig:
                                  "y1": 1, "fillcolor": "rgba(0,158,115,0.12)", "line": {"width": 0}, "layer": "below"})
         layout["shapes"].append({"type": "line", "xref": "x", "yref": "y domain", "x0": eta + 0.5, "x1": eta + 0.5,
                                  "y0": 0, "y1": 1, "line": {"color": MENTORED_COLOUR, "width": 2}})
-        kept = f"η = {eta}: kept x₁..x{_sub(eta)} (the LONGEST passing prefix)"
+        kept = ct("m.mjsd_kept", eta=eta, sub=_sub(eta))
     else:
-        kept = "η = 0: no prefix passes, nothing kept"
+        kept = ct("m.mjsd_none_kept")
     layout["annotations"].append({"text": f"<b>{kept}</b>", "x": 0.01, "y": 1.0, "xref": "x domain", "yref": "y domain",
                                   "xanchor": "left", "yanchor": "top", "showarrow": False,
                                   "font": {"size": 11, "color": "#00704f" if eta else "#b34700"},
@@ -189,8 +188,9 @@ def mjsd_ratio_figure(record: IterationRecord | None) -> Fig:
     if any(v is None for v in log_p):
         first = next(j for j, v in zip(js, log_p) if v is None)
         layout["annotations"][1]["text"] += f"<br>p = 0 from j = {first} on (outside the target's top-k/top-p)"
-    return _fig(data, f"Iteration {record.iteration + 1}: B = {'?' if info.beams is None else info.beams} beams, τ = {tau:g}, "
-                      f"drafted {len(js)}, kept η = {eta}", height=480, margin={"t": 70, "b": 120},
+    beams = "?" if info.beams is None else info.beams
+    return _fig(data, ct("m.mjsd_fig", i=record.iteration + 1, beams=beams, tau=f"{tau:g}", drafted=len(js), eta=eta),
+                height=480, margin={"t": 70, "b": 120},
                 legend={"y": -0.24, "yanchor": "top", "x": 0, "xanchor": "left"}, **layout)
 
 LAT_COLOUR = "#D55E00"  # L(n): vermillion
@@ -203,36 +203,34 @@ def ppd_tuning_figure(tuning: dict | None, run_size: int | None = None, found: b
     """The hardware-aware tree size (Chen et al., section 4.2) as three stacked rows sharing n: L(n), the
     latency of one PPD step (ms), T(n), tokens per step, and the relative Speedup(n) = T(n)/L(n),
     with the chosen n* (star, dotted line) and this run's tree size (dashed, when different)."""
-    title = "Hardware-aware tree size: L(n), T(n), Speedup(n)"
+    title = ct("m.ppd_title")
     if not tuning or not tuning.get("n"):
-        from .render_methods import NO_TUNING_DATA, NOT_TUNED
+        from .render import tr
 
-        why = NOT_TUNED if found else NO_TUNING_DATA
-        return empty_figure(f"No tuning measurements to draw: {why}.", title)
+        why = tr("m.ppd_not_tuned" if found else "m.ppd_no_tuning_data")
+        return empty_figure(ct("m.ppd_no_tuning", why=why), title)
     ns = [int(n) for n in tuning["n"]]
     lat = [_finite(v) for v in tuning.get("latency_ms") or []]
     tps = [_finite(v) for v in tuning.get("tokens_per_step") or []]
     speed = [_finite(v) for v in tuning.get("speedup_rel") or []]
     model = [_finite(v) for v in tuning.get("model_tokens_per_step") or []]
     chosen = tuning.get("chosen")
-    layout = _rows_layout(3, ["L(n): latency of one PPD step (ms), measured on this device",
-                              "T(n): tokens per step (accepted candidates + 1)",
-                              "Speedup(n) = T(n) / L(n), relative to the smallest n"], gap=0.12)
-    layout["xaxis3"]["title"] = {"text": "tree size n (candidates + prompt-token inputs)"}
+    layout = _rows_layout(3, [ct("m.ppd_row1"), ct("m.ppd_row2"), ct("m.ppd_row3")], gap=0.12)
+    layout["xaxis3"]["title"] = {"text": ct("m.ppd_axis")}
     for axis in ("xaxis", "xaxis2", "xaxis3"):
         layout[axis].update({"tickmode": "array", "tickvals": ns, "ticktext": [str(n) for n in ns]})
     line = lambda ys, name, colour, row, **kw: {  # noqa: E731
         "type": "scatter", "mode": "lines+markers", "x": ns, "y": ys, "name": name, "line": {"color": colour, **kw},
         "xaxis": f"x{row if row > 1 else ''}", "yaxis": f"y{row if row > 1 else ''}"}
-    data = [line(lat, "L(n) latency (ms)", LAT_COLOUR, 1),
-            line(tps, "T(n) tokens per step", TPS_COLOUR, 2)]
+    data = [line(lat, ct("m.ppd_latency"), LAT_COLOUR, 1),
+            line(tps, ct("m.ppd_tps"), TPS_COLOUR, 2)]
     if any(v is not None for v in model):
-        data.append({**line(model, "T(n) predicted by the tree model", "#999999", 2, dash="dot"), "mode": "lines"})
-    data.append(line(speed, "Speedup(n) = T(n)/L(n)", SPEED_COLOUR, 3))
+        data.append({**line(model, ct("m.ppd_model"), "#999999", 2, dash="dot"), "mode": "lines"})
+    data.append(line(speed, ct("m.ppd_speedup"), SPEED_COLOUR, 3))
     shapes = []
     if chosen in ns:
         i = ns.index(chosen)
-        data.append({"type": "scatter", "mode": "markers", "x": [chosen], "y": [speed[i]], "name": f"chosen n* = {chosen}",
+        data.append({"type": "scatter", "mode": "markers", "x": [chosen], "y": [speed[i]], "name": ct("m.ppd_chosen", n=chosen),
                      "marker": {"symbol": "star", "size": 16, "color": CHOSEN_COLOUR, "line": {"width": 1, "color": "#000"}},
                      "xaxis": "x3", "yaxis": "y3"})
         shapes.append({"type": "line", "xref": "x", "yref": "paper", "x0": chosen, "x1": chosen, "y0": 0, "y1": 1,
@@ -244,12 +242,12 @@ def ppd_tuning_figure(tuning: dict | None, run_size: int | None = None, found: b
         shapes.append({"type": "line", "xref": "x", "yref": "paper", "x0": run_size, "x1": run_size, "y0": 0, "y1": 1,
                        "line": {"color": "#555555", "width": 1, "dash": "dash"}})
         left = chosen is not None and run_size < chosen
-        layout["annotations"].append({"text": f"this run: n = {run_size}", "x": run_size, "y": 1, "xref": "x",
+        layout["annotations"].append({"text": ct("m.ppd_this_run", n=run_size), "x": run_size, "y": 1, "xref": "x",
                                       "yref": "paper", "yanchor": "bottom", "xanchor": "right" if left else "left",
                                       "showarrow": False, "font": {"size": 11, "color": "#555555"}, "yshift": 12})
     layout["shapes"] = shapes
     from .render_methods import device_words
 
-    return _fig(data, f"Tuned on {device_words(tuning.get('device'))}: chosen n* = {chosen} (the peak of T(n)/L(n))",
+    return _fig(data, ct("m.ppd_fig", device=device_words(tuning.get("device")), n=chosen),
                 height=540,
                 margin={"t": 84, "b": 120}, legend={"y": -0.2, "yanchor": "top", "x": 0, "xanchor": "left"}, **layout)

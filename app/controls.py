@@ -81,24 +81,40 @@ def run_input_names(methods: dict | None = None, method_inputs: tuple[str, ...] 
     return tuple(common) + tuple(c.name for c in method_controls(methods))
 
 
+def knob_text(name: str, prop: str, english: str, lang: str | None = None) -> str:
+    """A method knob's label or help line in `lang`: the catalog's `explainer.knob.<name>.<prop>` where it
+    has one, else the knob's own (English) text, so a new method's knob shows before it is translated."""
+    from .i18n import catalog, t
+
+    key = f"explainer.knob.{name}.{prop}"
+    return t(key, lang) if english and key in catalog("en") else english
+
+
 def build_method_controls(method: str, methods: dict | None = None) -> dict[str, gr.components.Component]:
-    """The method knobs' components (call inside a Blocks context); visible for `method`'s knobs."""
+    """The method knobs' components (call inside a Blocks context); visible for `method`'s knobs. Their
+    label and help line follow the page's language (`i18n.ui.chrome`, `knob_text`)."""
+    from .i18n.ui import chrome
+
     out = {}
     for c in method_controls(methods):
         visible = method in c.methods
         k = c.knob
+        label, info = knob_text(c.name, "label", k.label, "en"), knob_text(c.name, "info", k.info, "en") or None
         if c.kind is bool:
-            out[c.name] = gr.Checkbox(value=bool(c.default), label=k.label, visible=visible, info=k.info or None)
-            continue
-        if c.kind is str:  # a choice among named values (e.g. the gamma schedule)
-            out[c.name] = gr.Dropdown(list(k.choices), value=c.default, label=k.label, visible=visible,
-                                      info=k.info or None, allow_custom_value=k.open_choices)
-            continue
-        lo = k.minimum if k.minimum is not None else 0
-        hi = k.ui_maximum if k.ui_maximum is not None else (k.maximum if k.maximum is not None else 1)
-        step = k.step if k.step is not None else (1 if c.kind is int else 0.01)
-        value = c.default if c.default is not None else lo
-        out[c.name] = gr.Slider(lo, hi, value=value, step=step, label=k.label, visible=visible)
+            out[c.name] = gr.Checkbox(value=bool(c.default), label=label, visible=visible, info=info)
+        elif c.kind is str:  # a choice among named values (e.g. the gamma schedule)
+            out[c.name] = gr.Dropdown(list(k.choices), value=c.default, label=label, visible=visible, info=info,
+                                      allow_custom_value=k.open_choices)
+        else:
+            lo = k.minimum if k.minimum is not None else 0
+            hi = k.ui_maximum if k.ui_maximum is not None else (k.maximum if k.maximum is not None else 1)
+            step = k.step if k.step is not None else (1 if c.kind is int else 0.01)
+            value = c.default if c.default is not None else lo
+            out[c.name] = gr.Slider(lo, hi, value=value, step=step, label=label, visible=visible)
+        texts = {"label": lambda lang, n=c.name, e=k.label: knob_text(n, "label", e, lang)}
+        if info:
+            texts["info"] = lambda lang, n=c.name, e=k.info: knob_text(n, "info", e, lang)
+        chrome(out[c.name], **texts)
     return out
 
 

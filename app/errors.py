@@ -26,6 +26,9 @@ import logging
 
 import gradio as gr
 
+from .i18n import t
+from .i18n.ui import with_language
+
 log = logging.getLogger(__name__)
 
 REQUEST_PARAM = "_guard_request"
@@ -34,8 +37,6 @@ SKIP = gr.skip()  # what gr.skip() returns: an update that changes nothing
 
 def is_skip(value) -> bool:
     return isinstance(value, dict) and value == SKIP
-UNEXPECTED = ("Something unexpected went wrong, and nothing was changed. Try again; if it happens again, "
-              "reload the page.")
 
 
 class Status(str):
@@ -55,14 +56,18 @@ def status_html(message: str, kind: str = "info", title: str = "") -> Status:
 
 def error_status(exc: BaseException) -> Status:
     """The status line for an exception: a gr.Error's title and message, a ValueError's message,
-    else a plain sentence (the traceback goes to the server log, never to the page)."""
+    else a plain sentence (the traceback goes to the server log, never to the page). An exception
+    that carries a message key (`decoding.errors.Keyed`, `i18n_errors.app_error`) is told in the
+    session's language (`i18n_errors`)."""
+    from .i18n_errors import message, title as keyed_title  # a keyed exception in the session's language
+
     if isinstance(exc, gr.Error):
-        title = exc.title if exc.title and exc.title != "Error" else "That did not work"
-        return status_html(str(exc.message), "error", title)
+        title = keyed_title(exc) or (exc.title if exc.title and exc.title != "Error" else t("common.error.title"))
+        return status_html(message(exc), "error", title)
     if isinstance(exc, ValueError):
-        return status_html(str(exc), "error", "Check the input")
+        return status_html(message(exc), "error", keyed_title(exc) or t("common.error.check_input"))
     log.exception("unexpected error in an app event")
-    return status_html(UNEXPECTED, "error", "Something went wrong")
+    return status_html(t("common.error.unexpected"), "error", t("common.error.unexpected_title"))
 
 
 def _from_api(request) -> bool:
@@ -137,6 +142,10 @@ CHEAP = dict(queue=False, show_progress="hidden", api_name=False)
 def on(trigger, fn, inputs, outputs, status, clear: bool = True, **kwargs):
     """Wire `fn` to `trigger` (an event listener, e.g. `button.click`) through the error boundary:
     its failures show in `status`, nothing else changes (`guard`). `clear`: a success clears the
-    status line (else leaves it). Returns the event, for `.then` and `cancels`."""
+    status line (else leaves it). While the page's Language is being built (`i18n.ui.begin`), the
+    handler also gets the session's language and runs in it (`i18n.ui.with_language`), its messages
+    included. Returns the event, for `.then` and `cancels`."""
     outputs = list(outputs) if isinstance(outputs, (list, tuple)) else [outputs]
-    return trigger(guard(fn, len(outputs), clear), inputs, [*outputs, status], **kwargs)
+    # the boundary inside the language: a failure's status line is told in the session's language too
+    handler, inputs = with_language(guard(fn, len(outputs), clear), inputs)
+    return trigger(handler, inputs, [*outputs, status], **kwargs)

@@ -17,15 +17,26 @@ from pathlib import Path
 
 from decoding.paths import BENCHMARKS, GALLERY_TAGS
 
+from .i18n import t
+
 GALLERY_PROMPTS = BENCHMARKS / "gallery.jsonl"
 
 # Lane A's drafter in the race: a choice relative to the model pair, so a tag measured on the
-# default pair also reads on another pair (value -> label).
+# default pair also reads on another pair (value -> label, in English; `drafter_label` in the page's language).
 DRAFTERS = {
     "pair": "the model pair's draft",
     "prompt-lookup": "prompt lookup (copies from the context, no model)",
     "hybrid": "hybrid: lookup where the text repeats, the pair's draft elsewhere",
 }
+
+
+def drafter_label(key: str) -> str:
+    """Lane A's drafter choice in words, in the current language (`i18n.current`)."""
+    return t(f"race.drafter.{key}")
+
+
+def drafter_choices() -> list[tuple[str, str]]:
+    return [(drafter_label(key), key) for key in DRAFTERS]
 DEFAULT_DRAFTER, DEFAULT_GAMMA = "pair", 4
 
 
@@ -129,16 +140,15 @@ def gallery_tags(path: Path | None = None) -> dict[str, GalleryTag]:
 def tag_text(tag: GalleryTag | None) -> str:
     """A tag in words (Markdown), or why there is none."""
     if tag is None:
-        return ("Not measured on this prompt yet: lane A is speculative decoding with the pair's own draft, "
-                f"γ {DEFAULT_GAMMA}.")
-    parts = [f"drafter **{tag.drafter}**, γ **{tag.gamma}**"]
+        return t("race.tag.none", gamma=DEFAULT_GAMMA)
+    parts = [t("race.tag.drafter", drafter=tag.drafter, gamma=tag.gamma)]
     if tag.speedup is not None:
-        parts.append(f"**{tag.speedup:.2f}x** the speed of autoregressive decoding"
-                     + (" (slower)" if tag.speedup < 1 else ""))
+        parts.append(t("race.tag.speedup", speedup=f"{tag.speedup:.2f}")
+                     + (t("race.tag.slower") if tag.speedup < 1 else ""))
     if tag.tokens_per_call is not None:
-        parts.append(f"{tag.tokens_per_call:.2f} tokens per target call")
+        parts.append(t("race.tag.tpc", tpc=f"{tag.tokens_per_call:.2f}"))
     where = ", ".join(x for x in (tag.precision, tag.machine, tag.date) if x)
-    return "Measured on this prompt: " + ", ".join(parts) + (f" ({where})." if where else ".")
+    return t("race.tag.measured", parts=", ".join(parts)) + (f" ({where})." if where else ".")
 
 
 def gallery_choices(items: list[GalleryItem] | None = None,
@@ -151,7 +161,7 @@ def gallery_choices(items: list[GalleryItem] | None = None,
         label = f"{item.kind}: {item.title}"
         tag = tags.get(item.id)
         if tag is not None and tag.speedup is not None:
-            label += f" (measured {tag.speedup:.2f}x, {tag.drafter}, γ {tag.gamma})"
+            label += t("race.gallery.measured", speedup=f"{tag.speedup:.2f}", drafter=tag.drafter, gamma=tag.gamma)
         out.append((label, item.id))
     return out
 

@@ -18,6 +18,8 @@ from decoding.paths import APP_CSS, ASSETS
 from . import explainer, lab, lesson, race
 from .capacity import QUEUE_SIZE, SESSION_CAPACITY
 from .errors import on
+from .i18n import gradio_i18n, t
+from .i18n import ui as language
 from .explainer.handlers import run_if_asked
 from .session import SESSION_TTL_SECONDS, delete_session
 from .theme import app_theme
@@ -25,20 +27,34 @@ from .theme import app_theme
 APP_JS = ASSETS / "app.js"
 
 
+TABS = {"lesson": "common.tab.lesson", "explainer": "common.tab.explainer", "lab": "common.tab.lab",
+        "race": "common.tab.race"}
+
+
 def build_demo() -> gr.Blocks:
-    with gr.Blocks(title="Speculative decoding playground") as demo:
+    """The page. Its language (`i18n.ui`): a session state every handler reads, the header's menu, and
+    the chrome the tabs register, all re-rendered in place when the language changes."""
+    with gr.Blocks(title=t("app.title", "en")) as demo:
+        language.begin()
         state = gr.State(None, time_to_live=SESSION_TTL_SECONDS, delete_callback=delete_session)
         autorun = gr.State(False)  # a lesson chapter's "Run it live" asked for a run (lesson/tab.py)
-        gr.Markdown("# Speculative decoding playground", elem_id="app-title")  # the page's one h1
+        with gr.Row(elem_id="app-header", equal_height=True):
+            title = gr.Markdown(f"# {t('app.title', 'en')}", elem_id="app-title")  # the page's one h1
+            language.chrome(title, value=lambda lang: f"# {t('app.title', lang)}")
+            language.menu(scale=0, min_width=180)
         # "wrap": on a phone every tab stays on the bar (a second row), none behind a "..." menu
         with gr.Tabs(elem_id="main-tabs", selected="lesson", overflow_behavior="wrap") as tabs:
-            with gr.Tab("Lesson", id="lesson"):
+            with gr.Tab(t(TABS["lesson"], "en"), id="lesson") as tab:
+                language.chrome(tab, label=TABS["lesson"])
                 lesson_tab = lesson.build()
-            with gr.Tab("Explainer", id="explainer"):
+            with gr.Tab(t(TABS["explainer"], "en"), id="explainer") as tab:
+                language.chrome(tab, label=TABS["explainer"])
                 explainer_tab = explainer.build(demo, state, autorun)
-            with gr.Tab("Exactness lab", id="lab"):
+            with gr.Tab(t(TABS["lab"], "en"), id="lab") as tab:
+                language.chrome(tab, label=TABS["lab"])
                 lab.build(demo)
-            with gr.Tab("Race", id="race"):
+            with gr.Tab(t(TABS["race"], "en"), id="race") as tab:
+                language.chrome(tab, label=TABS["race"])
                 race_tab = race.build(demo, explainer_tab)
         explainer.stop_cancels(explainer_tab, [*explainer_tab.model_events, *race_tab.model_events])
         links = lesson.ExplainerLinks(preset=explainer_tab.components["preset"],
@@ -48,6 +64,7 @@ def build_demo() -> gr.Blocks:
                                       race_status=race_tab.status)
         lesson.wire(demo, lesson_tab, tabs, state, explainer_tab.view_outputs, explainer_tab.controls, links, on,
                     explainer_tab.run_events)
+        language.finish(demo)
     demo.queue(max_size=QUEUE_SIZE, default_concurrency_limit=2)
     return demo
 
@@ -57,4 +74,4 @@ def launch_kwargs() -> dict:
     css += lesson.lesson_css()
     js = APP_JS.read_text(encoding="utf-8") if APP_JS.exists() else None  # page-wide keyboard fixes
     return dict(css=css, js=js, theme=app_theme(), share=False, max_file_size="5mb", show_error=True,
-                footer_links=["api", "gradio"], state_session_capacity=SESSION_CAPACITY)
+                footer_links=["api", "gradio"], state_session_capacity=SESSION_CAPACITY, i18n=gradio_i18n())

@@ -8,6 +8,9 @@ import gradio as gr
 
 from decoding.methods.registry import METHODS, method_view
 
+from decoding.errors import keyed
+
+from .i18n_errors import app_error
 from .presets import MAX_PARAMS, fitting_preset, pair_problem, presets, resolve_pair
 from .session import Session
 from .settings import Settings, make_settings
@@ -20,18 +23,22 @@ def settings_from_values(values: dict, method: str | None = None) -> Settings:
     try:
         target, draft = resolve_pair(values["preset"], values["custom_target"], values["custom_draft"])
     except ValueError as exc:
-        raise gr.Error(str(exc), title="Check the model pair") from None
+        raise app_error("model.detail", "title.pair", detail=exc) from None
     if pair_problem(method, draft):
         near, why = fitting_preset(method, values["preset"], values["custom_draft"] or "")
-        advice = f" Choose the pair “{near.label}”, or another method." if near is not None else ""
-        raise gr.Error(f"{pair_problem(method, draft)}.{advice}" if near is not None else why,
-                       title="This pair cannot run this method")
+        # the words are made in the reader's language (i18n_errors renders a callable parameter)
+        if near is not None:
+            raise app_error("pair.choose", "title.pair_method", pair=near.label,
+                            problem=lambda lang: pair_problem(method, draft, lang))
+        raise app_error("model.detail", "title.pair_method",
+                        detail=lambda lang: fitting_preset(method, values["preset"], values["custom_draft"] or "",
+                                                           lang)[1])
     try:
         return make_settings(values["prompt"], values["chat"], method, values["gamma"], values["temperature"],
                              values["top_k"], values["top_p"], values["lenience"], values["seed"],
                              values["max_new_tokens"], target, draft, values, dtype=values.get("dtype") or "auto")
     except ValueError as exc:
-        raise gr.Error(str(exc), title="Check the settings") from None
+        raise app_error("model.detail", "title.settings", detail=exc) from None
 
 
 def load_models(target_spec: str, draft_spec: str, need_draft: bool, progress=None, dtype: str = "auto"):
@@ -47,19 +54,17 @@ def load_models(target_spec: str, draft_spec: str, need_draft: bool, progress=No
 
     preset_specs = {p.target for p in presets()} | {p.draft for p in presets()}
     if on_zerogpu() and not {target_spec, draft_spec if need_draft else target_spec} <= preset_specs:
-        raise gr.Error("This Space runs on shared GPUs (ZeroGPU), where only the preset pairs are loaded, at start-up; "
-                       "it cannot load a custom model. Pick a preset, or run the app on your own machine "
-                       "(README: Run it) to try other models.", title="Custom models are off here")
+        raise app_error("model.custom_off", "title.custom_off")
     try:
         target, draft = load_run_pair(target_spec, draft_spec, need_draft, dtype,
                                       target_progress=reporter(0.0, "target"), draft_progress=reporter(0.5, "draft"))
     except ModelLoadError as exc:
-        raise gr.Error(f"Could not load the model pair: {exc}", title="Model pair not loaded") from None
+        raise app_error("model.could_not_load", "title.not_loaded", detail=exc) from None
     models = [(target, target_spec)] + ([(draft.model, draft_spec)] if draft is not None and draft.model else [])
     for m, spec in models:
         if spec not in preset_specs and m.n_params > MAX_PARAMS:
-            raise gr.Error(f"{m.name} has {m.n_params / 1e9:.1f}B parameters; this app allows at most "
-                           f"{MAX_PARAMS / 1e9:.1f}B for custom models.", title="Model too large")
+            raise app_error("model.too_large", "title.too_large", name=m.name, size=f"{m.n_params / 1e9:.1f}",
+                            limit=f"{MAX_PARAMS / 1e9:.1f}")
     return target, draft
 
 
@@ -67,8 +72,10 @@ def check_prompt_fits(prompt_tokens: int, max_new_tokens: int, context: int) -> 
     """The prompt and the tokens to generate must fit the model's context; ValueError otherwise."""
     room = context - max_new_tokens
     if prompt_tokens > room:
-        raise ValueError(f"The prompt is {prompt_tokens} tokens long; with max new tokens {max_new_tokens} this "
-                         f"model's context of {context} tokens allows at most {max(room, 0)} prompt tokens.")
+        raise keyed(f"The prompt is {prompt_tokens} tokens long; with max new tokens {max_new_tokens} this "
+                    f"model's context of {context} tokens allows at most {max(room, 0)} prompt tokens.",
+                    "settings.prompt_room", length=prompt_tokens, max_new=max_new_tokens, context=context,
+                    room=max(room, 0))
 
 
 def start(session: Session, settings: Settings, progress):
@@ -94,7 +101,8 @@ def start(session: Session, settings: Settings, progress):
         first = next(generator, None)
     except ValueError as exc:
         _close(meter)
-        raise gr.Error(str(exc), title="Check the prompt" if "prompt" in str(exc) else "Cannot start the run") from None
+        raise app_error("model.detail", "title.prompt" if "prompt" in str(exc) else "title.cannot_start",
+                        detail=exc) from None
     except Exception:
         _close(meter)
         raise
@@ -139,8 +147,8 @@ def advance(session: Session):
         return None
     except ValueError as exc:
         if "already executing" in str(exc):
-            raise gr.Error("The previous iteration is still finishing; try again in a moment.") from None
-        raise gr.Error(f"The run stopped: {exc}") from None
+            raise app_error("model.busy") from None
+        raise app_error("model.stopped", detail=exc) from None
     if session.run_token != token:
         return None
     session.records.append(record)

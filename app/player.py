@@ -29,6 +29,7 @@ shown when the lane finishes. With two or more lanes the first to finish gets th
 
 from __future__ import annotations
 
+import json
 import time
 
 import gradio as gr
@@ -37,6 +38,7 @@ from decoding.paths import ASSETS
 from decoding.trace.record import ACCEPTED, IterationRecord, RunSummary
 
 from .html_text import special_name
+from .i18n import DEFAULT, catalog, t
 
 PLAYER_JS = ASSETS / "player.js"
 PLAYER_CSS = ASSETS / "player.css"
@@ -94,7 +96,7 @@ def player_data(lanes: list[dict], title: str = "", prompt: str = "", result: st
     comes to rest on when it ends; `current` not None shows the run at rest on that iteration at
     once, with no playback (Replay plays it)."""
     data = {"title": title, "prompt": prompt, "result": result, "verdict": verdict, "lanes": lanes,
-            "paced": paced, "nonce": time.time()}
+            "paced": paced, "nonce": time.time(), "words": player_words()}
     if sync:
         data.update(sync=sync, rest=rest, current=current)
     return data
@@ -103,7 +105,26 @@ def player_data(lanes: list[dict], title: str = "", prompt: str = "", result: st
 def empty_data(message: str) -> dict:
     """A value that shows `message` instead of a race."""
     return {"title": "", "prompt": "", "result": "", "verdict": "", "lanes": [], "message": message,
-            "nonce": time.time()}
+            "nonce": time.time(), "words": player_words()}
+
+
+def player_words() -> dict[str, str]:
+    """The player's own words (buttons, legend, figures' names, status lines) in the current language
+    (`i18n.current`), keyed as player.js reads them: the catalog's `player.<key>` entries."""
+    return {key[len("player."):]: t(key) for key in catalog(DEFAULT) if key.startswith("player.")}
+
+
+def relabel(value) -> dict | None:
+    """A player value with its words in the current language: the same lanes and figures, a new nonce
+    (the browser shows a value with a new nonce afresh, so the words change); None for no value."""
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except ValueError:
+            return None
+    if not isinstance(value, dict):
+        return None
+    return {**value, "words": player_words(), "nonce": time.time()}
 
 
 def _asset(path) -> str:
@@ -116,7 +137,7 @@ def _asset(path) -> str:
 
 def player(value: dict | None = None, **kwargs) -> gr.HTML:
     """The player component (call inside a Blocks context); `kwargs` go to gr.HTML (elem_id, label...)."""
-    kwargs.setdefault("label", "Player")
+    kwargs.setdefault("label", t("player.label"))
     kwargs.setdefault("shown", None)  # the panels' answer to a player tied to them ({nonce, iteration})
     return gr.HTML(value, html_template=TEMPLATE, css_template=_asset(PLAYER_CSS), js_on_load=_asset(PLAYER_JS),
                    apply_default_css=False, container=False, padding=False, **kwargs)

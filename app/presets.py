@@ -15,6 +15,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from decoding.errors import keyed
 from decoding.lm.models import DEFAULT_TARGET
 from decoding.run.pair import FEATURE, HYBRID, PROMPT_LOOKUP
 from decoding.paths import SHIPPED_DRAFT, SHIPPED_FEATURE_DRAFT
@@ -33,7 +34,20 @@ class Preset:
     draft: str
     chat: bool
     note: str = ""
+    note_key: str = ""  # the note's catalog key (explainer.preset.<key>), where the note is that text
     draft_tree: str | None = None  # the speculative method's draft tree this preset sets (None: leaves it as it is)
+
+
+def preset_note(p: "Preset | None", lang: str | None = None) -> str:
+    """A preset's note in `lang`: its catalog text where the note is the English of its key, else the
+    note as it is (a GPU's measured note, a configured pair's)."""
+    from .i18n import t
+
+    if p is None or not p.note:
+        return ""
+    if p.note_key and t(p.note_key, "en") == p.note:
+        return t(p.note_key, lang)
+    return p.note
 
 
 def _presets() -> list[Preset]:
@@ -44,14 +58,14 @@ def _presets() -> list[Preset]:
     hybrid = Preset("default-hybrid", "Offline: SmolLM2-135M-Instruct, drafted by the hybrid: copies where "
                     "the text repeats, the distilled 16.8M draft elsewhere", DEFAULT_TARGET, HYBRID, True,
                     f"{OFFLINE} Where the text repeats itself (summaries, answers from a passage) it copies the span "
-                    "that followed; elsewhere the 16.8M draft model guesses.")
+                    "that followed; elsewhere the 16.8M draft model guesses.", "explainer.preset.hybrid")
     distilled = Preset("default", "Offline: SmolLM2-135M-Instruct, drafted by the distilled 16.8M draft",
                        DEFAULT_TARGET, str(SHIPPED_DRAFT), True,
-                       f"{OFFLINE} Every draft token comes from the 16.8M draft model.")
+                       f"{OFFLINE} Every draft token comes from the 16.8M draft model.", "explainer.preset.distilled")
     feature = Preset("default-feature", "Offline: SmolLM2-135M-Instruct, drafted by the feature draft (EAGLE): "
                      "one layer over the target's own hidden states", DEFAULT_TARGET, str(SHIPPED_FEATURE_DRAFT), True,
                      f"{OFFLINE} The feature draft guesses from the target's own last hidden states and scores "
-                     "tokens with the target's own output layer.")
+                     "tokens with the target's own output layer.", "explainer.preset.feature")
     # the offline default where the feature draft is shipped: on a class's chat prompts it ran 1.15x plain
     # decoding at gamma 4 (1.25x at auto) where the hybrid ran 0.97x (1.07x) and the distilled draft alone
     # 0.97x (1.10x) (temperature 0.7, bfloat16: docs/bench/classroom-bfloat16), and 1.44x against the hybrid's
@@ -60,20 +74,24 @@ def _presets() -> list[Preset]:
                             "feature draft: copies where the text repeats, the feature draft elsewhere", DEFAULT_TARGET,
                             f"{HYBRID}:{FEATURE}", True, f"{OFFLINE} Where the text repeats itself (summaries, "
                             "answers from a passage) it copies the span that followed; elsewhere the feature draft "
-                            "(one layer over the target's own hidden states) guesses.")
+                            "(one layer over the target's own hidden states) guesses.",
+                            "explainer.preset.hybrid_feature")
     # the feature draft drawing a tree of guesses per iteration (decoding/methods/tree_draft.py), this device's
     # tuned size where one was measured (auto)
     feature_tree = Preset("default-feature-tree", "Offline: SmolLM2-135M-Instruct, feature draft, tree of guesses",
                           DEFAULT_TARGET, str(SHIPPED_FEATURE_DRAFT), True,
                           f"{OFFLINE} The feature draft proposes several guesses for each position, a tree of its "
-                          "likeliest continuations, and the target checks the whole tree in one pass.", "auto")
+                          "likeliest continuations, and the target checks the whole tree in one pass.",
+                          "explainer.preset.feature_tree", draft_tree="auto")
     lookup = Preset("default-lookup", "Offline: SmolLM2-135M-Instruct, drafted by prompt lookup (no draft model)",
                     DEFAULT_TARGET, PROMPT_LOOKUP, True,
-                    f"{OFFLINE} It copies from the context, so it drafts only where the text repeats.")
+                    f"{OFFLINE} It copies from the context, so it drafts only where the text repeats.",
+                    "explainer.preset.lookup")
     if env_target:
         configured = Preset("default", f"Configured pair: {Path(env_target).name} + "
                             f"{Path(env_draft).name if env_draft else PROMPT_LOOKUP}", env_target,
-                            env_draft or PROMPT_LOOKUP, False, "The pair this app was started with.")
+                            env_draft or PROMPT_LOOKUP, False, "The pair this app was started with.",
+                            "explainer.preset.configured")
         offline = (configured, hybrid, lookup)
     else:
         offline = (hybrid, distilled, lookup)
@@ -87,27 +105,36 @@ def _presets() -> list[Preset]:
     return [
         *offline,
         Preset("smollm2-360m", "SmolLM2-135M-Instruct → SmolLM2-360M-Instruct (hub)",
-               "HuggingFaceTB/SmolLM2-360M-Instruct", "HuggingFaceTB/SmolLM2-135M-Instruct", True, HUB),
+               "HuggingFaceTB/SmolLM2-360M-Instruct", "HuggingFaceTB/SmolLM2-135M-Instruct", True, HUB,
+               "explainer.preset.hub"),
         Preset("smollm2-1.7b", "SmolLM2-135M-Instruct → SmolLM2-1.7B-Instruct (hub)",
-               "HuggingFaceTB/SmolLM2-1.7B-Instruct", "HuggingFaceTB/SmolLM2-135M-Instruct", True, HUB),
+               "HuggingFaceTB/SmolLM2-1.7B-Instruct", "HuggingFaceTB/SmolLM2-135M-Instruct", True, HUB,
+               "explainer.preset.hub"),
         Preset("qwen2.5", "Qwen2.5-0.5B-Instruct → Qwen2.5-1.5B-Instruct (hub)",
-               "Qwen/Qwen2.5-1.5B-Instruct", "Qwen/Qwen2.5-0.5B-Instruct", True, HUB),
+               "Qwen/Qwen2.5-1.5B-Instruct", "Qwen/Qwen2.5-0.5B-Instruct", True, HUB, "explainer.preset.hub"),
         Preset("gpt2", "distilgpt2 → gpt2-large (hub)", "openai-community/gpt2-large", "distilbert/distilgpt2", False,
-               f"{HUB} These models have no chat template."),
+               f"{HUB} These models have no chat template.", "explainer.preset.hub_no_chat"),
         Preset("custom", "Custom: type a target and a draft below", "", "", False,
                "Type a Hugging Face Hub id (owner/name) for each model; 'prompt-lookup' as the draft needs no "
-               "model."),
+               "model.", "explainer.preset.custom"),
     ]
 
 
 GPU_FIRST = "GPU default: "
-DRAFTER_KEYS = {"hybrid": "default-hybrid", "distilled": "default", "prompt-lookup": "default-lookup"}
+DRAFTER_KEYS = {"hybrid": "default-hybrid", "distilled": "default", "prompt-lookup": "default-lookup",
+                "feature": "default-feature", "hybrid-feature": "default-hybrid-feature"}
 
 
 def _on_gpu() -> bool:
     import torch
 
     return torch.cuda.is_available()
+
+
+def _gpu_order_unmeasured(*offline: Preset) -> tuple[Preset, ...]:
+    first, *rest = offline
+    note = f"{first.note} Not measured on a GPU yet, so no GPU speed is claimed."
+    return (dataclasses.replace(first, note=note), *rest)
 
 
 def _gpu_order(*offline: Preset) -> tuple[Preset, ...]:
@@ -118,10 +145,10 @@ def _gpu_order(*offline: Preset) -> tuple[Preset, ...]:
 
     choice = read_choice()
     if choice is None:
-        first, *rest = offline
-        note = f"{first.note} Not measured on a GPU yet, so no GPU speed is claimed."
-        return (dataclasses.replace(first, note=note), *rest)
+        return _gpu_order_unmeasured(*offline)
     key = DRAFTER_KEYS[choice["drafter"]]
+    if not any(p.key == key for p in offline):  # a drafter this app does not offer (its draft is not shipped)
+        return _gpu_order_unmeasured(*offline)
     measured = (f"Measured on {choice.get('device') or 'this GPU'} in {choice.get('dtype')}: "
                 f"{choice['speedup']:.2f}x the speed of plain decoding at γ {choice.get('gamma')}.")
     chosen = next(p for p in offline if p.key == key)
@@ -145,13 +172,13 @@ def resolve_pair(preset_label: str, custom_target: str, custom_draft: str) -> tu
     """(target spec, draft spec) for a preset, or the custom fields, checked for safety."""
     preset = preset_by_label(preset_label)
     if preset is None:
-        raise ValueError(f"unknown model pair {preset_label!r}")
+        raise keyed(f"unknown model pair {preset_label!r}", "model.unknown_pair", label=repr(preset_label))
     if preset.key != "custom":
         return preset.target, preset.draft
     target = (custom_target or "").strip()
     draft = (custom_draft or "").strip() or PROMPT_LOOKUP
     if not target:
-        raise ValueError("type a target model (a hub id such as HuggingFaceTB/SmolLM2-360M-Instruct)")
+        raise keyed("type a target model (a hub id such as HuggingFaceTB/SmolLM2-360M-Instruct)", "model.no_target")
     for spec in (target, draft):
         check_custom_spec(spec)
     return target, draft
@@ -167,7 +194,8 @@ def check_custom_spec(spec: str) -> None:
     if os.environ.get("SPECDEC_APP_ALLOW_LOCAL") == "1":
         return
     if not _HUB_ID.match(spec) or ".." in spec:
-        raise ValueError(f"{spec!r} is not a hub id (owner/name); local paths are disabled in this app")
+        raise keyed(f"{spec!r} is not a hub id (owner/name); local paths are disabled in this app",
+                    "model.not_hub_spec", spec=repr(spec))
 
 
 # --------------------------------------------------------------------------- method and pair fit
@@ -184,46 +212,52 @@ def draft_is_model(spec: str) -> bool:
     return not is_feature_draft(spec)
 
 
-def pair_problem(method: str, draft_spec: str) -> str:
+def pair_problem(method: str, draft_spec: str, lang: str | None = None) -> str:
     """Why the pair with the draft `draft_spec` cannot run `method`, or "" when it can. Only MJSD
     has a requirement here: PPD drafts with the target's own prompt tokens (trained ones where the
     target ships them, untrained ones otherwise) and ignores the draft; the other methods take any
-    drafter."""
+    drafter. In `lang` (None: the event's language)."""
     from decoding.methods.registry import METHODS
+
+    from .i18n import t
 
     spec = METHODS.get(method)
     if spec is not None and spec.needs_draft_model and not draft_is_model(draft_spec):
-        return (f"{spec.title} drafts with a beam search on a draft model, and this pair drafts "
-                f"{_drafter_words(draft_spec)}")
+        return t("explainer.pair.needs_model", lang, method=spec.title, drafter=_drafter_words(draft_spec, lang))
     return ""
 
 
-def _drafter_words(draft_spec: str) -> str:
+def _drafter_words(draft_spec: str, lang: str | None = None) -> str:
+    from .i18n import t
+
     if draft_spec == PROMPT_LOOKUP:
-        return "by prompt lookup (no model)"
+        return t("explainer.pair.by_lookup", lang)
     if draft_spec.partition(":")[0].startswith(HYBRID):
-        return "with the hybrid (lookup first)"
-    return "with a feature draft (no model of its own)"
+        return t("explainer.pair.by_hybrid", lang)
+    return t("explainer.pair.by_feature", lang)
 
 
-def fitting_preset(method: str, label: str, custom_draft: str = "") -> tuple[Preset | None, str]:
+def fitting_preset(method: str, label: str, custom_draft: str = "",
+                   lang: str | None = None) -> tuple[Preset | None, str]:
     """(the preset to switch to, what to tell the user) when the pair `label` (its custom draft for
     the custom pair) cannot run `method`: the first preset with the same target that can, else the
-    first that can at all. (None, "") when the pair fits; (None, why) when no preset fits."""
+    first that can at all. (None, "") when the pair fits; (None, why) when no preset fits. In `lang`."""
+    from .i18n import t
+
     preset = preset_by_label(label)
     if preset is None:
         return None, ""
     draft = custom_draft.strip() if preset.key == "custom" else preset.draft
-    problem = pair_problem(method, draft)
+    problem = pair_problem(method, draft, lang)
     if not problem:
         return None, ""
     if preset.key == "custom":
-        return None, f"{problem}: type a draft model (a hub id) as the custom draft, or pick another method."
-    fits = [p for p in presets() if p.key != "custom" and not pair_problem(method, p.draft)]
+        return None, t("explainer.pair.type_draft", lang, problem=problem)
+    fits = [p for p in presets() if p.key != "custom" and not pair_problem(method, p.draft, lang)]
     near = next((p for p in fits if p.target == preset.target), fits[0] if fits else None)
     if near is None:
-        return None, f"{problem}, and no preset pair has a draft model: pick another method."
-    return near, f"{problem}, so the model pair switched to one with a draft model: {near.label}."
+        return None, t("explainer.pair.none_fits", lang, problem=problem)
+    return near, t("explainer.pair.switched", lang, problem=problem, pair=near.label)
 
 
 def preset_for_models(target_name: str | None, draft_name: str | None) -> Preset | None:

@@ -19,6 +19,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from decoding.errors import keyed
 from decoding.paths import ASSETS
 from decoding.trace.record import IterationRecord, RunSummary
 from decoding.run.trace_file import MAX_TRACE_BYTES, load_trace_lines
@@ -62,11 +63,12 @@ def read_race(path) -> Race:
     """Parse a race file; ValueError with a message a user can act on otherwise."""
     p = Path(path)
     if p.stat().st_size > MAX_RACE_BYTES:
-        raise ValueError(f"the file is larger than {MAX_RACE_BYTES // (1024 * 1024)} MB")
+        raise keyed(f"the file is larger than {MAX_RACE_BYTES // (1024 * 1024)} MB", "race.too_large",
+                    limit=MAX_RACE_BYTES // (1024 * 1024))
     try:
         text = p.read_text(encoding="utf-8")
     except UnicodeDecodeError:
-        raise ValueError("the file is not UTF-8 text (a race file is JSON)") from None
+        raise keyed("the file is not UTF-8 text (a race file is JSON)", "race.not_utf8") from None
     return race_from_text(text)
 
 
@@ -80,35 +82,37 @@ def race_from_text(text: str) -> Race:
         except json.JSONDecodeError:
             single = False
         if single:
-            raise ValueError("this is a single run's trace (JSON lines), not a race: open it in the Explainer tab "
-                             "(Save or open a run)") from None
-        raise ValueError(f"it is not JSON (line {exc.lineno}: {exc.msg})") from None
+            raise keyed("this is a single run's trace (JSON lines), not a race: open it in the Explainer tab "
+                        "(Save or open a run)", "race.single_trace") from None
+        raise keyed(f"it is not JSON (line {exc.lineno}: {exc.msg})", "race.not_json", number=exc.lineno) from None
     return race_from_dict(data)
 
 
 def race_from_dict(data) -> Race:
     if not isinstance(data, dict) or data.get("format") != FORMAT:
-        raise ValueError(f'it is not a race file (no "format": "{FORMAT}" at its top level)')
+        raise keyed(f'it is not a race file (no "format": "{FORMAT}" at its top level)', "race.format", format=FORMAT)
     if data.get("version") != VERSION:
-        raise ValueError(f"race file version {data.get('version')!r} is not supported (this app reads {VERSION})")
+        raise keyed(f"race file version {data.get('version')!r} is not supported (this app reads {VERSION})",
+                    "race.version", version=repr(data.get("version")), supported=VERSION)
     lanes = data.get("lanes")
     if not isinstance(lanes, list) or len(lanes) != 2:
         found = len(lanes) if isinstance(lanes, list) else "no"
-        raise ValueError(f"a race file holds two lanes, A and B ({found} found)")
+        raise keyed(f"a race file holds two lanes, A and B ({found} found)", "race.lanes", found=found)
     out = []
     for i, lane in enumerate(lanes):
         label = lane.get("label") if isinstance(lane, dict) else None
         name = f"lane {label or 'AB'[i]}"
         if not isinstance(lane, dict) or not isinstance(lane.get("trace"), list):
-            raise ValueError(f"{name} has no trace (a list of trace lines)")
+            raise keyed(f"{name} has no trace (a list of trace lines)", "race.no_trace", lane=label or "AB"[i])
         if not all(isinstance(line, dict) for line in lane["trace"]):
-            raise ValueError(f"{name}'s trace holds something other than trace lines (JSON objects)")
+            raise keyed(f"{name}'s trace holds something other than trace lines (JSON objects)", "race.not_lines",
+                        lane=label or "AB"[i])
         try:
             records, summary = load_trace_lines(json.dumps(line) for line in lane["trace"])
         except ValueError as exc:
-            raise ValueError(f"{name}: {exc}") from None
+            raise keyed(f"{name}: {exc}", "race.lane_detail", lane=label or "AB"[i], detail=exc) from None
         if summary is None:
-            raise ValueError(f"{name}'s trace has no summary line")
+            raise keyed(f"{name}'s trace has no summary line", "race.no_summary", lane=label or "AB"[i])
         settings = lane.get("settings") if isinstance(lane.get("settings"), dict) else {}
         out.append(RaceLane(str(label or "AB"[i]), str(lane.get("role") or ("challenger", "baseline")[i]),
                             records, summary, settings))

@@ -14,6 +14,7 @@ from decoding.run.pair import HYBRID, PROMPT_LOOKUP
 from decoding.paths import SHIPPED_DRAFT
 from decoding.trace.record import RunSummary
 
+from .i18n import DEFAULT, catalog, t
 from .race_file import Race
 
 
@@ -23,15 +24,23 @@ def drafter_words(name: str) -> str:
     name = str(name)
     if name.startswith(HYBRID):
         inner = name.partition("(")[2]
-        model = "feature draft" if inner.startswith("feature") else "draft model"
-        return f"hybrid: copying + {model}" + (" + earlier answers" if "corpus" in inner else "")
+        model = t("race.drafter_words.feature") if inner.startswith("feature") else t("race.drafter_words.model")
+        return t("race.drafter_words.hybrid", model=model) + (t("race.drafter_words.corpus") if "corpus" in inner
+                                                              else "")
     if name == PROMPT_LOOKUP:
-        return "prompt lookup"
+        return t("race.drafter_words.lookup")
     if name.startswith("feature"):
-        return "feature draft"
+        return t("race.drafter_words.feature")
     if Path(name).name == SHIPPED_DRAFT.name:
-        return "distilled draft"
+        return t("race.drafter_words.distilled")
     return name
+
+
+def method_title(method: str) -> str:
+    """A method's name in the current language (the registry's title where the catalog has none)."""
+    spec = METHODS.get(method)
+    key = f"race.method.{method}"
+    return t(key) if key in catalog(DEFAULT) else (spec.title if spec is not None else str(method))
 
 
 def lane_name(summary: RunSummary) -> str:
@@ -46,7 +55,7 @@ def lane_name(summary: RunSummary) -> str:
     if spec.uses_gamma and settings.get("gamma") is not None:
         schedule = (settings.get("extra") or {}).get("gamma_schedule")
         parts.append(f"γ {schedule}" if schedule and schedule != "fixed" else f"γ {settings['gamma']}")
-    return spec.title + (f" ({', '.join(parts)})" if parts else "")
+    return method_title(summary.method) + (f" ({', '.join(parts)})" if parts else "")
 
 
 def speedup(a: RunSummary, b: RunSummary) -> float | None:
@@ -70,7 +79,7 @@ def _secs(x: float) -> str:
 
 
 def _tokens(n: int) -> str:
-    return f"{n} token" if n == 1 else f"{n} tokens"
+    return t("race.result.tokens_one", n=n) if n == 1 else t("race.result.tokens", n=n)
 
 
 def result_sentence(a: RunSummary, b: RunSummary, a_name: str | None = None, b_name: str | None = None) -> str:
@@ -82,23 +91,21 @@ def result_sentence(a: RunSummary, b: RunSummary, a_name: str | None = None, b_n
     na, nb = len(a.token_ids), len(b.token_ids)
     ratio = speedup(a, b)
     if nb == na:
-        run = f"{_tokens(na)} in {_secs(a.wall_seconds)} against {_secs(b.wall_seconds)} for {b_name}"
+        run = t("race.result.run_same", tokens=_tokens(na), secs_a=_secs(a.wall_seconds), secs_b=_secs(b.wall_seconds),
+                b=b_name)
     else:
-        run = f"{_tokens(na)} in {_secs(a.wall_seconds)} against {_tokens(nb)} in {_secs(b.wall_seconds)} for {b_name}"
-    speeds = f"{a.tokens_per_second:.1f} against {b.tokens_per_second:.1f} tokens/s"
-    calls = f"{a.target_calls} target calls instead of {b.target_calls}"
+        run = t("race.result.run_diff", tokens_a=_tokens(na), secs_a=_secs(a.wall_seconds), tokens_b=_tokens(nb),
+                secs_b=_secs(b.wall_seconds), b=b_name)
+    speeds = t("race.result.speeds", tps_a=f"{a.tokens_per_second:.1f}", tps_b=f"{b.tokens_per_second:.1f}")
+    calls = t("race.result.calls", calls_a=a.target_calls, calls_b=b.target_calls)
     kind = verdict(ratio)
-    if kind == "faster":
-        text = f"{a_name}: {run} ({speeds}), {_ratio_text(ratio)}x faster, {calls}."
-    elif kind == "slower":
-        text = (f"slower: {a_name} ran at {_ratio_text(ratio)}x the speed of {b_name}: {run} ({speeds}), "
-                f"{calls}.")
-    elif kind == "same":
-        text = f"{a_name}: {run} ({speeds}), the same speed, {calls}."
+    words = dict(a=a_name, b=b_name, run=run, speeds=speeds, calls=calls)
+    if kind in ("faster", "slower"):
+        text = t(f"race.result.{kind}", ratio=_ratio_text(ratio), **words)
     else:
-        text = f"{a_name}: {run} ({speeds}); {b_name} produced no measurable speed, so no ratio."
+        text = t(f"race.result.{kind}", **words)
     if na != nb:
-        text += " The runs produced different numbers of tokens, so tokens/s decides, not who finished first."
+        text += t("race.result.different_lengths")
     return text
 
 

@@ -18,13 +18,21 @@ from decoding.methods.registry import method_view
 from decoding.methods.speculative import ChainStep
 from decoding.trace.record import ACCEPTED, BONUS, CORRECTION, TARGET, Candidate, IterationRecord, RunSummary
 
-from .html_text import attr as _attr, fmt, special_name, token_html, visible
+from .html_text import attr as _attr, coin_bar, fmt, special_name, token_html, visible
+from .i18n import t as _i18n
 from .rules_text import (candidates, greedy_rule, mjsd_prefix, ppd_argmax, ppd_caption, ppd_lossy, ppd_rule_text,
                          threshold_label, tree_drafted)
 
 REJECTED = "rejected"
 
-# kind -> (label for the legend, Okabe-Ito colour, short description)
+
+def tr(key: str, lang: str | None = None, **params) -> str:
+    """The Explainer's text `explainer.<key>` in `lang` (None: the language of the event being handled,
+    `i18n.current()`)."""
+    return _i18n("explainer." + key, lang, **params)
+
+# kind -> (label for the legend, Okabe-Ito colour, short description), in English; `chip_kind` gives
+# the label and description in a language (catalog keys explainer.chip.<kind>.label and .desc)
 CHIP_KINDS = {
     ACCEPTED: ("accepted draft", "#009E73", "a draft token the target accepted"),
     REJECTED: ("rejected draft", "#D55E00", "a draft token the target rejected (struck, not part of the text)"),
@@ -33,25 +41,33 @@ CHIP_KINDS = {
     TARGET: ("target", "#999999", "plain decoding: drawn from p, one target call per token"),
 }
 
+
+
+def chip_kind(kind: str, lang: str | None = None) -> tuple[str, str]:
+    """(label, description) of a chip kind in `lang`."""
+    return tr(f"chip.{kind}.label", lang), tr(f"chip.{kind}.desc", lang)
+
+
 MAX_TREE_NODES = 300
 
-# Why a run stopped (the engine's stop_reason), in words.
-STOP_REASONS = {"max_new_tokens": "the token limit", "eos": "the model's end-of-text token",
-                "context": "the model's longest context", "stopped": "Stop pressed"}
+# Why a run stopped (the engine's stop_reason), in words: catalog keys explainer.stop.<reason>
+STOP_REASONS = ("max_new_tokens", "eos", "context", "stopped")
 
 
-def stop_words(reason: str | None) -> str:
-    return STOP_REASONS.get(reason or "", "—" if not reason else str(reason).replace("_", " "))
+def stop_words(reason: str | None, lang: str | None = None) -> str:
+    if reason in STOP_REASONS:
+        return tr(f"stop.{reason}", lang)
+    return "—" if not reason else str(reason).replace("_", " ")
 
 
-def special_line(text: str) -> list[str]:
+def special_line(text: str, lang: str | None = None) -> list[str]:
     """A tooltip line for a special token (empty for ordinary text)."""
     name = special_name(text)
     if name is None:
         return []
     if name.startswith("special:"):
-        return ["a special token of the tokenizer, not text a reader sees"]
-    return [f"a special token of the chat template: it marks the {name}, it is not text a reader sees"]
+        return [tr("tip.special_tokenizer", lang)]
+    return [tr("tip.special_template", lang, name=name)]
 
 
 def _lookup(cands: list[Candidate] | None, token_id: int) -> Candidate | None:
@@ -61,17 +77,17 @@ def _lookup(cands: list[Candidate] | None, token_id: int) -> Candidate | None:
     return None
 
 
-def legend_html() -> str:
+def legend_html(lang: str | None = None) -> str:
     """The chip kinds, each drawn as its chip and named in words (colour is never the only cue)."""
     items = "".join(
         f'<span class="chip chip-{kind}" role="listitem" aria-label="{_attr(label + ": " + desc)}" '
         f'title="{_attr(desc)}">{html.escape(label)}</span>'
-        for kind, (label, _colour, desc) in CHIP_KINDS.items()
+        for kind, (label, desc) in ((kind, chip_kind(kind, lang)) for kind in CHIP_KINDS)
     )
-    copied = ('<span class="chip chip-accepted from-lookup" role="listitem" title="a draft token copied from the '
-              'context" aria-label="copied from the context: a draft token copied from the context">'
-              "copied from the context</span>")
-    return f'<div class="legend" role="list" aria-label="Legend of the token chips">{items}{copied}</div>'
+    label, desc = tr("chip.copied.label", lang), tr("chip.copied.desc", lang)
+    copied = (f'<span class="chip chip-accepted from-lookup" role="listitem" title="{_attr(desc)}" '
+              f'aria-label="{_attr(label + ": " + desc)}">{html.escape(label)}</span>')
+    return f'<div class="legend" role="list" aria-label="{_attr(tr("chip.legend", lang))}">{items}{copied}</div>'
 
 
 def _chip(text: str, kind: str, tip: str, current: bool = False, source: str | None = None) -> str:
@@ -82,19 +98,16 @@ def _chip(text: str, kind: str, tip: str, current: bool = False, source: str | N
             f"{token_html(text)}</span>")
 
 
-SOURCES = {"lookup": "copied from the context (n-gram lookup: q is 1 on the copied token)",
-           "corpus": "copied from the target's earlier answers to other prompts (q is 1 on the copied token)",
-           "model": "proposed by the draft model"}
-MATCHED = {"lookup": "; the last {} tokens matched an earlier span",
-           "corpus": "; the last {} tokens appear in those answers"}
+SOURCES = ("lookup", "corpus", "model")  # where a draft token came from: explainer.source.<source>
+MATCHED = ("lookup", "corpus")  # ... and how much matched: explainer.source.<source>_matched
 
 
-def _last_tokens(n: int | None) -> str:
+def _last_tokens(n: int | None, lang: str | None = None) -> str:
     """ "the last 3 tokens", or "the last tokens" where the trace does not say how many."""
-    return f"the last {n} tokens" if n else "the last tokens"
+    return tr("draft.last_n_tokens", lang, n=n) if n else tr("draft.last_tokens", lang)
 
 
-def drafted_note(record: IterationRecord) -> str:
+def drafted_note(record: IterationRecord, lang: str | None = None) -> str:
     """Why an iteration drafted more tokens than γ (the hybrid's and prompt lookup's copies), in words;
     "" when it drafted at most γ."""
     k, gamma = len(record.draft), record.gamma
@@ -102,221 +115,201 @@ def drafted_note(record: IterationRecord) -> str:
         return ""
     chain = ChainStep.of(record)
     if chain is not None and chain.source == "model" and chain.copied:
-        return (f"Drafted {k} with γ = {gamma}: the draft model's {k - chain.copied} tokens, then {chain.copied} "
-                "copied from an earlier span (a copy is not limited to γ).")
+        return tr("draft.more_model_copy", lang, k=k, gamma=gamma, model=k - chain.copied, copied=chain.copied)
     if chain is not None and chain.source in ("lookup", "corpus"):
-        return (f"Drafted {k} with γ = {gamma}: a copy may run past γ (up to {HYBRID_LOOKUP_TOKENS} tokens), "
-                "because where the text repeats, long copies are usually accepted whole.")
-    return f"Drafted {k} with γ = {gamma}: this drafter may propose more than γ tokens."
+        return tr("draft.more_copy", lang, k=k, gamma=gamma, limit=HYBRID_LOOKUP_TOKENS)
+    return tr("draft.more_other", lang, k=k, gamma=gamma)
 
 
-def source_text(record: IterationRecord, d) -> str | None:
+def source_text(record: IterationRecord, d, lang: str | None = None) -> str | None:
     """Where a draft token came from, in words (None where the trace does not say)."""
     if d.source not in SOURCES:
         return None
     chain = ChainStep.of(record)
     match = chain.match_length if chain is not None and d.source in MATCHED and d.source == chain.source else None
-    return SOURCES[d.source] + (MATCHED[d.source].format(match) if match else "")
+    return tr(f"source.{d.source}", lang) + (tr(f"source.{d.source}_matched", lang, n=match) if match else "")
 
 
-def _draft_tip(d, kind_label: str, record: IterationRecord) -> str:
-    lines = [f"{kind_label} {visible(d.text)!r} (iteration {record.iteration + 1}, draft position {d.position + 1})"]
-    lines += special_line(d.text)
-    source = source_text(record, d)
+def _draft_tip(d, kind_label: str, record: IterationRecord, lang: str | None = None) -> str:
+    lines = [tr("tip.draft_head", lang, kind=kind_label, token=repr(visible(d.text)), iteration=record.iteration + 1,
+                position=d.position + 1)]
+    lines += special_line(d.text, lang)
+    source = source_text(record, d, lang)
     if source:
         lines.append(source)
     joint = mjsd_prefix(record, d.position)
     if candidates(record):
-        lines.append(f"p(x) = {fmt(d.p)} (target)   q(x) = {fmt(d.q)} (the prompt token's guess probability)")
-        lines.append(ppd_rule_text(record, d))
+        lines.append(tr("tip.pq_ppd", lang, p=fmt(d.p), q=fmt(d.q)))
+        lines.append(ppd_rule_text(record, d, lang))
     elif joint is not None:
         prefix, tau = joint
         lines.append(f"p(x) = {fmt(d.p)}   q(x) = {fmt(d.q)}")
-        lines.append(f"joint ratio min(1, p(x₁..ⱼ)/q(x₁..ⱼ)) = {fmt(prefix.ratio)} vs τ = {fmt(tau)}"
-                     f" → {'passes' if prefix.passes else 'fails'}")
-        lines.append("coin u = — (MJSD keeps the longest passing prefix, no coin)")
+        lines.append(tr("tip.joint_passes" if prefix.passes else "tip.joint_fails", lang, ratio=fmt(prefix.ratio),
+                        tau=fmt(tau)))
+        lines.append(tr("tip.mjsd_no_coin", lang))
     elif d.coin is None:  # greedy rule
-        lines.append(f"p(x) = {fmt(d.p)} (raw, before the argmax)   q(x) = {fmt(d.q)}")
-        lines.append(f"coin u = — (greedy: no coin); accept iff p(x) ≥ threshold l·max p = {fmt(d.threshold)}")
+        lines.append(tr("tip.pq_raw", lang, p=fmt(d.p), q=fmt(d.q)))
+        lines.append(tr("tip.greedy_rule", lang, threshold=fmt(d.threshold)))
     else:
         lines.append(f"p(x) = {fmt(d.p)}   q(x) = {fmt(d.q)}")
         verdict = "≤" if d.accepted else ">"
-        lines.append(f"coin u = {fmt(d.coin)} {verdict} threshold min(1, p/(l·q)) = {fmt(d.threshold)}")
-    lines.append("→ accepted" if d.accepted else "→ rejected")
+        lines.append(tr("tip.coin_rule", lang, coin=fmt(d.coin), verdict=verdict, threshold=fmt(d.threshold)))
+    lines.append("→ " + tr("tip.accepted" if d.accepted else "tip.rejected", lang))
     return "\n".join(lines)
 
 
-def _final_tip(token, record: IterationRecord) -> str:
-    label = CHIP_KINDS[token.kind][0]
-    lines = [f"{label} token {visible(token.text)!r} (iteration {record.iteration + 1})"]
-    lines += special_line(token.text)
+def _final_tip(token, record: IterationRecord, lang: str | None = None) -> str:
+    label = chip_kind(token.kind, lang)[0]
+    lines = [tr("tip.final_head", lang, kind=label, token=repr(visible(token.text)), iteration=record.iteration + 1)]
+    lines += special_line(token.text, lang)
     if token.kind == CORRECTION and record.residual is None:
         c = _lookup(record.next_top, token.token_id)
-        lines.append("drawn from the target p after the kept prefix (this method has no residual)")
+        lines.append(tr("tip.from_target_no_residual", lang))
         lines.append(f"p(x) = {fmt(c.p if c else None)}   q(x) = —")
     elif token.kind == CORRECTION:
         rejected = next((d for d in record.draft if d.accepted is False), None)
         r = _lookup(record.residual.top if record.residual else None, token.token_id)
         pq = _lookup(rejected.top if rejected else None, token.token_id)
-        lines.append("drawn from the residual norm(max(0, p − q)) at the rejected position")
-        lines.append(f"residual r(x) = {fmt(r.p if r else None)}")
+        lines.append(tr("tip.from_residual", lang))
+        lines.append(tr("tip.residual_value", lang, r=fmt(r.p if r else None)))
         lines.append(f"p(x) = {fmt(pq.p if pq else None)}   q(x) = {fmt(pq.q if pq else None)}")
         if record.residual and record.residual.fell_back_to_p:
-            lines.append("(p ≈ q there: residual mass ~0, so it was drawn from p)")
+            lines.append(tr("tip.residual_fell_back", lang))
     else:
         c = _lookup(record.next_top, token.token_id)
-        source = "p after all drafts were accepted" if token.kind == BONUS else "p"
-        lines.append(f"drawn from {source}")
+        lines.append(tr("tip.from_p_bonus" if token.kind == BONUS else "tip.from_p", lang))
         lines.append(f"p(x) = {fmt(c.p if c else None)}   q(x) = —")
-    lines.append("coin u = —   threshold = — (not a draft token: no coin)")
+    lines.append(tr("tip.no_coin", lang))
     return "\n".join(lines)
 
 
-def record_chips(record: IterationRecord, current: bool = False) -> list[str]:
+def record_chips(record: IterationRecord, current: bool = False, lang: str | None = None) -> list[str]:
     """The chips one iteration adds: accepted drafts, the struck rejected draft, the final token."""
     chips = []
     accepted_drafts = [d for d in record.draft if d.accepted]
     rejected = next((d for d in record.draft if d.accepted is False), None)
     n_acc = 0
+    accepted_label, rejected_label = tr("tip.accepted_draft", lang), tr("tip.rejected_draft", lang)
     for token in record.emitted:
         if token.kind == ACCEPTED:
             d = accepted_drafts[n_acc] if n_acc < len(accepted_drafts) else None
             n_acc += 1
-            tip = _draft_tip(d, "accepted draft token", record) if d else "accepted draft token"
+            tip = _draft_tip(d, accepted_label, record, lang) if d else accepted_label
             chips.append(_chip(token.text, ACCEPTED, tip, current, d.source if d else None))
         else:
             if token.kind == CORRECTION and rejected is not None:
-                chips.append(_chip(rejected.text, REJECTED, _draft_tip(rejected, "rejected draft token", record), current,
+                chips.append(_chip(rejected.text, REJECTED, _draft_tip(rejected, rejected_label, record, lang), current,
                                    rejected.source))
                 rejected = None
             kind = token.kind if token.kind in CHIP_KINDS else TARGET
-            chips.append(_chip(token.text, kind, _final_tip(token, record), current))
+            chips.append(_chip(token.text, kind, _final_tip(token, record, lang), current))
     if rejected is not None:  # the run stopped before the correction token was kept
-        chips.append(_chip(rejected.text, REJECTED, _draft_tip(rejected, "rejected draft token", record), current))
+        chips.append(_chip(rejected.text, REJECTED, _draft_tip(rejected, rejected_label, record, lang), current))
     return chips
 
 
-def chips_html(records: list[IterationRecord], upto: int | None = None, prompt: str | None = None) -> str:
+def chips_html(records: list[IterationRecord], upto: int | None = None, prompt: str | None = None,
+               lang: str | None = None) -> str:
     """The text so far (through iteration `upto`, default: the last) as token chips."""
     if not records:
-        return '<div class="chips empty">No run yet: press Run or Step, or open an example trace.</div>'
+        return f'<div class="chips empty">{html.escape(tr("chips.empty", lang))}</div>'
     upto = len(records) - 1 if upto is None else max(0, min(upto, len(records) - 1))
     parts = []
     if prompt:
-        parts.append(f'<span class="prompt" role="listitem" aria-label="prompt">{token_html(prompt)}</span>')
+        parts.append(f'<span class="prompt" role="listitem" aria-label="{_attr(tr("chips.prompt", lang))}">'
+                     f'{token_html(prompt)}</span>')
     for i, record in enumerate(records[: upto + 1]):
-        parts.extend(record_chips(record, current=(i == upto)))
-    return (f'<div class="chips" role="list" tabindex="0" aria-label="Generated tokens as chips: hover or tap a chip '
-            f'for its figures">{"".join(parts)}</div>')
+        parts.extend(record_chips(record, current=(i == upto), lang=lang))
+    return (f'<div class="chips" role="list" tabindex="0" aria-label="{_attr(tr("chips.aria", lang))}">'
+            f'{"".join(parts)}</div>')
 
 
-def coin_bar(coin: float | None, threshold: float | None, accepted: bool | None) -> str:
-    if coin is None or threshold is None:
-        return ""
-    t = max(0.0, min(1.0, threshold)) * 100
-    u = max(0.0, min(1.0, coin)) * 100
-    state = "acc" if accepted else "rej"
-    return (
-        f'<div class="coinbar {state}" role="img" aria-label="coin u={fmt(coin)} against threshold {fmt(threshold)}">'
-        f'<div class="thr" style="width:{t:.1f}%"></div><div class="u" style="left:{u:.1f}%"></div></div>'
-    )
+def _origin(chain: ChainStep, record: IterationRecord, lang: str | None) -> str:
+    """Where this iteration's draft came from (HTML; the catalog texts hold <b> only)."""
+    last = _last_tokens(chain.match_length, lang)
+    origin = tr(f"draft.origin_{chain.source}", lang, last=last)
+    if chain.source == "model" and chain.copied:
+        origin += tr("draft.origin_continued", lang, last=last, copied=chain.copied)
+    more = drafted_note(record, lang)
+    return origin + "." + (f" {html.escape(more)}" if more else "")
 
 
-def draft_row_html(record: IterationRecord | None) -> str:
+def draft_row_html(record: IterationRecord | None, lang: str | None = None) -> str:
     if record is None:
-        return '<div class="draftrow empty">No iteration to show yet.</div>'
-    head = (f'<div class="iterhead">Iteration {record.iteration + 1} · context {record.context_length} tokens · '
-            f'γ = {record.gamma}</div>')
+        return f'<div class="draftrow empty">{html.escape(tr("draft.empty", lang))}</div>'
+    words = tr("draft.head", lang, iteration=record.iteration + 1, context=record.context_length, gamma=record.gamma)
+    head = f'<div class="iterhead">{html.escape(words)}</div>'
     if not record.draft:
         if method_view(record.method).baseline or record.gamma == 0:
-            why = "Plain (autoregressive) decoding: no draft, one target call gives one token."
+            why = tr("draft.plain", lang)
         else:
-            why = "The drafter proposed nothing this time (e.g. prompt lookup found no matching n-gram), so the target produced one token itself."
-        final = "".join(record_chips(record))
-        return (f'<div class="draftrow">{head}<p>{why}</p><div class="chips" role="list" aria-label="The token of '
-                f'this iteration">{final}</div></div>')
+            why = tr("draft.nothing", lang)
+        final = "".join(record_chips(record, lang=lang))
+        return (f'<div class="draftrow">{head}<p>{html.escape(why)}</p><div class="chips" role="list" '
+                f'aria-label="{_attr(tr("draft.token_aria", lang))}">{final}</div></div>')
     greedy = greedy_rule(record) and mjsd_prefix(record, 0) is None and not candidates(record)
     chain = ChainStep.of(record)
     if chain is not None and chain.source in SOURCES:
-        last = _last_tokens(chain.match_length)
-        origin = {"lookup": f"<b>Copied from the context</b>: {last} repeat an "
-                            "earlier span, so the drafter proposed what followed it (q = 1 on each copied token)",
-                  "corpus": f"<b>Copied from the target's earlier answers</b>: {last} appear in its answers to "
-                            "other prompts, so the drafter proposed what most often followed them there "
-                            "(q = 1 on each copied token)"}.get(chain.source, "<b>Proposed by the draft model</b>")
-        if chain.source == "model" and chain.copied:
-            origin += (f", then <b>continued by a copy</b>: with its tokens {last} "
-                       f"repeat an earlier span, so the {chain.copied} tokens that followed it were added "
-                       "(q = 1 on each)")
-        more = drafted_note(record)
-        origin += "." + (f" {html.escape(more)}" if more else "")
-        head += f'<p class="origin from-{chain.source}">{origin}</p>'
+        head += f'<p class="origin from-{chain.source}">{_origin(chain, record, lang)}</p>'
     tree = tree_drafted(record)
     if tree is not None:
-        head += (f'<p class="origin">A <b>tree</b> of {tree} guesses: the rows below are its kept path, then the '
-                 "first guess rejected under it. The draft tree panel below shows every guess, in the order the "
-                 "target tried them.</p>")
+        head += f'<p class="origin">{tr("draft.tree_origin", lang, n=tree)}</p>'
     rows = []
+    marks = {None: ("none", tr("draft.mark_none", lang)), True: ("acc", tr("draft.mark_accept", lang)),
+             False: ("rej", tr("draft.mark_reject", lang))}
     for d in record.draft:
         ratio = (d.p / d.q) if d.q else None
-        if d.accepted is None:
-            mark, cls = '<span class="mark none">— not examined</span>', "none"
-        elif d.accepted:
-            mark, cls = '<span class="mark acc">✓ accept</span>', "acc"
-        else:
-            mark, cls = '<span class="mark rej">✗ reject</span>', "rej"
+        cls, word = marks[d.accepted]
+        mark = f'<span class="mark {cls}">{html.escape(word)}</span>'
         joint = mjsd_prefix(record, d.position)
-        coin = fmt(d.coin) if d.coin is not None else ("greedy" if d.accepted is not None and joint is None else "—")
+        coin = (fmt(d.coin) if d.coin is not None
+                else (html.escape(tr("draft.greedy", lang)) if d.accepted is not None and joint is None else "—"))
         threshold = fmt(d.threshold)
         if candidates(record):
             coin = "—"
             if not ppd_lossy(record):
                 top = ppd_argmax(d)
-                threshold = f"argmax {visible(top.text)!r}" if top is not None else "—"
+                threshold = html.escape(f"argmax {visible(top.text)!r}", quote=False) if top is not None else "—"
         elif joint is not None:
             threshold = f"{fmt(joint[0].ratio)} vs τ = {fmt(joint[1])}"
         rows.append(
             f'<tr class="{cls}"><td>{d.position + 1}</td>'
-            f'<td><span class="chip chip-{ACCEPTED if d.accepted else (REJECTED if d.accepted is False else "none")}">{token_html(d.text)}</span></td>'
+            f'<td><span class="chip chip-{ACCEPTED if d.accepted else (REJECTED if d.accepted is False else "none")}">'
+            f'{token_html(d.text)}</span></td>'
             f'<td>{fmt(d.q)}</td><td>{fmt(d.p)}</td><td class="opt">{fmt(ratio, 2)}</td>'
-            f'<td>{coin}</td><td>{threshold}</td><td class="opt">{coin_bar(d.coin, d.threshold, d.accepted)}</td>'
+            f'<td>{coin}</td><td>{threshold}</td>'
+            f'<td class="opt">{coin_bar(d.coin, d.threshold, d.accepted, lang)}</td>'
             f"<td>{mark}</td></tr>"
         )
-    thr = html.escape(threshold_label(record))
+    thr = html.escape(threshold_label(record, lang))
+    col = {k: html.escape(tr(f"draft.col_{k}", lang)) for k in ("token", "coin", "u_vs", "verdict")}
     table = (
-        '<table class="drafttable"><caption>Draft tokens of this iteration, left to right</caption>'
-        f'<thead><tr><th>#</th><th>token</th><th>q(x)</th><th>{"p_raw(x)" if greedy else "p(x)"}</th>'
-        f'<th class="opt">p/q</th><th>coin u</th><th>{thr}</th><th class="opt">u vs threshold</th><th>verdict</th>'
-        "</tr></thead>"
+        f'<table class="drafttable"><caption>{html.escape(tr("draft.caption", lang))}</caption>'
+        f'<thead><tr><th>#</th><th>{col["token"]}</th><th>q(x)</th><th>{"p_raw(x)" if greedy else "p(x)"}</th>'
+        f'<th class="opt">p/q</th><th>{col["coin"]}</th><th>{thr}</th><th class="opt">{col["u_vs"]}</th>'
+        f'<th>{col["verdict"]}</th></tr></thead>'
         f'<tbody>{"".join(rows)}</tbody></table>'
     )
     final = [t for t in record.emitted if t.kind in (CORRECTION, BONUS)]
     if final:
         t = final[0]
-        how = (
-            "no guess under the last kept token was the target's top token: the target's top token"
-            if t.kind == CORRECTION and tree is not None and greedy
-            else "every guess under the last kept token was rejected: drawn from the residual their rejections left"
-            if t.kind == CORRECTION and tree is not None
-            else "a bonus token drawn from p: the kept path reached a leaf of the tree"
-            if tree is not None
-            else "drawn from the residual norm(max(0, p − q)) at the first rejected position"
-            if t.kind == CORRECTION and record.residual is not None
-            else "the target's own token after the kept prefix (this method has no residual)"
-            if t.kind == CORRECTION else "a bonus token drawn from p after all drafts were accepted"
-        )
-        tail = f'<p>Then: <span class="chip chip-{t.kind}">{token_html(t.text)}</span> — {how}.</p>'
+        how = tr(("draft.then_tree_greedy" if greedy else "draft.then_tree_residual") if t.kind == CORRECTION
+                 and tree is not None else "draft.then_tree_bonus" if tree is not None
+                 else "draft.then_residual" if t.kind == CORRECTION and record.residual is not None
+                 else "draft.then_target" if t.kind == CORRECTION else "draft.then_bonus", lang)
+        chip = f'<span class="chip chip-{t.kind}">{token_html(t.text)}</span>'
+        tail = f'<p>{html.escape(tr("draft.then", lang))} {chip} — {html.escape(how)}.</p>'
     else:
-        tail = "<p>The run ended inside this iteration's accepted drafts.</p>"
-    drafted = f"a tree of {tree} guesses" if tree is not None else f"{len(record.draft)} drafted"
-    summary = (
-        f"<p>Accepted length {record.accepted_length} of {drafted}; "
-        f"this target call produced {len(record.emitted)} token(s) (accepted + 1 correction/bonus).</p>"
-    )
+        tail = f'<p>{html.escape(tr("draft.ended_inside", lang))}</p>'
+    summary = (tr("draft.summary", lang, accepted=record.accepted_length, drafted=len(record.draft),
+                  emitted=len(record.emitted)) if tree is None else
+               tr("draft.summary_tree", lang, accepted=record.accepted_length, n=tree, emitted=len(record.emitted)))
+    summary = f'<p>{html.escape(summary)}</p>'
     return f'<div class="draftrow">{head}<div class="tablewrap">{table}</div>{tail}{summary}</div>'
 
-# Legend of the draft tree, kind -> (label, Okabe-Ito colour, description). As for the chips, each
-# kind also has its own border style (assets/app.css), so the tree reads without colour too.
+# Legend of the draft tree, kind -> (label, Okabe-Ito colour, description), in English (in a language:
+# explainer.tree.<kind>.label and .desc). As for the chips, each kind also has its own border style
+# (assets/app.css), so the tree reads without colour too.
 TREE_KINDS = {
     "root": ("root", "#000000", "the last committed token: the tree grows from it (solid black border)"),
     "candidate": ("candidate", "#0072B2", "a guessed token the target checks in this pass (solid blue border)"),
@@ -327,16 +320,18 @@ TREE_KINDS = {
 }
 
 
-def tree_legend_html(kinds=None) -> str:
+def tree_legend_html(kinds=None, lang: str | None = None) -> str:
     """A small legend of the tree's node styles (all of TREE_KINDS, or only `kinds`)."""
     items = []
-    for key, (label, _colour, desc) in TREE_KINDS.items():
+    for key in TREE_KINDS:
         if kinds is not None and key not in kinds:
             continue
+        label, desc = tr(f"tree.{key}.label", lang), tr(f"tree.{key}.desc", lang)
         cls = {"accepted": "acc kind-candidate", "rejected": "rej kind-candidate", "prompt": "guess kind-prompt"}.get(
             key, f"kind-{key}")
         items.append(f'<span class="legenditem" title="{_attr(desc)}"><span class="node {cls}">{html.escape(label)}</span></span>')
-    return f'<div class="treelegend" role="note" aria-label="Legend of the draft tree">{"".join(items)}</div>'
+    return (f'<div class="treelegend" role="note" aria-label="{_attr(tr("tree.legend", lang))}">'
+            f'{"".join(items)}</div>')
 
 
 def _prompt_chains(children, n) -> list[list]:
@@ -352,7 +347,7 @@ def _prompt_chains(children, n) -> list[list]:
     return chains
 
 
-def tree_html(record: IterationRecord | None, chosen: set[int] | None = None) -> str:
+def tree_html(record: IterationRecord | None, chosen: set[int] | None = None, lang: str | None = None) -> str:
     """Render the record's draft-tree nodes generically (chain, beams, sparse trees); node indices
     in `chosen` (e.g. MJSD's chosen beam) get a thick outline.
 
@@ -360,7 +355,7 @@ def tree_html(record: IterationRecord | None, chosen: set[int] | None = None) ->
     (+2, +3, ...: which token ahead each one guesses), before its candidate children; a candidate
     is accepted (green), rejected (checked and not kept: its parent was accepted) or not reached."""
     if record is None or not record.tree:
-        return '<div class="tree empty">No draft tree in this iteration (no draft tokens).</div>'
+        return f'<div class="tree empty">{html.escape(tr("tree.empty", lang))}</div>'
     nodes = {n.index: n for n in record.tree[:MAX_TREE_NODES]}
     children = defaultdict(list)
     roots = []
@@ -375,34 +370,39 @@ def tree_html(record: IterationRecord | None, chosen: set[int] | None = None) ->
     def state(n) -> tuple[str, str]:
         if n.kind == "candidate":
             if n.accepted:
-                return "acc", "accepted: on the accepted path"
+                return "acc", tr("tree.state_candidate_accepted", lang)
             parent = nodes.get(n.parent)
             if parent is None or parent.accepted:
-                return "rej", "checked by the target and rejected"
-            return "skip", "not reached (a candidate above it was rejected)"
-        return ("acc", "on the accepted path") if n.accepted else ("rej", "not accepted")
+                return "rej", tr("tree.state_candidate_rejected", lang)
+            return "skip", tr("tree.state_not_reached", lang)
+        return ("acc", tr("tree.state_accepted", lang)) if n.accepted else ("rej", tr("tree.state_not_accepted", lang))
 
     def prompt_row(owner, chain) -> str:
         parts = []
         for k, p in enumerate(chain, start=1):
-            tip = (f"prompt token {k} of {visible(owner.text)!r}: its top guess for the token {k + 1} steps after "
-                   f"{visible(owner.text)!r} is {visible(p.text)!r}" + (f" (probability {fmt(p.score, 2)})" if p.score is not None else "")
-                   + ("; these guesses seed the next step's candidates" if p.accepted else "; not used (its owner was not the last accepted node)"))
+            tip = (tr("tree.prompt_tip", lang, k=k, owner=repr(visible(owner.text)), ahead=k + 1,
+                      guess=repr(visible(p.text)))
+                   + (tr("tree.probability", lang, p=fmt(p.score, 2)) if p.score is not None else "")
+                   + tr("tree.prompt_seeds" if p.accepted else "tree.prompt_unused", lang))
             parts.append(f'<span class="node {"seed" if p.accepted else "guess"} kind-prompt" title="{_attr(tip)}">'
                          f'<span class="dist">+{k + 1}</span>{token_html(p.text)}</span>')
-        seed = '<span class="seednote">→ seeds the next step</span>' if chain and chain[0].accepted else ""
-        return f'<li class="prow"><span class="plabel">prompt tokens:</span> {" ".join(parts)}{seed}</li>'
+        seed = (f'<span class="seednote">{html.escape(tr("tree.seeds_next", lang))}</span>'
+                if chain and chain[0].accepted else "")
+        return (f'<li class="prow"><span class="plabel">{html.escape(tr("tree.prompt_tokens", lang))}</span> '
+                f'{" ".join(parts)}{seed}</li>')
 
     def node(n, depth_guard=0):
         st, why = state(n)
         st += " chosen" if chosen and n.index in chosen else ""
         score = f' <span class="score">{fmt(n.score, 2)}</span>' if n.score is not None else ""
         if n.kind == "candidate":
-            tip = f"candidate at depth {n.depth}" + (f", guessed with probability {fmt(n.score, 2)}" if n.score is not None else "") + f": {why}"
+            tip = (tr("tree.candidate_tip", lang, depth=n.depth)
+                   + (tr("tree.guessed_with", lang, p=fmt(n.score, 2)) if n.score is not None else "") + f": {why}")
         elif n.kind == "root":
-            tip = f"root (depth {n.depth}): the last committed token"
+            tip = tr("tree.root_tip", lang, depth=n.depth)
         else:
-            tip = f"{n.kind}, depth {n.depth}, " + ("on the accepted path" if n.accepted else "not accepted")
+            tip = tr("tree.node_tip", lang, depth=n.depth,
+                     state=tr("tree.state_accepted" if n.accepted else "tree.state_not_accepted", lang))
         label = (
             f'<span class="node {st} kind-{_attr(n.kind)}" title="{_attr(tip)}">'
             f"{token_html(n.text)}</span>{score}"
@@ -416,31 +416,34 @@ def tree_html(record: IterationRecord | None, chosen: set[int] | None = None) ->
         return label
 
     body = "".join(f"<li>{node(r)}</li>" for r in roots)
-    more = f"<p>({len(record.tree) - MAX_TREE_NODES} more nodes not shown)</p>" if len(record.tree) > MAX_TREE_NODES else ""
-    legend = tree_legend_html() if ppd else ""
+    more = (f"<p>{html.escape(tr('tree.more', lang, n=len(record.tree) - MAX_TREE_NODES))}</p>"
+            if len(record.tree) > MAX_TREE_NODES else "")
+    legend = tree_legend_html(lang=lang) if ppd else ""
     cls = "tree ppdtree" if ppd else "tree"
-    return f'<div class="{cls}" role="group" aria-label="Draft tree">{legend}<ul>{body}</ul>{more}</div>'
+    return (f'<div class="{cls}" role="group" aria-label="{_attr(tr("tree.aria", lang))}">{legend}<ul>{body}</ul>'
+            f'{more}</div>')
 
 
 def stats_html(records: list[IterationRecord], upto: int | None = None, summary: RunSummary | None = None,
-               models: str = "", note: str = "") -> str:
+               models: str = "", note: str = "", lang: str | None = None) -> str:
     if not records:
-        return f'<div class="stats">{html.escape(note) if note else "No run yet."}</div>'
+        return f'<div class="stats">{html.escape(note) if note else html.escape(tr("stats.no_run", lang))}</div>'
     upto = len(records) - 1 if upto is None else max(0, min(upto, len(records) - 1))
     r = records[upto]
     counts = RunCounts.from_records(records[: upto + 1])
     mean_acc, tok_per_call, tps = counts.mean_accepted, counts.tokens_per_call, counts.tokens_per_second
     items = [
-        ("method", r.method),
-        ("iteration", f"{upto + 1} of {len(records)}"),
-        ("tokens generated", str(r.generated)),
-        ("target calls", str(r.target_calls)),
-        ("tokens per target call", fmt(tok_per_call, 2)),
-        ("mean accepted length (draft tokens)", fmt(mean_acc, 2) if mean_acc is not None else "—"),
-        ("tokens/s", fmt(tps, 1)),
+        (tr("stats.method", lang), r.method),
+        (tr("stats.iteration", lang), tr("stats.of", lang, i=upto + 1, n=len(records))),
+        (tr("stats.tokens", lang), str(r.generated)),
+        (tr("stats.target_calls", lang), str(r.target_calls)),
+        (tr("stats.tokens_per_call", lang), fmt(tok_per_call, 2)),
+        (tr("stats.mean_accepted", lang), fmt(mean_acc, 2) if mean_acc is not None else "—"),
+        (tr("stats.tokens_per_second", lang), fmt(tps, 1)),
     ]
     if r.finished or (summary is not None and upto == len(records) - 1):
-        items.append(("stopped by", stop_words(summary.stop_reason if summary else r.stop_reason)))
+        items.append((tr("stats.stopped_by", lang), stop_words(summary.stop_reason if summary else r.stop_reason,
+                                                                 lang)))
     cells = "".join(f'<div class="stat"><span class="k">{html.escape(k)}</span><span class="v">{html.escape(v)}</span></div>' for k, v in items)
     extra = f'<div class="note">{html.escape(note)}</div>' if note else ""
     mdl = f'<div class="models">{html.escape(models)}</div>' if models else ""
@@ -456,35 +459,37 @@ def text_so_far(records: list[IterationRecord], upto: int | None = None) -> str:
     return "".join(t.text for r in records[: upto + 1] for t in r.emitted if special_name(t.text) is None)
 
 
-def caption(record: IterationRecord | None) -> str:
+def caption(record: IterationRecord | None, lang: str | None = None) -> str:
     """One plain sentence saying what happened in an iteration (for the classroom)."""
     if record is None:
         return ""
     if candidates(record) and PPDStep.of(record) is not None:
-        return ppd_caption(record)
+        return ppd_caption(record, lang)
+    i = record.iteration + 1
     if not record.draft:
         tok = record.emitted[0].text if record.emitted else ""
-        return f"Iteration {record.iteration + 1}: one target call produced {visible(tok)!r}."
+        return tr("caption.plain", lang, i=i, token=repr(visible(tok)))
     k = len(record.draft)
     rejected = next((d for d in record.draft if d.accepted is False), None)
     final = next((t for t in record.emitted if t.kind in (CORRECTION, BONUS)), None)
     tree = tree_drafted(record)
-    s = (f"Iteration {record.iteration + 1}: drafted {k}, accepted {record.accepted_length}." if tree is None else
-         f"Iteration {record.iteration + 1}: drafted a tree of {tree}, accepted {record.accepted_length} along one "
-         "path.")
+    s = (tr("caption.head", lang, i=i, k=k, accepted=record.accepted_length) if tree is None
+         else tr("caption.head_tree", lang, i=i, n=tree, accepted=record.accepted_length))
     if rejected is not None and tree is not None:
-        s += (f" At depth {rejected.position + 1} no guess was kept (the first tried, {visible(rejected.text)!r}, "
-              "was rejected).")
+        s += " " + tr("caption.rejected_tree", lang, position=rejected.position + 1, token=repr(visible(rejected.text)))
     elif rejected is not None:
+        params = dict(position=rejected.position + 1, token=repr(visible(rejected.text)), p=fmt(rejected.p),
+                      coin=fmt(rejected.coin), threshold=fmt(rejected.threshold))
         if rejected.coin is None:
-            s += f" Draft {rejected.position + 1} {visible(rejected.text)!r} was rejected (greedy: p_raw {fmt(rejected.p)} < {fmt(rejected.threshold)})."
+            params.pop("coin")
+            s += " " + tr("caption.rejected_greedy", lang, **params)
         else:
-            s += (f" Draft {rejected.position + 1} {visible(rejected.text)!r} was rejected "
-                  f"(coin u = {fmt(rejected.coin)} > threshold {fmt(rejected.threshold)}).")
+            params.pop("p")
+            s += " " + tr("caption.rejected", lang, **params)
     if final is not None:
-        s += (f" Correction {visible(final.text)!r} drawn from the residual." if final.kind == CORRECTION
-              else f" All accepted: bonus token {visible(final.text)!r} drawn from p.")
-    more = drafted_note(record) if tree is None else ""
+        s += " " + tr("caption.correction" if final.kind == CORRECTION else "caption.bonus", lang,
+                      token=repr(visible(final.text)))
+    more = drafted_note(record, lang) if tree is None else ""
     if more:
         s += f" ({more})"
     return s

@@ -26,24 +26,23 @@ from decoding.methods.registry import method_view
 from decoding.methods.tree_draft import DEFAULT, SET, TUNED, TreeDraftStep
 from decoding.trace.record import BONUS, CORRECTION, IterationRecord
 
-from .html_text import attr as _attr, fmt, token_html
-from .render import MAX_TREE_NODES, coin_bar, tree_html
+from .html_text import attr as _attr, coin_bar, fmt, token_html
+from .render import MAX_TREE_NODES, chip_kind, tr, tree_html
 
 ACC, REJ, UNTRIED = "accepted", "rejected", "untried"
 RESIDUAL_TOP = 3  # tokens of a residual shown under a rejected sibling
 SUB = str.maketrans("0123456789", "₀₁₂₃₄₅₆₇₈₉")
 
-# the legend: class -> (label, description); each style also differs in border and text, not only colour
-VTREE_KINDS = {
-    "acc": ("kept: on the accepted path", "kept by the target (green, thick border, ✓)"),
-    "rej": ("rejected", "tried and rejected (vermillion, dashed border, ✗); the residual under it is what the "
-                        "next sibling is tested against"),
-    "untried": ("not tried", "never tested: a sibling before it was kept, or a token above it was not kept "
-                             "(grey, dotted border, faded)"),
-}
+# the legend's classes: explainer.vtree.<class>.label and .desc; each style also differs in border and text,
+# not only colour
+VTREE_KINDS = ("acc", "rej", "untried")
+# how the tree's size was chosen: explainer.vtree.chosen.<how>
+CHOSEN = (TUNED, DEFAULT, SET)
 
-CHOSEN = {TUNED: "its size chosen from this device's measured pass costs", DEFAULT: "the default size",
-          SET: "its size set by hand"}
+
+def _h(text: str) -> str:
+    """Text as HTML (quotes kept as they are: the text is not an attribute)."""
+    return html.escape(text, quote=False)
 
 
 def is_verified_tree(record: IterationRecord | None) -> bool:
@@ -72,8 +71,14 @@ def _sub(rank: int | None) -> str:
     return "" if not rank else str(rank).translate(SUB)
 
 
-def _ordinal(rank: int) -> str:
+def _ordinal(rank: int, lang: str | None = None) -> str:
+    """The `ordinal` parameter of explainer.vtree.try: 1st, 2nd, ... in English; the number alone in the
+    other languages, whose catalogs word the order around it ("intento 2", "essai 2", "第 2 次尝试")."""
+    from .i18n import current
+
     n = rank + 1
+    if (lang or current()) != "en":
+        return str(n)
     suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
     return f"{n}{suffix}"
 
@@ -86,7 +91,7 @@ def _bar(value: float | None, which: str) -> str:
     return f'<span class="vbar {which}" aria-hidden="true"><span style="width:{width:.1f}%"></span></span>'
 
 
-def _residual_line(node) -> str:
+def _residual_line(node, lang: str | None = None) -> str:
     """Under a rejected sibling: the residual its rejection left (mass and top tokens), which the next
     sibling (or the correction token) is drawn against."""
     mass, top = node.residual_mass, node.residual_top or []
@@ -95,13 +100,14 @@ def _residual_line(node) -> str:
     rank = node.sibling_rank or 0
     tokens = " · ".join(f'<span class="rtok">{token_html(c.text)}</span> {fmt(c.p, 2)}' for c in top[:RESIDUAL_TOP])
     name = f"p{_sub(rank + 1)}"
-    mass_words = f"mass {fmt(mass, 2)} before rescaling" if mass is not None else ""
-    body = ", ".join(x for x in (mass_words, f"top: {tokens}" if tokens else "") if x)
-    return (f'<div class="vresid" role="note">↳ after this rejection the target\'s distribution is the residual '
-            f'{name} = norm(max(0, p{_sub(rank)} − q{_sub(rank)})): {body}</div>')
+    mass_words = _h(tr("vtree.residual_mass", lang, mass=fmt(mass, 2))) if mass is not None else ""
+    top_words = _h(tr("vtree.residual_top", lang, tokens="\x00")).replace("\x00", tokens) if tokens else ""
+    body = ", ".join(x for x in (mass_words, top_words) if x)
+    said = _h(tr("vtree.residual", lang, name=name, formula=f"norm(max(0, p{_sub(rank)} − q{_sub(rank)}))"))
+    return f'<div class="vresid" role="note">↳ {said}: {body}</div>'
 
 
-def _node_line(node, greedy: bool, siblings: int = 2) -> str:
+def _node_line(node, greedy: bool, siblings: int = 2, lang: str | None = None) -> str:
     """One node: try order (where it has siblings), token, q and p, the coin against its threshold (or the
     greedy check), verdict."""
     verdict = node.verdict
@@ -109,10 +115,10 @@ def _node_line(node, greedy: bool, siblings: int = 2) -> str:
     cls = {ACC: "acc", REJ: "rej"}.get(verdict, "untried")
     parts = []
     if rank is not None and siblings > 1:
-        parts.append(f'<span class="vtry" title="{_attr("the order in which the target tested this token")}">'
-                     f"{_ordinal(rank)} try</span>")
-    copied = ' <span class="vcopy" title="copied from the context: q is 1 on it">↺ copied</span>' \
-        if node.kind == "lookup" else ""
+        parts.append(f'<span class="vtry" title="{_attr(tr("vtree.try_tip", lang))}">'
+                     f'{_h(tr("vtree.try", lang, ordinal=_ordinal(rank, lang)))}</span>')
+    copied = (f' <span class="vcopy" title="{_attr(tr("vtree.copied_tip", lang))}">'
+              f'{_h(tr("vtree.copied", lang))}</span>') if node.kind == "lookup" else ""
     parts.append(f'<span class="node {cls}">{token_html(node.text)}</span>{copied}')
     # sampling: sibling i is drawn from q_i and tested against p_i; greedy: every child against the same p
     q, p, sub = node.q, node.p, "" if greedy else _sub(rank)
@@ -121,73 +127,66 @@ def _node_line(node, greedy: bool, siblings: int = 2) -> str:
                      f'<span class="vlab">p{sub}</span> {_bar(p, "p")}{fmt(p)}</span>')
     coin, threshold = node.coin, node.threshold
     if verdict in (ACC, REJ) and greedy:
-        words = "matches the target's top token" if verdict == ACC else "not the target's top token" + (
-            f" (the top token has p = {fmt(threshold)})" if threshold is not None else "")
-        parts.append(f'<span class="vrule">{words}</span>')
+        words = tr("vtree.greedy_match", lang) if verdict == ACC else tr("vtree.greedy_miss", lang) + (
+            tr("vtree.greedy_top", lang, p=fmt(threshold)) if threshold is not None else "")
+        parts.append(f'<span class="vrule">{_h(words)}</span>')
     elif verdict in (ACC, REJ) and coin is not None and threshold is not None:
         sign = "≤" if verdict == ACC else ">"
         parts.append(f'<span class="vrule">{coin_bar(coin, threshold, verdict == ACC)}'
                      f" u = {fmt(coin)} {sign} min(1, p{sub}/q{sub}) = {fmt(threshold)}</span>")
-    mark = {ACC: '<span class="mark acc">✓ kept</span>', REJ: '<span class="mark rej">✗ rejected</span>'}.get(
-        verdict, '<span class="mark none">— not tried</span>')
-    parts.append(mark)
+    mark = {ACC: ("acc", "vtree.mark_kept"), REJ: ("rej", "vtree.mark_rejected")}.get(verdict,
+                                                                                     ("none", "vtree.mark_untried"))
+    parts.append(f'<span class="mark {mark[0]}">{_h(tr(mark[1], lang))}</span>')
     return f'<div class="vnode {cls}">{" ".join(parts)}</div>'
 
 
-def _final_line(record: IterationRecord, greedy: bool) -> str:
+def _final_line(record: IterationRecord, greedy: bool, lang: str | None = None) -> str:
     """The token the target added at the end of the accepted path: the correction (from the residual after
     the last rejection) or the bonus (from p, when the path ended at a leaf)."""
     final = next((t for t in record.emitted if t.kind in (CORRECTION, BONUS)), None)
     if final is None:
         return ""
     if final.kind == BONUS:
-        how = "bonus: the kept path reached a leaf of the tree, so the target's own next token is added"
+        how = tr("vtree.final_bonus", lang)
     elif greedy:
-        how = "correction: no child was the target's top token, so the target's top token is added"
+        how = tr("vtree.final_greedy", lang)
     elif record.residual is not None:
-        how = (f"correction: every tried child was rejected, so it is drawn from the last residual "
-               f"(mass {fmt(record.residual.mass, 2)} before rescaling)")
+        how = tr("vtree.final_residual", lang, mass=fmt(record.residual.mass, 2))
     else:
-        how = "correction: the target's own token after the kept path"
+        how = tr("vtree.final_target", lang)
     return (f'<li class="vfinal"><div class="vnode"><span class="chip chip-{final.kind}">{token_html(final.text)}'
-            f"</span> <span>{html.escape(how)}</span></div></li>")
+            f"</span> <span>{_h(how)}</span></div></li>")
 
 
-def vtree_legend_html() -> str:
-    items = "".join(f'<span class="legenditem"><span class="node {cls}" title="{_attr(desc)}">{html.escape(label)}'
-                    "</span></span>" for cls, (label, desc) in VTREE_KINDS.items())
-    items += ('<span class="legenditem"><span class="chip chip-correction">correction</span> / '
-              '<span class="chip chip-bonus">bonus</span>: the target\'s own token at the end</span>')
-    return f'<div class="treelegend" role="note" aria-label="Legend of the verified draft tree">{items}</div>'
+def vtree_legend_html(lang: str | None = None) -> str:
+    items = "".join(f'<span class="legenditem"><span class="node {cls}" title="{_attr(tr(f"vtree.{cls}.desc", lang))}">'
+                    f'{_h(tr(f"vtree.{cls}.label", lang))}</span></span>' for cls in VTREE_KINDS)
+    chips = {k: f'<span class="chip chip-{k}">{_h(chip_kind(k, lang)[0])}</span>' for k in (CORRECTION, BONUS)}
+    said = _h(tr("vtree.legend_final", lang, correction="\x00", bonus="\x01"))
+    items += f'<span class="legenditem">{said.replace(chr(0), chips[CORRECTION]).replace(chr(1), chips[BONUS])}</span>'
+    return f'<div class="treelegend" role="note" aria-label="{_attr(tr("vtree.legend_aria", lang))}">{items}</div>'
 
 
-def _head(record: IterationRecord, greedy: bool, shown: list) -> str:
+def _head(record: IterationRecord, greedy: bool, shown: list, lang: str | None = None) -> str:
     info = _tree_info(record)
     drafted = info.drafted if info.drafted is not None else sum(1 for n in shown if n.kind != "root")
     depth = max((n.depth for n in shown), default=0)
     kept = sum(1 for n in shown if n.kind != "root" and n.verdict == ACC)
-    chosen = CHOSEN.get(str(info.chosen), "")
-    size = f" (at most {info.nodes} nodes, {chosen})" if info.nodes and chosen else ""
+    chosen = tr(f"vtree.chosen.{info.chosen}", lang) if info.chosen in CHOSEN else ""
+    size = tr("vtree.size", lang, nodes=info.nodes, chosen=chosen) if info.nodes and chosen else ""
     branched = info.shape == "tree" or (info.shape is None and any(n.sibling_rank for n in shown))
     if branched:
-        what = f"a tree of {drafted} draft tokens, {depth} deep{size}"
+        what = tr("vtree.what_tree", lang, n=drafted, depth=depth, size=size)
     else:  # one guess per position: a copy from the context (the hybrid's copies stay chains), or a thin tree
         copied = info.source == "lookup" or any(n.kind == "lookup" for n in shown)
-        what = f"a chain of {drafted} draft tokens" + (" copied from the context" if copied else "")
+        what = tr("vtree.what_chain_copied" if copied else "vtree.what_chain", lang, n=drafted)
     final = any(t.kind in (CORRECTION, BONUS) for t in record.emitted)
-    line = (f"Iteration {record.iteration + 1}: {what}, checked in one target pass; {kept} kept"
-            + (", then one token of the target's own." if final else "."))
-    if greedy:
-        rule = ("Temperature 0: the target keeps the longest path whose every token is its own top token; "
-                "no coins are drawn.")
-    else:
-        rule = ("Under each kept token its children are tried in order: the 1st was drawn from q; each later one "
-                "from q without the earlier siblings (q₁, q₂, …) and is tested against what the earlier "
-                "rejections left of p (the residual p₁, p₂, …). A child is kept when its coin u ≤ min(1, p/q).")
-    return f'<p class="vhead">{html.escape(line)}</p><p class="note">{html.escape(rule)}</p>'
+    line = tr("vtree.line_final" if final else "vtree.line", lang, i=record.iteration + 1, what=what, kept=kept)
+    rule = tr("vtree.rule_greedy" if greedy else "vtree.rule", lang)
+    return f'<p class="vhead">{_h(line)}</p><p class="note">{_h(rule)}</p>'
 
 
-def verified_tree_html(record: IterationRecord, head: str | None = None) -> str:
+def verified_tree_html(record: IterationRecord, head: str | None = None, lang: str | None = None) -> str:
     """The verified tree of one iteration as nested lists: children in the order they were tried, each
     node with q, p, the coin against its threshold (none at temperature 0) and its verdict, the residual
     after each rejection, and the target's own token at the end of the kept path. `head`: HTML said
@@ -203,16 +202,16 @@ def verified_tree_html(record: IterationRecord, head: str | None = None) -> str:
     greedy = _greedy(record)
     kept = [n for n in shown if n.kind == "root" or n.verdict == ACC]
     end = max(kept, key=lambda n: n.depth).index if kept else None
-    final = _final_line(record, greedy)
+    final = _final_line(record, greedy, lang)
 
     def item(n, guard=0) -> str:
         if n.kind == "root":
             line = (f'<div class="vnode root"><span class="node kind-root">{token_html(n.text)}</span> '
-                    "<span>the last token already written: the tree grows from it</span></div>")
+                    f'<span>{_h(tr("vtree.root", lang))}</span></div>')
         else:
-            line = _node_line(n, greedy, len(children.get(n.parent, [])))
+            line = _node_line(n, greedy, len(children.get(n.parent, [])), lang)
             if n.verdict == REJ and not greedy:
-                line += _residual_line(n)
+                line += _residual_line(n, lang)
         rows = [item(k, guard + 1) for k in children.get(n.index, [])] if guard < 200 else []
         if n.index == end and final:
             rows.append(final)
@@ -222,13 +221,13 @@ def verified_tree_html(record: IterationRecord, head: str | None = None) -> str:
     body = "".join(item(r) for r in roots)
     if end is None and final:  # no root in the trace: the final token after the tree
         body += final
-    more = (f"<p>({len(record.tree) - MAX_TREE_NODES} more nodes not shown)</p>"
+    more = (f"<p>{_h(tr('tree.more', lang, n=len(record.tree) - MAX_TREE_NODES))}</p>"
             if len(record.tree) > MAX_TREE_NODES else "")
-    head = _head(record, greedy, shown) if head is None else head
-    return (f'<div class="tree vtree" role="group" aria-label="Draft tree, verified">{head}'
-            f'{vtree_legend_html()}<div class="vscroll"><ul>{body}</ul></div>{more}</div>')
+    head = _head(record, greedy, shown, lang) if head is None else head
+    return (f'<div class="tree vtree" role="group" aria-label="{_attr(tr("vtree.aria", lang))}">{head}'
+            f'{vtree_legend_html(lang)}<div class="vscroll"><ul>{body}</ul></div>{more}</div>')
 
 
-def tree_panel_html(record: IterationRecord | None) -> str:
+def tree_panel_html(record: IterationRecord | None, lang: str | None = None) -> str:
     """The Explainer's draft-tree panel: a verified tree with its verdicts, any other tree as before."""
-    return verified_tree_html(record) if is_verified_tree(record) else tree_html(record)
+    return verified_tree_html(record, lang=lang) if is_verified_tree(record) else tree_html(record, lang=lang)

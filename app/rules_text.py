@@ -12,6 +12,11 @@ from decoding.methods.tree_draft import TreeDraftStep
 from decoding.trace.record import ACCEPTED, Candidate, IterationRecord
 
 from .html_text import fmt, visible
+from .i18n import t
+
+
+def _tr(key: str, lang: str | None, **params) -> str:
+    return t("explainer.rule." + key, lang, **params)
 
 
 def tree_drafted(record: IterationRecord) -> int | None:
@@ -47,19 +52,18 @@ def candidates(record: IterationRecord) -> bool:
     return method_view(record.method).rule == "candidates"
 
 
-def threshold_label(record: IterationRecord) -> str:
+def threshold_label(record: IterationRecord, lang: str | None = None) -> str:
     """What the threshold column means for this record's rule (its method's `view.rule`)."""
     rule = method_view(record.method).rule
     if rule == "kl-bound":
-        return "mentored threshold (KL ≤ D)"
+        return _tr("threshold_mentored", lang)
     if rule == "candidates":
-        return ("typical threshold min(ε, δ·e^(−H(p)))" if ppd_lossy(record)
-                else "exact match: the target's argmax")
+        return _tr("threshold_typical" if ppd_lossy(record) else "threshold_argmax", lang)
     if mjsd_prefix(record, 0) is not None:
-        return "joint ratio min(1, p(x₁..ⱼ)/q(x₁..ⱼ)) vs τ"
+        return _tr("threshold_joint", lang)
     if greedy_rule(record):
-        return "threshold l·max p_raw"
-    return "threshold min(1, p/(l·q))"
+        return _tr("threshold_greedy", lang)
+    return _tr("threshold", lang)
 
 
 def ppd_lossy(record: IterationRecord | None) -> bool:
@@ -73,38 +77,38 @@ def ppd_argmax(d) -> Candidate | None:
     return max(d.top, key=lambda c: c.p) if d.top else None
 
 
-def ppd_rule_text(record: IterationRecord, d) -> str:
-    """One line: why PPD kept or rejected candidate d."""
+def ppd_rule_text(record: IterationRecord, d, lang: str | None = None) -> str:
+    """One line: why PPD kept or rejected candidate d (the reason, then " → " and the verdict)."""
+    verdict = _tr("kept" if d.accepted else "rejected", lang)
     if ppd_lossy(record):
         op = ">" if d.accepted else "≤"
-        return (f"typical acceptance: p(x) = {fmt(d.p)} {op} min(ε, δ·e^(−H(p))) = {fmt(d.threshold)}"
-                f" → {'kept' if d.accepted else 'rejected'}")
+        return _tr("typical", lang, p=fmt(d.p), op=op, threshold=fmt(d.threshold)) + f" → {verdict}"
     top = ppd_argmax(d)
     if top is None:
-        return f"exact match with the target's argmax → {'kept' if d.accepted else 'rejected'}"
+        return _tr("exact_match", lang) + f" → {verdict}"
     same = "=" if top.token_id == d.token_id else "≠"
-    return (f"exact match: the target's argmax here is {visible(top.text)!r} {same} {visible(d.text)!r}"
-            f" → {'kept' if d.accepted else 'rejected'}")
+    return (_tr("exact_match_here", lang, top=repr(visible(top.text)), same=same, token=repr(visible(d.text)))
+            + f" → {verdict}")
 
 
 def _final_token(record: IterationRecord):
     return next((t for t in reversed(record.emitted) if t.kind != ACCEPTED), None)
 
 
-def ppd_caption(record: IterationRecord) -> str:
+def ppd_caption(record: IterationRecord, lang: str | None = None) -> str:
     """One plain sentence for a PPD step."""
     info = PPDStep.of(record) or PPDStep()
     n_cand, n_prompt = info.n_candidates or 0, info.n_prompt_inputs or 0
     final = _final_token(record)
-    then = f" Then the target's own token {visible(final.text)!r}." if final is not None else ""
+    i = record.iteration + 1
+    then = (" " + _tr("ppd_then", lang, token=repr(visible(final.text)))) if final is not None else ""
     if n_cand == 0:
-        return (f"Iteration {record.iteration + 1}: no candidates yet (no guesses before the first step): one target pass "
-                f"gave {visible(final.text) if final else ''!r}, and its {n_prompt} prompt token(s) guessed the next tokens.")
+        return _tr("ppd_first", lang, i=i, token=repr(visible(final.text) if final else ""), prompts=n_prompt)
     kept = [d for d in record.draft if d.accepted]
-    s = (f"Iteration {record.iteration + 1}: one target pass over the root, {n_cand} candidates and {n_prompt} "
-         f"prompt-token inputs; accepted {len(kept)} candidate(s)"
-         + (f" ({', '.join(repr(visible(d.text)) for d in kept)})." if kept else "."))
+    s = _tr("ppd_step", lang, i=i, candidates=n_cand, prompts=n_prompt, kept=len(kept))
+    s += (f" ({', '.join(repr(visible(d.text)) for d in kept)})." if kept else ".")
     rejected = next((d for d in record.draft if d.accepted is False), None)
     if rejected is not None:
-        s += f" Candidate {visible(rejected.text)!r} was rejected ({ppd_rule_text(record, rejected).split(' → ')[0]})."
+        s += " " + _tr("ppd_rejected", lang, token=repr(visible(rejected.text)),
+                       why=ppd_rule_text(record, rejected, lang).split(" → ")[0])
     return s + then

@@ -74,21 +74,28 @@ class Session:
         self.meter = None
         self.records = pack(self.records)
 
-    def models_label(self) -> str:
+    def models_label(self, lang: str | None = None) -> str:
+        """What the run statistics say the run is: a saved trace's replay or a live run, with its models
+        (in `lang`; None: the event's language)."""
+        from .i18n import t
         from .race_result import drafter_words  # the drafter in words, not by its folder's name
 
         if self.source in ("trace", "example"):
-            base = f"Replay of a saved trace: {self.title}" if self.title else "Replay of a saved trace"
+            base = (t("explainer.models.replay_titled", lang, title=self.title) if self.title
+                    else t("explainer.models.replay", lang))
             if self.summary and self.summary.models:
                 m = self.summary.models
-                base += f" — target {m.get('target')}, draft {drafter_words(m.get('draft') or 'none')}"
-            return base + " (no model needed)"
+                base += t("explainer.models.pair", lang, target=m.get("target"),
+                          draft=drafter_words(m.get("draft") or "none"))
+            return base + t("explainer.models.no_model", lang)
         if self.target is not None:
             uses = self.settings is not None and self.settings.method in METHODS and \
                 METHODS[self.settings.method].uses_drafter
-            draft = drafter_words(self.draft.name) if uses and self.draft is not None else "none"
+            draft = (drafter_words(self.draft.name) if uses and self.draft is not None
+                     else t("explainer.models.none", lang))
             precision = str(self.target.dtype).removeprefix("torch.")
-            return f"Live run — target {self.target.name} on {self.target.device} in {precision}, draft {draft}"
+            return t("explainer.models.live", lang, target=self.target.name, device=self.target.device,
+                     precision=precision, draft=draft)
         return ""
 
     def baseline_tps(self) -> float | None:

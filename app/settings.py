@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from decoding.methods.registry import METHODS, MethodSpec, method_spec
 from decoding.run.pair import PROMPT_LOOKUP
+from decoding.errors import keyed
 from decoding.methods.base import RunConfig
 from decoding.trace.record import RunSummary
 from decoding.rules.warp import SamplingConfig
@@ -65,9 +66,10 @@ def _whole(value, name: str) -> int:
     try:
         f = float(value)
     except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a whole number (got {value!r})") from None
+        raise keyed(f"{name} must be a whole number (got {value!r})", "settings.whole", what=name,
+                    value=repr(value)) from None
     if f != f or int(f) != f:
-        raise ValueError(f"{name} must be a whole number (got {value!r})")
+        raise keyed(f"{name} must be a whole number (got {value!r})", "settings.whole", what=name, value=repr(value))
     return int(f)
 
 
@@ -75,9 +77,10 @@ def _number(value, name: str) -> float:
     try:
         f = float(value)
     except (TypeError, ValueError):
-        raise ValueError(f"{name} must be a number (got {value!r})") from None
+        raise keyed(f"{name} must be a number (got {value!r})", "settings.number", what=name,
+                    value=repr(value)) from None
     if f != f or f in (float("inf"), float("-inf")):
-        raise ValueError(f"{name} must be a finite number (got {value!r})")
+        raise keyed(f"{name} must be a finite number (got {value!r})", "settings.finite", what=name, value=repr(value))
     return f
 
 
@@ -105,30 +108,35 @@ def make_settings(prompt, chat, method, gamma, temperature, top_k, top_p, lenien
     """Validate raw UI values with server-side limits; raise ValueError with a readable message."""
     prompt = prompt if isinstance(prompt, str) else ""
     if not prompt.strip():
-        raise ValueError("The prompt is empty: type a prompt or pick an example.")
+        raise keyed("The prompt is empty: type a prompt or pick an example.", "settings.prompt_empty")
     if len(prompt) > MAX_PROMPT_CHARS:
-        raise ValueError(f"The prompt is {len(prompt)} characters long; this app allows at most {MAX_PROMPT_CHARS}.")
+        raise keyed(f"The prompt is {len(prompt)} characters long; this app allows at most {MAX_PROMPT_CHARS}.",
+                    "settings.prompt_long", length=len(prompt), limit=MAX_PROMPT_CHARS)
     methods = METHODS if methods is None else methods
     if method not in methods:
-        raise ValueError(f"Unknown method {method!r}; choose one of: {', '.join(methods)}.")
+        raise keyed(f"Unknown method {method!r}; choose one of: {', '.join(methods)}.", "settings.method",
+                    method=repr(method), choices=", ".join(methods))
     spec = methods[method]
     gamma = _whole(gamma, "gamma")
     if spec.uses_gamma and not (1 <= gamma <= MAX_GAMMA):
-        raise ValueError(f"gamma (draft length) must be from 1 to {MAX_GAMMA} (got {gamma}).")
+        raise keyed(f"gamma (draft length) must be from 1 to {MAX_GAMMA} (got {gamma}).", "settings.gamma",
+                    limit=MAX_GAMMA, value=gamma)
     gamma = min(max(gamma, 1), MAX_GAMMA)
     max_new = _whole(max_new_tokens, "max new tokens")
     if not (1 <= max_new <= MAX_NEW_TOKENS):
-        raise ValueError(f"max new tokens must be from 1 to {MAX_NEW_TOKENS} (got {max_new}).")
+        raise keyed(f"max new tokens must be from 1 to {MAX_NEW_TOKENS} (got {max_new}).", "settings.max_new",
+                    limit=MAX_NEW_TOKENS, value=max_new)
     temperature = _number(temperature, "temperature")
     top_k = _whole(top_k, "top-k")
     top_p = _number(top_p, "top-p")
     lenience = _number(lenience, "lenience") if spec.uses_lenience else 1.0
     if not (0 < lenience <= 1):
-        raise ValueError(f"lenience must be in (0, 1] (got {lenience}).")
+        raise keyed(f"lenience must be in (0, 1] (got {lenience}).", "settings.lenience", value=lenience)
     seed = _whole(seed, "seed")
     dtype = str(dtype or "auto")
     if dtype not in PRECISIONS:
-        raise ValueError(f"precision must be one of {', '.join(PRECISIONS)} (got {dtype!r}).")
+        raise keyed(f"precision must be one of {', '.join(PRECISIONS)} (got {dtype!r}).", "settings.precision",
+                    choices=", ".join(PRECISIONS), value=repr(dtype))
     kept = method_values(spec, extra)
     settings = Settings(prompt, bool(chat), method, gamma, temperature, top_k, top_p, lenience, seed, max_new,
                         target, draft, kept, dtype)

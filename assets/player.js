@@ -14,6 +14,13 @@
 const root = element.querySelector('.rp') || element;
 const SPEEDS = [[1, '1x (real time)'], [0.75, '0.75x'], [0.5, '0.5x'], [0.25, '0.25x']];
 const KINDS = {accepted: 'accepted draft', correction: 'correction', bonus: 'bonus', target: 'target'};
+// the words come with each value, in the page's language (player.py `player_words`); English if absent
+function W(key, fallback, params) {
+  const words = data && data.words;
+  let text = words && typeof words[key] === 'string' ? words[key] : fallback;
+  for (const [k, v] of Object.entries(params || {})) text = text.split('{' + k + '}').join(String(v));
+  return text;
+}
 let speed = 1;
 let data = null;   // the value being shown
 let run = null;    // the animation: {lanes, end, t0, base, raf}
@@ -65,7 +72,7 @@ function buildLane(lane, i) {
   const box = el('section', 'rp-lane');
   box.dataset.lane = String(i);
   box.dataset.count = '0';
-  box.setAttribute('aria-label', 'Lane ' + (lane.label || i + 1) + ': ' + (lane.name || lane.method || ''));
+  box.setAttribute('aria-label', W('lane', 'Lane {label}: {name}', {label: lane.label || i + 1, name: lane.name || lane.method || ''}));
   const top = el('header', 'rp-lanehead');
   top.append(el('span', 'rp-tag', lane.label || String(i + 1)), el('span', 'rp-name', lane.name || lane.method || ''));
   const flag = el('span', 'rp-flag');
@@ -73,12 +80,13 @@ function buildLane(lane, i) {
   const track = el('div', 'rp-track');
   const fill = el('div', 'rp-fill');
   const finish = el('div', 'rp-finish');
-  finish.title = 'finish line';
+  finish.title = W('finish', 'finish line');
   track.append(fill, finish);
   const figs = el('dl', 'rp-figs');
   const fig = {};
-  for (const [key, label] of [['clock', 'clock'], ['tokens', 'tokens'], ['tps', 'tokens/s'],
-                              ['calls', 'target calls'], ['tpc', 'tokens/call']]) {
+  for (const [key, label] of [['clock', W('fig.clock', 'clock')], ['tokens', W('fig.tokens', 'tokens')],
+                              ['tps', W('fig.tps', 'tokens/s')], ['calls', W('fig.calls', 'target calls')],
+                              ['tpc', W('fig.tpc', 'tokens/call')]]) {
     const cell = el('div', 'rp-fig');
     cell.dataset.fig = key;
     fig[key] = el('dd', '', '—');
@@ -110,16 +118,19 @@ function show(data_) {
   bar.hidden = !lanes.length;
   if (!lanes.length) {
     root.dataset.state = 'empty';
-    head.appendChild(el('p', 'rp-empty', (data && data.message) || 'Nothing to play yet.'));
+    head.appendChild(el('p', 'rp-empty', (data && data.message) || W('empty', 'Nothing to play yet.')));
     replay.disabled = true;
     return;
   }
   replay.disabled = false;
-  speedSel.options[0].textContent = data.paced ? '1x (the chosen pace)' : SPEEDS[0][1];
+  replay.textContent = W('replay', '↺ Replay');
+  speedLabel.firstChild.textContent = W('slow', 'Slow motion ');
+  bigBtn.textContent = W('large', 'A+ Large text');
+  speedSel.options[0].textContent = data.paced ? W('speed.paced', '1x (the chosen pace)') : W('speed.real', SPEEDS[0][1]);
   if (data.title) head.appendChild(el('h3', 'rp-title', data.title));
   if (data.prompt) {
     const d = el('details', 'rp-prompt');
-    d.append(el('summary', '', 'Prompt'), el('pre', '', data.prompt));
+    d.append(el('summary', '', W('prompt', 'Prompt')), el('pre', '', data.prompt));
     head.appendChild(d);
   }
   const kinds = new Set();
@@ -127,9 +138,9 @@ function show(data_) {
   for (const lane of lanes) for (const t of lane.tokens || []) {
     kinds.add(t.kind); lookup = lookup || !!t.lookup; corpus = corpus || !!t.corpus;
   }
-  for (const k of Object.keys(KINDS)) if (kinds.has(k)) legend.appendChild(el('span', 'chip chip-' + k, KINDS[k]));
-  if (lookup) legend.appendChild(el('span', 'chip chip-accepted from-lookup', 'copied from the context'));
-  if (corpus) legend.appendChild(el('span', 'chip chip-accepted from-corpus', 'copied from earlier answers'));
+  for (const k of Object.keys(KINDS)) if (kinds.has(k)) legend.appendChild(el('span', 'chip chip-' + k, W('kind.' + k, KINDS[k])));
+  if (lookup) legend.appendChild(el('span', 'chip chip-accepted from-lookup', W('lookup', 'copied from the context')));
+  if (corpus) legend.appendChild(el('span', 'chip chip-accepted from-corpus', W('corpus', 'copied from earlier answers')));
   run = {lanes: lanes.map(buildLane), raf: 0, t0: 0, base: 0, end: 0};
   run.end = Math.max(0, ...run.lanes.map(l => l.end));
   // finish order, from the measured times (ties share a place)
@@ -147,7 +158,7 @@ function show(data_) {
   pending = true;
   if (onScreen) start();
   else {
-    status.textContent = 'Ready: plays when on screen.';
+    status.textContent = W('ready', 'Ready: plays when on screen.');
     // opened while its tab is shown (a phone: the player sits below the controls): bring it into view
     if (root.getClientRects().length) root.scrollIntoView({behavior: 'smooth', block: 'start'});
   }
@@ -188,8 +199,9 @@ function start() {
 // a race plays measured times; a paced value (data.paced) plays a chosen pace, so its clock is not a
 // measurement: its tokens/s stays blank until the lane ends and shows the run's measured figure
 function playingText() {
-  const what = data && data.paced ? 'Playing at the chosen pace' : 'Racing in real time';
-  return speed === 1 ? what + '…' : (data && data.paced ? 'Playing' : 'Racing') + ' in slow motion (' + speed + 'x)…';
+  const paced = !!(data && data.paced);
+  if (speed === 1) return paced ? W('playing_paced', 'Playing at the chosen pace…') : W('racing', 'Racing in real time…');
+  return paced ? W('playing_slow', 'Playing in slow motion ({speed}x)…', {speed}) : W('racing_slow', 'Racing in slow motion ({speed}x)…', {speed});
 }
 
 function clockAt(now) { return run.base + (now - run.t0) / 1000 * speed; }
@@ -235,8 +247,9 @@ function advance(l, clock) {
     l.box.dataset.place = String(l.place);
     l.fill.style.transform = 'scaleX(1)';
     const several = run.lanes.length > 1;
-    const place = l.place === 1 ? 'first to finish' : l.place === 2 ? '2nd' : l.place === 3 ? '3rd' : l.place + 'th';
-    l.flag.textContent = (several ? place : 'done') + ', ' + secs(l.end);
+    const place = l.place === 1 ? W('place1', 'first to finish') : l.place === 2 ? W('place2', '2nd')
+      : l.place === 3 ? W('place3', '3rd') : W('placen', '{n}th', {n: l.place});
+    l.flag.textContent = (several ? place : W('done', 'done')) + ', ' + secs(l.end);
     if (several && l.place === 1) l.box.classList.add('winner');
   }
 }
@@ -261,12 +274,13 @@ function frame(now) {
         if (now - holdSince <= HOLD_MAX_MS) { run.raf = requestAnimationFrame(frame); return; }
       }
       run.raf = 0;
-      showAt(rest, 'Finished. ');
+      showAt(rest, W('finished', 'Finished. '));
       return;
     }
     run.raf = 0;
     root.dataset.state = 'done';
-    status.textContent = 'Finished. Replay to watch again' + (speed === 1 ? ', or pick a slow motion.' : '.');
+    status.textContent = speed === 1 ? W('finished_replay', 'Finished. Replay to watch again, or pick a slow motion.')
+      : W('finished_replay_slow', 'Finished. Replay to watch again.');
     if (data && data.result) {
       result.textContent = data.result;
       result.className = 'rp-result ' + (data.verdict || '');
@@ -289,7 +303,7 @@ function restOf() {
   return isFinite(r) && r >= 0 && r < n ? r : n - 1;
 }
 function iterText(i) {
-  return 'Iteration ' + (i + 1) + ' of ' + iterations() + '.';
+  return W('iteration', 'Iteration {i} of {n}.', {i: i + 1, n: iterations()});
 }
 function report(i) {
   reported = i;
@@ -371,13 +385,13 @@ document.addEventListener('specdec-seek', (e) => {
   const i = Number(e.detail.iteration);
   if (!isFinite(i)) return;
   reported = acked = lastAck = i;  // the timeline's own event renders the panels there
-  showAt(i, 'Chosen on the timeline: ');
+  showAt(i, W('chosen', 'Chosen on the timeline: '));
 });
 document.addEventListener('specdec-pause', (e) => {
   if (!run || !data || !data.sync || !e.detail || e.detail.player !== data.sync || !run.raf) return;
   const l = run.lanes[0];
   const it = l && l.i > 0 ? Number(l.tokens[l.i - 1].it) : 0;
-  showAt(it, 'Paused. ');
+  showAt(it, W('paused', 'Paused. '));
   if (it !== reported) report(it);
 });
 

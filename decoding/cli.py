@@ -46,6 +46,9 @@ def _add_generate(sub, methods=None) -> None:
     g.add_argument("--device", default=None, help="cpu, cuda, cuda:N (default: cuda when available)")
     g.add_argument("--dtype", default=None, help="float32, bfloat16, float16 (default: bfloat16 on CPUs with native "
                    "bf16 and on CUDA, else float32; $SPECDEC_DTYPE overrides); float32 is the reference for exactness")
+    g.add_argument("--backend", default=None, choices=("auto", "static", "dynamic"),
+                   help="KV-cache path: 'static' (preallocated fixed-shape cache; CUDA graphs on CUDA), 'dynamic', "
+                   "or 'auto' (static on CUDA, dynamic on a CPU; $SPECDEC_BACKEND sets it too)")
     g.add_argument("--draft-dtype", default=None, help="draft dtype (default: as --dtype, or float16 on AVX-512 CPUs without native bfloat16; see docs)")
     g.add_argument("--lean", action="store_true", help="skip top-k lists in the trace (timing runs)")
     g.add_argument("--ignore-eos", action="store_true", help="always generate max-new-tokens")
@@ -128,6 +131,10 @@ def build_parser(methods=None) -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    if getattr(args, "backend", None):
+        from .lm.backend import use_backend
+
+        use_backend(args.backend)
     try:
         if args.command == "generate":
             return cmd_generate(args)

@@ -21,18 +21,18 @@ from decoding.methods.registry import METHODS
 
 from ..controls import controls_from_settings, visible_for, with_run_inputs
 from ..errors import Status, status_html
+from ..i18n_errors import app_error
+from ..render import tr
 from ..live import advance, load_models as load_pair_models, settings_from_values, start
 from ..packed import pack
 from .playback import idle_playback, playback_data
-from ..presets import fitting_preset, pair_problem, preset_by_label, preset_for_models, resolve_pair
+from ..presets import fitting_preset, pair_problem, preset_by_label, preset_for_models, preset_note, resolve_pair
 from ..session import Session, example_traces, find_trace, read_trace
 from ..settings import settings_from_summary
 from .view import VIEW_OUTPUTS, view, view_of
 from .view_common import iteration_index, position_index, rest_index, timeline_index
 from ..zerogpu import on_zerogpu
 
-ZEROGPU_STEP_NOTE = ("On this shared-GPU Space one GPU call computed the whole run at once; Step reveals it one "
-                     "iteration at a time.")
 
 # label -> (prompt, chat): prompts of different kinds (prompt lookup shines on copying)
 EXAMPLE_PROMPTS = {
@@ -68,8 +68,7 @@ def shared_note(before: tuple[int, int]) -> str:
     passes, calls = (now - then for now, then in zip(sharing(), before))
     if passes <= 0 or calls / passes < 1.05:
         return ""
-    return (f"While it decoded, the server's forward passes served {calls / passes:.1f} runs each on average "
-            "(other students' runs share them): its speed is its share of this machine, not the method's alone.")
+    return tr("status.shared", runs=f"{calls / passes:.1f}")
 
 
 def _cleared(session: Session, note: str, player_message: str) -> tuple:
@@ -85,12 +84,11 @@ def _status(message: str, kind: str = "info") -> Status:
 def _finished_status(session: Session, paced: bool) -> Status:
     s = session.summary
     if s is None:
-        return _status("Stopped. Step continues this run; Run continues it to the end.")
-    done = (f"Done: {len(s.token_ids)} tokens in {s.wall_seconds:.2f} s of decoding "
-            f"({s.tokens_per_second:.1f} tokens/s).")
+        return _status(tr("status.stopped_continue"))
+    done = tr("status.done", tokens=len(s.token_ids), seconds=f"{s.wall_seconds:.2f}", tps=f"{s.tokens_per_second:.1f}")
     if paced:
-        return _status(done + " It plays in the player; the panels follow it.", "ok")
-    return _status(done + " Drag the timeline to revisit any iteration.", "ok")
+        return _status(done + " " + tr("status.done_paced"), "ok")
+    return _status(done + " " + tr("status.done_timeline"), "ok")
 
 
 @with_run_inputs(extra=("pacing", "position"))
@@ -115,9 +113,8 @@ def generate(session, values: dict, progress):
         start(session, settings, progress)
     token = session.run_token  # another event replacing the run (Reset, a new run, a lesson chapter) ends this one
     if fresh:
-        waiting = ("Decoding at full speed; it plays here when done." if pacing > 0 else
-                   "Decoding at full speed; the run shows here when it ends.")
-        yield (session, *_cleared(session, "Decoding…", waiting), _status("Decoding…"))
+        waiting = tr("status.waiting_paced" if pacing > 0 else "status.waiting")
+        yield (session, *_cleared(session, tr("status.decoding"), waiting), _status(tr("status.decoding")))
     last_yield = time.monotonic()
     tokens = sum(len(r.emitted) for r in session.records)
     while session.generator is not None and not session.stop_requested:
@@ -131,16 +128,16 @@ def generate(session, values: dict, progress):
             break
         if pacing > 0:
             if progress is not None:
-                progress((min(tokens, settings.max_new_tokens), settings.max_new_tokens), desc="Decoding",
+                progress((min(tokens, settings.max_new_tokens), settings.max_new_tokens), desc=tr("status.progress"),
                          unit="tokens")
         elif time.monotonic() - last_yield >= LIGHT_SECONDS:
-            yield (session, *view(session, None, position, light=True, note="Decoding…"), gr.skip())
+            yield (session, *view(session, None, position, light=True, note=tr("status.decoding")), gr.skip())
             last_yield = time.monotonic()
     if session.run_token != token:
         return
     shared = shared_note(before)
     if session.stop_requested and session.live:
-        note = "Stopped. Step continues this run; Run continues it to the end."
+        note = tr("status.stopped_continue")
         yield (session, *view(session, None, position, final=True, playback=playback_data(session), note=note),
                _status(note))
         return
@@ -173,18 +170,17 @@ def step(session, values: dict, progress):
     note = ""
     if not (session.live and session.settings is not None and session.settings.key() == settings.key()):
         if session.live:
-            note = "Settings changed: a new run started."
+            note = tr("status.settings_changed")
         record = start(session, settings, progress)
     else:
         record = advance(session)
     if on_zerogpu():
-        note = (note + " " if note else "") + ZEROGPU_STEP_NOTE
+        note = (note + " " if note else "") + tr("status.zerogpu_step")
     if record is None and not session.records:
-        note = "The run produced no iteration."
+        note = tr("status.no_iteration")
     shown = len(session.records) - 1
     done = session.generator is None
-    status = (f"Iteration {shown + 1}" + (": the run is complete." if done else ". Step again for the next one, "
-                                          "or Run to finish the run."))
+    status = tr("status.step_done" if done else "status.step_more", i=shown + 1)
     return (session, *view(session, shown, values["position"], final=done, note=note,
                            playback=playback_data(session, current=shown)), _status(status))
 
@@ -195,12 +191,12 @@ def stop(session, position):
     session = _session(session)
     session.stop_requested = True
     if not session.records:
-        return (session, *view(session, None, position, note="Stopped."), _status("Stopped."))
+        return (session, *view(session, None, position, note=tr("status.stopped")), _status(tr("status.stopped")))
     if session.live:
-        note = "Stopped. Step continues this run; Run continues it to the end."
+        note = tr("status.stopped_continue")
         return (session, *view(session, None, position, final=True, note=note, playback=playback_data(session)),
                 _status(note))
-    return (session, *view_of(), _status("The run had already finished; the player pauses where it is."))
+    return (session, *view_of(), _status(tr("status.already_finished")))
 
 
 def reset(session, position):
@@ -208,7 +204,7 @@ def reset(session, position):
     session.reset_run()
     session.settings = None
     session.source = "none"
-    note = "Cleared. Run or Step starts a new run."
+    note = tr("status.cleared")
     return (session, *view(session, None, position, note=note, playback=idle_playback(session)), _status(note))
 
 
@@ -240,7 +236,7 @@ def show_position(session, upto, position):
 
     session = _session(session)
     if not session.records:
-        return charts.empty_figure("No run yet."), gr.skip()
+        return charts.empty_figure(tr("view.no_run")), gr.skip()
     record = session.records[iteration_index(session.records, timeline_index(upto))]
     return charts.pq_figure(record, position_index(position)), position_figure(record, position_index(position))
 
@@ -250,7 +246,7 @@ def open_trace_file(session: Session, path, title: str, source: str, position):
     try:
         records, summary = read_trace(path)
     except (OSError, ValueError) as exc:
-        raise gr.Error(f"{title} is not a trace file this app can open: {exc}", title="Not a trace file") from None
+        raise app_error("trace.cannot_open", "title.not_trace", name=title, detail=exc) from None
     session.reset_run()
     session.records, session.summary = pack(records), summary  # kept compactly (packed.py)
     session.settings = settings_from_summary(summary)
@@ -275,7 +271,7 @@ def trace_controls(session, preset_label, custom_draft) -> tuple:
     if METHODS.get(settings.method) is not None and METHODS[settings.method].uses_drafter:
         used = preset_for_models(models.get("target"), models.get("draft"))
         if used is not None and used.label != preset_label:
-            label, note = used.label, f"The model pair switched to the one this run used: {used.label}."
+            label, note = used.label, tr("status.pair_switched", pair=used.label)
     near, why = fitting_preset(settings.method, label, custom_draft or "")
     if near is not None:
         label, note = near.label, why
@@ -288,11 +284,11 @@ def open_trace(session, file, position, preset_label, custom_draft):
     """An uploaded trace: opened, with the controls and the pair moved to its run."""
     session = _session(session)
     if not file:
-        raise gr.Error("No file received.", title="Not a trace file")
+        raise app_error("trace.no_file", "title.not_trace")
     path = file if isinstance(file, str) else getattr(file, "name", None)
     out = open_trace_file(session, path, Path(path).name, "trace", position)
     return (*out, *trace_controls(session, preset_label, custom_draft),
-            _status(f"Opened {Path(path).name}: press ▶ Run to run the same settings live."))
+            _status(tr("status.opened_file", name=Path(path).name)))
 
 
 def open_example(session, title, position, preset_label=None, custom_draft=""):
@@ -300,12 +296,12 @@ def open_example(session, title, position, preset_label=None, custom_draft=""):
     session = _session(session)
     examples = example_traces()
     if title not in examples:
-        raise gr.Error("No example trace by that name is shipped.", title="Not a trace file")
+        raise app_error("trace.no_example", "title.not_trace")
     out = open_trace_file(session, examples[title], title, "example", position)
     if preset_label is None:
         return out
     return (*out, *trace_controls(session, preset_label, custom_draft),
-            _status(f"Opened the saved run “{title}”: press ▶ Run to run the same settings live."))
+            _status(tr("status.opened_example", title=title)))
 
 
 def controls_from_session(session):
@@ -332,26 +328,24 @@ def load_models(preset, custom_target, custom_draft, dtype="auto", progress=gr.P
     try:
         target_spec, draft_spec = resolve_pair(preset, custom_target, custom_draft)
     except ValueError as exc:
-        raise gr.Error(str(exc)) from None
+        raise app_error("model.detail", "title.pair", detail=exc) from None
     target, draft = load_pair_models(target_spec, draft_spec, True, progress, dtype or "auto")
-    draft_name = draft.name if not draft.n_params else f"{draft.name} ({draft.n_params / 1e6:.0f}M parameters)"
+    draft_name = (draft.name if not draft.n_params
+                  else tr("status.draft_params", name=draft.name, params=f"{draft.n_params / 1e6:.0f}"))
     if draft.feature is not None:  # drafters/feature.py: say what it drafts from
-        draft_name += (f", drafting from the target's own hidden states over the target's {draft.head.size:,} "
-                       "most frequent tokens")
+        draft_name += tr("status.draft_feature", size=f"{draft.head.size:,}")
     elif draft.head is not None:  # a restricted output head (decoding/drafters/output_head.py): say what it drafts from
-        draft_name += f", drafting only the target's {draft.head.size:,} most frequent tokens"
+        draft_name += tr("status.draft_head", size=f"{draft.head.size:,}")
     precision = str(target.dtype).removeprefix("torch.")
-    return (f"Loaded target **{target.name}** ({target.n_params / 1e6:.0f}M parameters, {target.device}, {precision}) "
-            "and draft "
-            f"**{draft_name}**. Run or Step to decode.")
+    return tr("status.loaded", target=target.name, params=f"{target.n_params / 1e6:.0f}", device=target.device,
+              precision=precision, draft=draft_name)
 
 
 def on_preset(preset):
     """The pair changed (by the user or by a handler): the custom fields and the pair's note."""
     p = preset_by_label(preset)
     custom = p is not None and p.key == "custom"
-    note = f"{p.note}" if p and p.note else ""
-    return gr.update(visible=custom), gr.update(visible=custom), note
+    return gr.update(visible=custom), gr.update(visible=custom), preset_note(p)
 
 
 def on_preset_input(preset, method, custom_draft):
@@ -362,7 +356,8 @@ def on_preset_input(preset, method, custom_draft):
     near, _ = fitting_preset(method, preset, custom_draft or "")
     note = ""
     if problem:
-        note = f"{problem}: pick another method" + (f", or the pair “{near.label}”." if near is not None else ".")
+        note = (tr("status.pick_method_or", problem=problem, pair=near.label) if near is not None
+                else tr("status.pick_method", problem=problem))
     tree = p.draft_tree if p is not None else None
     # a pair that draws a tree sets the method's draft tree (the method stays the user's)
     return gr.update(value=p.chat if p else True), note, (gr.update(value=tree) if tree else gr.skip())

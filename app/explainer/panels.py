@@ -17,49 +17,53 @@ from decoding.methods.mjsd.generator import MjsdStep
 from decoding.methods.ppd.generator import PPDStep
 from decoding.trace.record import IterationRecord
 
-from .. import charts_methods, render_methods, texts
+from .. import charts_methods, render_methods
+from ..render import tr
 from .view_common import position_index
 
 
-def mentored_panel(record: IterationRecord, position, records) -> tuple:
+def mentored_panel(record: IterationRecord, position, records, lang: str | None = None) -> tuple:
     d = MentoredStep.of(record)
     bound = d.kl_bound if d else None
-    title = f"### Mentored decoding panel (D = {bound:g})" if isinstance(bound, (int, float)) else "### Mentored decoding panel"
-    return (gr.update(visible=True), f"{title}\n{texts.MENTORED}", render_methods.mentored_table_html(record),
+    title = (tr("panel.mentored_d", lang, bound=f"{bound:g}") if isinstance(bound, (int, float))
+             else tr("panel.mentored", lang))
+    return (gr.update(visible=True), f"### {title}\n{tr('text.mentored', lang)}",
+            render_methods.mentored_table_html(record, lang),
             gr.update(value=charts_methods.mentored_acceptance_figure(record),
-                      label="Strict vs mentored, per draft position", visible=True),
+                      label=tr("panel.mentored_chart", lang), visible=True),
             gr.update(visible=True), charts_methods.mentored_output_figure(record, position_index(position)))
 
 
-def mjsd_panel(record: IterationRecord, position, records) -> tuple:
+def mjsd_panel(record: IterationRecord, position, records, lang: str | None = None) -> tuple:
     d = MjsdStep.of(record)
-    head = (f"### MJSD panel (B = {d.beams}, τ = {d.tau:g})" if d and isinstance(d.tau, (int, float))
-            else "### MJSD panel")
-    return (gr.update(visible=True), f"{head}\n{texts.MJSD}", render_methods.mjsd_table_html(record),
+    head = (tr("panel.mjsd_b", lang, beams=d.beams, tau=f"{d.tau:g}") if d and isinstance(d.tau, (int, float))
+            else tr("panel.mjsd", lang))
+    return (gr.update(visible=True), f"### {head}\n{tr('text.mjsd', lang)}", render_methods.mjsd_table_html(record, lang),
             gr.update(value=charts_methods.mjsd_ratio_figure(record), visible=True,
-                      label="Joint ratio per prefix length j, against τ"),
+                      label=tr("panel.mjsd_chart", lang)),
             gr.update(visible=False), None)
 
 
-def ppd_panel(record: IterationRecord, position, records) -> tuple:
+def ppd_panel(record: IterationRecord, position, records, lang: str | None = None) -> tuple:
     info = PPDStep.of(record) or PPDStep()
     found, tuning = render_methods.ppd_tuning(records if records is not None else [record])
-    rule = "typical acceptance (lossy)" if info.lossy else "exact match (lossless)"
-    head = f"### PPD panel: {rule}, tree size n = {info.tree_size if info.tree_size is not None else '?'}"
-    status = render_methods.ppd_status_html(record, found, tuning)
+    rule = tr("panel.ppd_lossy" if info.lossy else "panel.ppd_exact", lang)
+    head = tr("panel.ppd", lang, rule=rule, n=info.tree_size if info.tree_size is not None else "?")
+    status = render_methods.ppd_status_html(record, found, tuning, lang)
     # no tuning measurements: the status block says so in words, and the empty chart is hidden
     chart = charts_methods.ppd_tuning_figure(tuning, info.tree_size, found) if tuning else None
-    return (gr.update(visible=True), f"{head}\n\n{status}\n\n{texts.PPD}", render_methods.ppd_table_html(record),
-            gr.update(value=chart, visible=chart is not None,
-                      label="Hardware-aware tree size: L(n), T(n) and Speedup(n) on this device"),
+    return (gr.update(visible=True), f"### {head}\n\n{status}\n\n{tr('text.ppd', lang)}",
+            render_methods.ppd_table_html(record, lang),
+            gr.update(value=chart, visible=chart is not None, label=tr("panel.ppd_chart", lang)),
             gr.update(visible=False), None)
 
 
-def fields_panel(record: IterationRecord, position, records, spec: MethodSpec) -> tuple:
+def fields_panel(record: IterationRecord, position, records, spec: MethodSpec, lang: str | None = None) -> tuple:
     """The fallback: the method's summary, then every field of its trace data in this record."""
     data = spec.trace_data.of(record) if spec.trace_data is not None else None
-    return (gr.update(visible=True), f"### {spec.title} panel\n{spec.summary[:1].upper()}{spec.summary[1:]}.",
-            render_methods.fields_table_html(record, data), gr.update(value=None, visible=False),
+    return (gr.update(visible=True),
+            f"### {tr('panel.fields', lang, method=spec.title)}\n{spec.summary[:1].upper()}{spec.summary[1:]}.",
+            render_methods.fields_table_html(record, data, lang), gr.update(value=None, visible=False),
             gr.update(visible=False), None)
 
 
@@ -70,7 +74,8 @@ PANELS = {"kl-decisions": mentored_panel, "joint-prefixes": mjsd_panel, "prompt-
 POSITION_FIGURES = {"kl-decisions": charts_methods.mentored_output_figure}
 
 
-def method_panel(record: IterationRecord | None, position=None, records: list[IterationRecord] | None = None) -> tuple:
+def method_panel(record: IterationRecord | None, position=None, records: list[IterationRecord] | None = None,
+                 lang: str | None = None) -> tuple:
     """The method-specific panel for a record, hidden for methods without one. `records` (the whole
     run) supplies PPD's hardware-aware tuning, which only its first record carries."""
     spec = METHODS.get(record.method) if record is not None else None
@@ -79,8 +84,8 @@ def method_panel(record: IterationRecord | None, position=None, records: list[It
         return gr.update(visible=False), "", "", None, gr.update(visible=False), None
     build = PANELS.get(kind)
     if build is None:
-        return fields_panel(record, position, records, spec)
-    return build(record, position, records)
+        return fields_panel(record, position, records, spec, lang)
+    return build(record, position, records, lang)
 
 
 def position_figure(record: IterationRecord, position: int | None):

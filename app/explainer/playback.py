@@ -5,14 +5,17 @@ the panels for each iteration it shows; `handlers.follow_player` answers)."""
 from __future__ import annotations
 
 from ..player import empty_data, lane_data, player_data
+from ..render import tr
 from ..session import Session
 from .view_common import rest_index
 
 PLAYBACK_IDLE = ("The run you open or decode plays here, in your browser: a run with pacing above 0 at that "
                  "pace, after the server has decoded it at full speed (so a whole class can press Run at once).")
+# (English, what the tab is built with; `idle_playback` says it in the session's language: explainer.play.idle)
 
 
-def playback_data(session: Session, pacing: float = 0.0, shared: str = "", current: int | None = None) -> dict:
+def playback_data(session: Session, pacing: float = 0.0, shared: str = "", current: int | None = None,
+                  lang: str | None = None) -> dict:
     """The session's run as one lane of the browser player (`player.py`), tied to the panels: the
     player asks for the iteration it shows (`player_data(sync=...)`) and the panels follow.
 
@@ -31,16 +34,16 @@ def playback_data(session: Session, pacing: float = 0.0, shared: str = "", curre
     rest = rest_index(records)
     result = ""
     if summary is not None:
-        result = (f"Decoded in {summary.wall_seconds:.2f} s ({summary.tokens_per_second:.1f} tokens/s)"
-                  + (f", played back at {pacing:g} s per iteration." if paced else ".")
-                  + (f" {shared}" if shared else ""))
+        figures = dict(seconds=f"{summary.wall_seconds:.2f}", tps=f"{summary.tokens_per_second:.1f}")
+        result = (tr("play.decoded_paced", lang, pacing=f"{pacing:g}", **figures) if paced
+                  else tr("play.decoded", lang, **figures)) + (f" {shared}" if shared else "")
     n = len(records)
     if paced:
-        title = f"Playback: {n} iterations, {pacing:g} s each"
+        title = tr("play.title_paced", lang, n=n, pacing=f"{pacing:g}")
     elif session.source in ("trace", "example"):
-        title = f"Saved run: {n} iterations" + (f" ({session.title})" if session.title else "")
+        title = tr("play.title_saved", lang, n=n) + (f" ({session.title})" if session.title else "")
     else:
-        title = f"This run: {n} iteration{'s' if n != 1 else ''}" + ("" if summary is not None else " so far")
+        title = tr("play.title_run" if summary is not None else "play.title_run_so_far", lang, n=n)
     data = player_data([lane], title=title, prompt=session.settings.prompt if session.settings is not None else "",
                        result=result, paced=paced, sync="explainer", rest=rest,
                        current=None if paced else (rest if current is None else current))
@@ -48,8 +51,9 @@ def playback_data(session: Session, pacing: float = 0.0, shared: str = "", curre
     return data
 
 
-def idle_playback(session: Session, message: str = PLAYBACK_IDLE) -> dict:
-    """The player's empty value (a message); the panels no longer answer an older player."""
-    data = empty_data(message)
+def idle_playback(session: Session, message: str | None = None, lang: str | None = None) -> dict:
+    """The player's empty value (a message, default: where runs play); the panels no longer answer an
+    older player."""
+    data = empty_data(tr("play.idle", lang) if message is None else message)
     session.playback_id = data["nonce"]
     return data

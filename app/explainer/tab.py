@@ -18,11 +18,13 @@ from decoding.paths import ASSETS
 from decoding.run.pair import PROMPT_LOOKUP
 
 from .. import render, texts
+from ..i18n import t
+from ..i18n.ui import chrome, on_change
 from ..capacity import model_events
 from ..controls import DEFAULTS, build_method_controls, control_order
 from ..errors import CHEAP, on
 from ..player import empty_data, player
-from ..presets import presets
+from ..presets import preset_note as preset_note_text, presets
 from ..session import example_traces
 from ..settings import MAX_GAMMA, MAX_NEW_TOKENS, MAX_PROMPT_CHARS, PRECISIONS
 from .handlers import (EXAMPLE_PROMPTS, follow_player, generate, load_models, on_load, on_method, on_method_input,
@@ -37,15 +39,28 @@ SEEK_JS = ("(t) => { document.dispatchEvent(new CustomEvent('specdec-seek', "
 PAUSE_JS = "() => { document.dispatchEvent(new CustomEvent('specdec-pause', {detail: {player: 'explainer'}})); }"
 
 
-def precision_label() -> str:
+def precision_label(lang: str | None = "en") -> str:
     """The precision control's label, naming what "auto" means on this machine."""
     from decoding.lm.devices import default_dtype, dtype_name, resolve_device
 
     try:
         auto = dtype_name(default_dtype(resolve_device(None)))
     except Exception:  # noqa: BLE001 - a bad SPECDEC_DTYPE: the run reports it
-        auto = "the device's default"
-    return f"Precision of the models (auto = {auto} here)"
+        auto = t("explainer.label.device_default", lang)
+    return t("explainer.label.precision", lang, auto=auto)
+
+
+def texted(component, **keys):
+    """`component` with its texts registered for the language menu (`i18n.ui.chrome`): each keyword
+    is a property (label, info, value, placeholder) and its catalog key under `explainer.`, or a
+    function lang -> text. The component was built with the English texts."""
+    return chrome(component, **{prop: (key if callable(key) else "explainer." + key) for prop, key in keys.items()})
+
+
+def en(key: str, **params) -> str:
+    """The English text of `explainer.<key>`: what a component is built with, before the page's
+    language is known (the page's load sets it, `i18n.ui`)."""
+    return t("explainer." + key, "en", **params)
 
 
 def default_method() -> str:
@@ -83,108 +98,137 @@ def build(demo: gr.Blocks, state: gr.State, autorun: gr.State) -> ExplainerTab:
     examples = example_traces()
     pairs = presets()
     panels = {}  # the view's outputs by name (view.VIEW_OUTPUTS)
-    gr.Markdown(texts.INTRO)
+    texted(gr.Markdown(en("text.intro")), value="text.intro")
     # Run, Step, Stop and Reset with the status line: sticky, so they stay in view wherever
     # the panels are (app.css, "the run bar"); errors and "press Run" prompts appear here
     with gr.Column(elem_id="run-bar", elem_classes="run-bar"):
         with gr.Row(elem_classes="run-buttons"):
-            run_btn = gr.Button("▶ Run", variant="primary", elem_id="run-btn", min_width=70)
+            run_btn = texted(gr.Button(en("button.run"), variant="primary", elem_id="run-btn", min_width=70),
+                             value="button.run")
             # an SVG icon: the "next track" glyph U+23ED is missing from common fonts (Debian's)
-            step_btn = gr.Button("Step", icon=str(ASSETS / "icons" / "step.svg"), elem_id="step-btn", min_width=70)
-            stop_btn = gr.Button("■ Stop", variant="stop", elem_id="stop-btn", min_width=70)
-            reset_btn = gr.Button("↺ Reset", elem_id="reset-btn", min_width=70)
+            step_btn = texted(gr.Button(en("button.step"), icon=str(ASSETS / "icons" / "step.svg"), elem_id="step-btn",
+                                        min_width=70), value="button.step")
+            stop_btn = texted(gr.Button(en("button.stop"), variant="stop", elem_id="stop-btn", min_width=70),
+                              value="button.stop")
+            reset_btn = texted(gr.Button(en("button.reset"), elem_id="reset-btn", min_width=70), value="button.reset")
         run_status = gr.HTML("", elem_id="run-status", padding=False)
     with gr.Row(equal_height=False, elem_classes="mainrow"):
         with gr.Column(scale=1, min_width=300, elem_classes="controls"):
-            preset = gr.Dropdown([p.label for p in pairs], value=pairs[0].label,
-                                 label="Model pair (draft → target)", elem_id="preset")
-            preset_note = gr.Markdown(pairs[0].note, elem_classes="note")
-            custom_target = gr.Textbox("", label="Custom target (hub id)", visible=False,
-                                       placeholder="HuggingFaceTB/SmolLM2-360M-Instruct")
-            custom_draft = gr.Textbox(label="Custom draft (hub id, or prompt-lookup)", visible=False,
-                                      value=PROMPT_LOOKUP)
-            load_btn = gr.Button("Load models", size="sm")
+            preset = texted(gr.Dropdown([p.label for p in pairs], value=pairs[0].label,
+                                        label=en("label.preset"), elem_id="preset"), label="label.preset")
+            # the first pair's note on load; the language menu's re-render (on_change below) says the chosen pair's
+            preset_note = texted(gr.Markdown(preset_note_text(pairs[0], "en"), elem_classes="note"),
+                                 value=lambda lang: preset_note_text(pairs[0], lang))
+            custom_target = texted(gr.Textbox("", label=en("label.custom_target"), visible=False,
+                                              placeholder="HuggingFaceTB/SmolLM2-360M-Instruct"),
+                                   label="label.custom_target")
+            custom_draft = texted(gr.Textbox(label=en("label.custom_draft"), visible=False, value=PROMPT_LOOKUP),
+                                  label="label.custom_draft")
+            load_btn = texted(gr.Button(en("button.load"), size="sm"), value="button.load")
             load_msg = gr.Markdown("", elem_classes="note")
-            prompt = gr.Textbox(label="Prompt", lines=3, max_length=MAX_PROMPT_CHARS,
-                                value=next(iter(EXAMPLE_PROMPTS.values()))[0])
-            prompt_pick = gr.Dropdown(prompt_choices(), value=None, label="Example prompts and the task gallery")
-            chat = gr.Checkbox(value=pairs[0].chat, label="Apply the chat template (instruct models)")
-            method = gr.Dropdown(methods, value=method_default, label="Method", elem_id="method")
+            prompt = texted(gr.Textbox(label=en("label.prompt"), lines=3, max_length=MAX_PROMPT_CHARS,
+                                       value=next(iter(EXAMPLE_PROMPTS.values()))[0]), label="label.prompt")
+            prompt_pick = texted(gr.Dropdown(prompt_choices(), value=None, label=en("label.prompt_pick")),
+                                 label="label.prompt_pick")
+            chat = texted(gr.Checkbox(value=pairs[0].chat, label=en("label.chat")), label="label.chat")
+            method = texted(gr.Dropdown(methods, value=method_default, label=en("label.method"), elem_id="method"),
+                            label="label.method")
             pair_note = gr.Markdown("", elem_id="pair-note", elem_classes="note")
-            gamma = gr.Slider(1, MAX_GAMMA, value=DEFAULTS["gamma"], step=1, label="γ (gamma): draft length")
-            lenience = gr.Slider(0.05, 1.0, value=DEFAULTS["lenience"], step=0.05, label="Lenience l (1 = exact)")
+            gamma = texted(gr.Slider(1, MAX_GAMMA, value=DEFAULTS["gamma"], step=1, label=en("label.gamma")),
+                           label="label.gamma")
+            lenience = texted(gr.Slider(0.05, 1.0, value=DEFAULTS["lenience"], step=0.05, label=en("label.lenience")),
+                              label="label.lenience")
             knobs = build_method_controls(method_default)  # each method's own settings (registry)
-            temperature = gr.Slider(0.0, 2.0, value=DEFAULTS["temperature"], step=0.05,
-                                    label="Temperature (0 = greedy)")
-            top_k = gr.Slider(0, 100, value=DEFAULTS["top_k"], step=1, label="Top-k (0 = off)")
-            top_p = gr.Slider(0.05, 1.0, value=DEFAULTS["top_p"], step=0.05, label="Top-p (1 = off)")
+            temperature = texted(gr.Slider(0.0, 2.0, value=DEFAULTS["temperature"], step=0.05,
+                                           label=en("label.temperature")), label="label.temperature")
+            top_k = texted(gr.Slider(0, 100, value=DEFAULTS["top_k"], step=1, label=en("label.top_k")),
+                           label="label.top_k")
+            top_p = texted(gr.Slider(0.05, 1.0, value=DEFAULTS["top_p"], step=0.05, label=en("label.top_p")),
+                           label="label.top_p")
             with gr.Row():
-                seed = gr.Number(value=DEFAULTS["seed"], precision=0, label="Seed", minimum=0)
-                max_new = gr.Slider(1, MAX_NEW_TOKENS, value=DEFAULTS["max_new_tokens"], step=1,
-                                    label="Max new tokens")
-            dtype = gr.Dropdown(list(PRECISIONS), value=DEFAULTS["dtype"], label=precision_label(),
-                                info="bfloat16 makes the verify pass cheap on CPUs with native bf16; "
-                                     "float32 is the reference for exactness")
-            with gr.Accordion("Is it still exact in bfloat16?", open=False):
-                gr.Markdown(texts.bf16_exactness_sentence(), elem_classes="note")
-            pacing = gr.Slider(0.0, 2.0, value=DEFAULTS["pacing"], step=0.05,
-                               label="Pacing: seconds per iteration (0 = as fast as it decodes)",
-                               info="Above 0 the run decodes at full speed, then plays in your browser "
-                                    "at this pace (the player above the panels)")
-            with gr.Accordion("Save or open a run", open=False):
-                panels["download"] = gr.DownloadButton("Download this run (.jsonl trace)", interactive=False)
-                upload = gr.UploadButton("Open a trace file (.jsonl)", file_types=[".jsonl", ".json", ".txt"])
-                example_pick = gr.Dropdown(list(examples), value=None, label="Example traces (no model needed)")
+                seed = texted(gr.Number(value=DEFAULTS["seed"], precision=0, label=en("label.seed"), minimum=0),
+                              label="label.seed")
+                max_new = texted(gr.Slider(1, MAX_NEW_TOKENS, value=DEFAULTS["max_new_tokens"], step=1,
+                                           label=en("label.max_new")), label="label.max_new")
+            dtype = texted(gr.Dropdown(list(PRECISIONS), value=DEFAULTS["dtype"], label=precision_label(),
+                                       info=en("label.precision_info")),
+                           label=precision_label, info="label.precision_info")
+            with gr.Accordion(en("label.bf16"), open=False) as bf16:
+                texted(bf16, label="label.bf16")
+                texted(gr.Markdown(texts.bf16_exactness_sentence("en"), elem_classes="note"),
+                       value=texts.bf16_exactness_sentence)
+            pacing = texted(gr.Slider(0.0, 2.0, value=DEFAULTS["pacing"], step=0.05, label=en("label.pacing"),
+                                      info=en("label.pacing_info")), label="label.pacing", info="label.pacing_info")
+            with gr.Accordion(en("label.save_open"), open=False) as save_open:
+                texted(save_open, label="label.save_open")
+                # a download or upload button's text is its label (its value is the file)
+                panels["download"] = texted(gr.DownloadButton(en("button.download"), interactive=False),
+                                            label="button.download")
+                upload = texted(gr.UploadButton(en("button.upload"), file_types=[".jsonl", ".json", ".txt"]),
+                                label="button.upload")
+                example_pick = texted(gr.Dropdown(list(examples), value=None, label=en("label.examples")),
+                                      label="label.examples")
             # the one place a command is shown on purpose: labelled for researchers, closed by default
-            with gr.Accordion("For researchers: this run from the command line", open=False,
-                              elem_classes="for-researchers"):
-                panels["cli"] = gr.Code(label="Copy as CLI command", language="shell", lines=3, interactive=False)
+            with gr.Accordion(en("label.researchers"), open=False, elem_classes="for-researchers") as researchers:
+                texted(researchers, label="label.researchers")
+                panels["cli"] = texted(gr.Code(label=en("label.cli"), language="shell", lines=3, interactive=False),
+                                       label="label.cli")
         with gr.Column(scale=2, min_width=320, elem_classes="panels"):
             panels["playback"] = player(empty_data(PLAYBACK_IDLE), elem_id="explainer-player",
                                         label="Playback in the browser")
-            panels["stats"] = gr.HTML(label="Run statistics", elem_id="stats")
+            panels["stats"] = texted(gr.HTML(label=en("label.stats"), elem_id="stats"), label="label.stats")
             with gr.Row(equal_height=True):
-                panels["timeline"] = gr.Slider(1, 2, value=1, step=1, label="Timeline: iteration", scale=3,
-                                               elem_id="timeline")
-                position = gr.Number(value=0, precision=0, minimum=0, maximum=MAX_GAMMA, scale=1,
-                                     label="Draft position for p vs q (0 = first rejection)")
+                panels["timeline"] = texted(gr.Slider(1, 2, value=1, step=1, label=en("label.timeline"), scale=3,
+                                                      elem_id="timeline"), label="label.timeline")
+                position = texted(gr.Number(value=0, precision=0, minimum=0, maximum=MAX_GAMMA, scale=1,
+                                            label=en("label.position")), label="label.position")
             panels["iter_caption"] = gr.Markdown(elem_classes="caption")
-            gr.HTML(render.legend_html(), label="Legend")
-            panels["chips"] = gr.HTML(label="Text so far, as token chips", elem_id="chips")
-            with gr.Accordion("What do the chips mean?", open=False):
-                gr.Markdown(texts.CHIPS)
-            panels["text"] = gr.Textbox(label="Generated text", lines=3, interactive=False, buttons=["copy"])
-            panels["draft_row"] = gr.HTML(label="This iteration's draft", elem_id="draft-row")
-            with gr.Accordion("How to read the draft row", open=False):
-                gr.Markdown(texts.DRAFT_ROW)
+            texted(gr.HTML(render.legend_html("en"), label=en("label.legend")), label="label.legend",
+                   value=render.legend_html)
+            panels["chips"] = texted(gr.HTML(label=en("label.chips"), elem_id="chips"), label="label.chips")
+            with gr.Accordion(en("label.chips_help"), open=False) as chips_help:
+                texted(chips_help, label="label.chips_help")
+                texted(gr.Markdown(en("text.chips")), value="text.chips")
+            panels["text"] = texted(gr.Textbox(label=en("label.text"), lines=3, interactive=False, buttons=["copy"]),
+                                    label="label.text")
+            panels["draft_row"] = texted(gr.HTML(label=en("label.draft_row"), elem_id="draft-row"),
+                                         label="label.draft_row")
+            with gr.Accordion(en("label.draft_row_help"), open=False) as draft_help:
+                texted(draft_help, label="label.draft_row_help")
+                texted(gr.Markdown(en("text.draft_row")), value="text.draft_row")
             # the panel of the shown run's method (its registry entry's trace data); hidden for the others
             with gr.Column(visible=False, elem_id="method-panel", elem_classes="methodpanel") as method_box:
                 panels["method_box"] = method_box
                 panels["method_md"] = gr.Markdown(elem_classes="explain")
                 with gr.Row(elem_classes="plots"):
                     with gr.Column(min_width=300):
-                        panels["method_plot"] = gr.Plot(label="Method panel", elem_id="method-plot")
+                        panels["method_plot"] = gr.Plot(label=en("label.method_plot"), elem_id="method-plot")
                     with gr.Column(min_width=300, visible=False) as method_col2:
                         panels["method_col2"] = method_col2
-                        panels["method_plot2"] = gr.Plot(label="Output distribution of one mentored step vs p and q",
-                                                         elem_id="method-plot2")
-                panels["method_html"] = gr.HTML(label="Method details", elem_id="method-html")
+                        panels["method_plot2"] = texted(gr.Plot(label=en("label.method_plot2"), elem_id="method-plot2"),
+                                                        label="label.method_plot2")
+                panels["method_html"] = texted(gr.HTML(label=en("label.method_html"), elem_id="method-html"),
+                                               label="label.method_html")
             with gr.Row(elem_classes="plots"):
                 with gr.Column(min_width=300):
-                    panels["pq_plot"] = gr.Plot(label="p (target) vs q (draft) at one draft position",
-                                                elem_id="pq-plot")
-                    gr.Markdown(texts.PQ, elem_classes="explain")
+                    panels["pq_plot"] = texted(gr.Plot(label=en("label.pq_plot"), elem_id="pq-plot"),
+                                               label="label.pq_plot")
+                    texted(gr.Markdown(en("text.pq"), elem_classes="explain"), value="text.pq")
                 with gr.Column(min_width=300):
-                    panels["residual_plot"] = gr.Plot(label="Residual distribution", elem_id="residual-plot")
-                    gr.Markdown(texts.RESIDUAL, elem_classes="explain")
-            panels["tree"] = gr.HTML(label="Draft tree", elem_id="tree")
-            gr.Markdown(texts.TREE, elem_classes="explain")
-            panels["running"] = gr.Plot(label="Running charts", elem_id="running-plot")
-            gr.Markdown(texts.RUNNING, elem_classes="explain")
-            with gr.Accordion("Theory: expected speed-up vs γ", open=True):
-                panels["theory_plot"] = gr.Plot(label="Theory vs γ", elem_id="theory-plot")
+                    panels["residual_plot"] = texted(gr.Plot(label=en("label.residual_plot"), elem_id="residual-plot"),
+                                                     label="label.residual_plot")
+                    texted(gr.Markdown(en("text.residual"), elem_classes="explain"), value="text.residual")
+            panels["tree"] = texted(gr.HTML(label=en("label.tree"), elem_id="tree"), label="label.tree")
+            texted(gr.Markdown(en("text.tree"), elem_classes="explain"), value="text.tree")
+            panels["running"] = texted(gr.Plot(label=en("label.running"), elem_id="running-plot"),
+                                       label="label.running")
+            texted(gr.Markdown(en("text.running"), elem_classes="explain"), value="text.running")
+            with gr.Accordion(en("label.theory"), open=True) as theory:
+                texted(theory, label="label.theory")
+                panels["theory_plot"] = texted(gr.Plot(label=en("label.theory_plot"), elem_id="theory-plot"),
+                                               label="label.theory_plot")
                 panels["theory_md"] = gr.Markdown()
-                gr.Markdown(texts.THEORY, elem_classes="explain")
+                texted(gr.Markdown(en("text.theory"), elem_classes="explain"), value="text.theory")
 
     view_outputs = [panels[name] for name in VIEW_OUTPUTS]
     components = {"preset": preset, "custom_target": custom_target, "custom_draft": custom_draft,
@@ -236,6 +280,9 @@ def build(demo: gr.Blocks, state: gr.State, autorun: gr.State) -> ExplainerTab:
     on(method.input, on_method_input, [method, preset, custom_draft], [preset, pair_note], run_status,
        clear=False, **CHEAP)
     on(demo.load, on_load, [state, position], shown, run_status, clear=False, api_name=False, queue=False)
+    # the language menu changed: every panel of the shown iteration again, in the new language
+    on_change(show_iteration, [state, timeline, position], view_outputs, run_status)
+    on_change(on_preset, preset, [custom_target, custom_draft, preset_note], run_status)  # the pair's note
     return tab
 
 

@@ -12,6 +12,43 @@ from decoding.rules.implementations import DEFAULT_IMPLEMENTATION, IMPLEMENTATIO
 from decoding.rules.lab import run_sampling_lab
 
 from .. import charts
+from ..i18n import t
+
+
+def example_choices() -> list[tuple[str, str]]:
+    """The example menu's (title, key) pairs in the current language."""
+    return [(t(f"lab.example.{key}"), key) for key in EXAMPLES]
+
+
+def implementation_choices() -> list[tuple[str, str]]:
+    """The implementation menu's (label, key) pairs in the current language."""
+    return [(impl_text(key, "label"), key) for key in IMPLEMENTATIONS]
+
+
+def impl_text(key: str, part: str) -> str:
+    """An implementation's label, "what" or "where" in the current language (the figures it names are the
+    engine's: the wrong-q draft temperature, the top-k cut)."""
+    from decoding.rules.implementations import TOP_K_TARGET, WRONG_Q_TEMPERATURE
+
+    return t(f"lab.impl.{key}.{part}", temperature=f"{WRONG_Q_TEMPERATURE:g}", k=TOP_K_TARGET) \
+        if part == "what" else t(f"lab.impl.{key}.{part}")
+
+
+def lab_headers() -> list[str]:
+    return [t("lab.col.token"), t("lab.col.p"), t("lab.col.q")]
+
+
+def lab_table(table):
+    """The table with its rows as they are and its headers in the current language."""
+    return _framed([list(r[:3]) for r in _table_rows(table)])
+
+
+def _framed(rows: list[list]):
+    """Rows as the table's value with the headers in the current language (a plain list would take the
+    headers the table was built with, in English)."""
+    import pandas as pd
+
+    return pd.DataFrame(rows, columns=lab_headers())
 
 
 def _lab_inputs(table):
@@ -21,7 +58,7 @@ def _lab_inputs(table):
         p = [float(r[1]) for r in rows]
         q = [float(r[2]) for r in rows]
     except (TypeError, ValueError):
-        raise gr.Error("p and q must be numbers in every row.") from None
+        raise gr.Error(t("lab.error.numbers")) from None
     return vocab, p, q
 
 
@@ -41,20 +78,20 @@ def _implementation(name):
     """The implementation picked (the correct rule when the input is left empty), or a clear error."""
     name = name or DEFAULT_IMPLEMENTATION
     if name not in IMPLEMENTATIONS:
-        raise gr.Error(f"There is no implementation called “{name}”. Choose one from the Implementation menu.")
+        raise gr.Error(t("lab.error.no_implementation", name=name))
     return IMPLEMENTATIONS[name]
 
 
 def implementation_words(name) -> str:
     """What the picked implementation does (wrong) and where it happened, for under the menu."""
     impl = _implementation(name)
-    return f"{impl.what}  \n*Where:* {impl.where}"
+    return f"{impl_text(impl.name, 'what')}  \n{t('lab.where', where=impl_text(impl.name, 'where'))}"
 
 
 def lab_example(key):
     """The table of a shipped example (`decoding.rules.examples`)."""
     if key not in EXAMPLES:
-        raise gr.Error("Choose one of the examples in the menu.")
+        raise gr.Error(t("lab.error.example"))
     e = EXAMPLES[key]
     return [[v, p, q] for v, p, q in zip(e.vocab, e.p, e.q)]
 
@@ -62,40 +99,34 @@ def lab_example(key):
 def _verdict(impl, result) -> str:
     """How this implementation reads against the correct rule: exact or not (TV(expected, p) in closed
     form), and how often it keeps drafts beside the correct rule's α (its speed)."""
-    measured = (f"measured acceptance rate **{result['acceptance_rate']:.4f}**; TV(empirical, p) = "
-                f"**{result['tv_to_target']:.4f}**, TV(empirical, expected) = **{result['tv_to_expected']:.4f}** "
-                f"over N = {result['n']:,} steps.")
-    keeps = (f"It keeps a draft with probability **{result['alpha']:.4f}**, the correct rule "
-             f"**{result['correct_alpha']:.4f}**")
+    measured = t("lab.measured", rate=f"{result['acceptance_rate']:.4f}", tv_p=f"{result['tv_to_target']:.4f}",
+                 tv_e=f"{result['tv_to_expected']:.4f}", n=f"{result['n']:,}")
+    keeps = t("lab.keeps", alpha=f"{result['alpha']:.4f}", correct=f"{result['correct_alpha']:.4f}")
+    label = impl_text(impl.name, "label")
     if impl.exact:
-        head = (f"**{impl.label}: exact but slower.** Its output is p (TV(expected, p) = 0). "
-                if result["alpha"] < result["correct_alpha"] - 1e-9 else f"**{impl.label}: exact.** ")
+        head = (t("lab.verdict.slower", label=label) if result["alpha"] < result["correct_alpha"] - 1e-9
+                else t("lab.verdict.exact", label=label))
         return head + keeps + f"; {measured}"
     gap = result["expected_tv_to_target"]
     if gap < 1e-9:
-        return (f"**{impl.label}: no difference on this example** (TV(expected, p) = 0; try the larger "
-                f"vocabulary). {keeps}; {measured}")
-    return (f"**{impl.label}: fast but wrong.** Its output is not p: TV(expected, p) = **{gap:.4f}**, a gap that "
-            f"does not shrink as N grows. {keeps}; {measured}")
+        return t("lab.verdict.same", label=label, keeps=keeps, measured=measured)
+    return t("lab.verdict.wrong", label=label, gap=f"{gap:.4f}", keeps=keeps, measured=measured)
 
 
 def _lab_once(p, q, lenience, n, seed, implementation=DEFAULT_IMPLEMENTATION):
     impl = _implementation(implementation)
     if impl.name != DEFAULT_IMPLEMENTATION and float(lenience) != 1.0:
-        raise gr.Error("The implementations are compared at lenience 1: set the lenience slider to 1, "
-                       "or choose the correct rule.", title="Check the lenience")
+        raise gr.Error(t("lab.error.lenience"), title=t("lab.error.lenience_title"))
     try:
         result = run_sampling_lab(p, q, lenience=float(lenience), n=int(n), seed=int(seed), implementation=impl.name)
     except ValueError as exc:
-        raise gr.Error(str(exc), title="Check p, q and lenience") from None
+        raise gr.Error(str(exc), title=t("lab.error.inputs_title")) from None
     if impl.name != DEFAULT_IMPLEMENTATION:
         return result, _verdict(impl, result)
-    md = (f"**α = {result['alpha']:.4f}** (the chance a draft is accepted, Σ min(p/l, q)); measured acceptance rate "
-          f"**{result['acceptance_rate']:.4f}** over N = {result['n']:,} steps.  \n"
-          f"TV(empirical, p) = **{result['tv_to_target']:.4f}**, TV(empirical, expected) = "
-          f"**{result['tv_to_expected']:.4f}**"
-          + ("" if result["lenience"] == 1 else f"  \nWith lenience l = {result['lenience']:g} the output is no longer p: "
-             "it is min(q, p/l) + the leftover mass × residual."))
+    md = (t("lab.result", alpha=f"{result['alpha']:.4f}", rate=f"{result['acceptance_rate']:.4f}",
+            n=f"{result['n']:,}") + "  \n"
+          + t("lab.result.tv", tv_p=f"{result['tv_to_target']:.4f}", tv_e=f"{result['tv_to_expected']:.4f}")
+          + ("" if result["lenience"] == 1 else "  \n" + t("lab.result.lenient", l=f"{result['lenience']:g}")))
     return result, md
 
 
@@ -124,8 +155,8 @@ def lab_normalize(table):
         try:
             total = sum(max(0.0, float(r[col])) for r in rows)
         except (TypeError, ValueError):
-            raise gr.Error("p and q must be numbers in every row.") from None
+            raise gr.Error(t("lab.error.numbers")) from None
         if total <= 0:
-            raise gr.Error("a column sums to 0: cannot normalise it.")
+            raise gr.Error(t("lab.error.zero_column"))
         out.append(total)
     return [[r[0], round(max(0.0, float(r[1])) / out[0], 6), round(max(0.0, float(r[2])) / out[1], 6)] for r in rows]

@@ -3,6 +3,8 @@ question checked before its answer, a "Try this" and a "Run it live" that moves 
 Explainer (or opens its race in the Race tab).
 
     content.py   the chapters: loading and checking assets/lesson.yaml ({name} placeholders, word limits)
+    languages.py the chapters in a language: assets/lesson.<lang>.yaml's words over the English chapters,
+                 checked (same chapters, fields, placeholders, typed numbers), `load_lesson(lang)`
     values.py    the figures the text names, read off the shipped traces and races (no Gradio)
     widgets.py   each chapter's live widget (a trace's iteration, a race, the lab, a closed form)
     tab.py       `build` (the layout), `wire` (its events, once the Explainer and the Race tab exist),

@@ -66,6 +66,7 @@ class Chapter:
     question: Question
     live: dict = field(default_factory=dict)
     reveal: dict = field(default_factory=dict)  # widget settings that Check applies
+    id: str = ""  # the chapter's id (`id:`, or its English title as a slug): what a translation is keyed by
 
 
 # --------------------------------------------------------------------------- placeholders
@@ -121,8 +122,25 @@ def literal_numbers(text: str) -> list[str]:
 
 
 # --------------------------------------------------------------------------- validation
+CJK = re.compile(r"[\u3000-\u303f\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\uff00-\uffef]")
+ID = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
+
+
 def _words(text: str) -> int:
-    return len(text.split())
+    """Words as a reader meets them: space-separated words, and, in a language written without spaces
+    (Chinese), two characters for a word (a 120-word English paragraph reads as about 200 characters)."""
+    cjk = len(CJK.findall(text))
+    return len(CJK.sub(" ", text).split()) + (cjk + 1) // 2
+
+
+def chapter_id(ch) -> str:
+    """A chapter's id: its `id:`, or else its (English) title as a slug ("Guess and verify" ->
+    "guess-and-verify"). The language files key their chapters by it."""
+    given = ch.get("id") if isinstance(ch, dict) else None
+    if isinstance(given, str) and given.strip():
+        return given.strip()
+    title = ch.get("title") if isinstance(ch, dict) else None
+    return "-".join(re.findall(r"[a-z0-9]+", str(title or "").lower()))
 
 
 def _check_chapter(n: int, ch, errors: list[str], live_keys: set[str] | None) -> Chapter | None:
@@ -189,7 +207,8 @@ def _check_chapter(n: int, ch, errors: list[str], live_keys: set[str] | None) ->
         return None
     if len(errors) > before or question is None:
         return None
-    return Chapter(title_r, text_r, dict(widget), label, dict(tried["set"]), question, dict(live), dict(reveal))
+    return Chapter(title_r, text_r, dict(widget), label, dict(tried["set"]), question, dict(live), dict(reveal),
+                   chapter_id(ch))
 
 
 def _check_question(where: str, q, errors: list[str]) -> Question | None:
@@ -241,6 +260,14 @@ def validate(data, live_keys=None) -> tuple[list[Chapter], list[str]]:
     errors: list[str] = []
     keys = None if live_keys is None else set(live_keys)
     chapters = [_check_chapter(n, ch, errors, keys) for n, ch in enumerate(data["chapters"], 1)]
+    seen: dict[str, int] = {}
+    for n, ch in enumerate(data["chapters"], 1):
+        cid = chapter_id(ch)
+        if not ID.fullmatch(cid):
+            errors.append(f"chapter {n}: its id {cid!r} must be lowercase letters, digits and dashes (id: my-chapter)")
+        elif cid in seen:
+            errors.append(f"chapter {n}: id {cid!r} is chapter {seen[cid]}'s too; each chapter needs its own id")
+        seen.setdefault(cid, n)
     return [c for c in chapters if c is not None], errors
 
 
@@ -258,3 +285,11 @@ def parse(text: str, live_keys=None) -> list[Chapter]:
 
 def load(path: Path | str = LESSON_FILE, live_keys=None) -> list[Chapter]:
     return parse(Path(path).read_text(encoding="utf-8"), live_keys)
+
+
+def load_lesson(lang: str | None = "en", live_keys=None) -> list[Chapter]:
+    """The chapters in a language (`languages.load_lesson`: English where a translation lacks a field,
+    recorded in `app.i18n.missing`)."""
+    from .languages import load_lesson as in_language
+
+    return in_language(lang, live_keys)

@@ -21,11 +21,14 @@ from decoding.methods.registry import METHODS
 
 from ..controls import control_order, controls_from_settings, default_values
 from ..errors import status_html
+from ..i18n import DEFAULT, current, t
+from ..i18n.ui import chrome, listen, on_change
 from ..explainer.handlers import run_if_asked, trace_controls
 from ..explainer.playback import idle_playback
 from ..presets import fitting_preset, preset_for_models
 from ..race.handlers import SHIPPED_RACE_OUTPUTS, open_shipped_race
-from .content import Chapter, LessonError, load
+from .content import Chapter, LessonError
+from .languages import load_lesson
 from .values import find_trace, race, trace
 from .widgets import WidgetView, render_widget
 from ..player import empty_data, player
@@ -62,12 +65,26 @@ def lesson_css() -> str:
     return LESSON_CSS.read_text(encoding="utf-8") if LESSON_CSS.exists() else ""
 
 
-def load_chapters() -> tuple[list[Chapter], str]:
-    """The chapters and, when the lesson file cannot be shown, the reason (the app still starts)."""
+def load_chapters(lang: str | None = None) -> tuple[list[Chapter], str]:
+    """The chapters in `lang` (None: the current language) and, when the lesson file cannot be shown, the
+    reason (the app still starts). `languages.load_lesson` reads each language once; a field the language
+    lacks shows in English and is recorded in `app.i18n.missing` on every call, so a test that renders
+    a language sees its fallbacks. `chapter_view(load_chapters(lang)[0], i)` is everything the tab shows
+    for chapter i in that language."""
+    lang = lang or current()
     try:
-        return load(live_keys=control_order()), ""
+        return load_lesson(lang, live_keys=control_order()), ""
     except (OSError, LessonError) as exc:
-        return [], f"The lesson could not be loaded: {exc}"
+        return [], t("lesson.ui.load_failed", lang, reason=exc)
+
+
+def chapters_now() -> list[Chapter]:
+    """The chapters in the current language (`i18n.current`: the session's, inside an event)."""
+    return load_chapters()[0]
+
+
+def menu_choices(lang: str | None = None) -> list[tuple[str, int]]:
+    return [(f"{n}. {c.title}", n - 1) for n, c in enumerate(load_chapters(lang)[0], 1)]
 
 
 @dataclass
@@ -99,7 +116,7 @@ class LessonTab:
 # --------------------------------------------------------------------------- rendering a chapter
 def progress_html(i: int, n: int) -> str:
     pct = 100 * (i + 1) / max(n, 1)
-    label = f"Chapter {i + 1} of {n}"
+    label = html.escape(t("lesson.ui.progress", i=i + 1, n=n))
     return (f'<div class="lesson-progress" role="progressbar" aria-valuemin="1" aria-valuemax="{n}" '
             f'aria-valuenow="{i + 1}" aria-label="{label}"><span class="lesson-progress-label">{label}</span>'
             f'<span class="lesson-progress-track"><span class="lesson-progress-fill" style="width:{pct:.0f}%">'
@@ -111,7 +128,7 @@ def widget_updates(widget: dict) -> tuple:
     try:
         view = render_widget(widget)
     except (KeyError, ValueError, OSError) as exc:
-        view = WidgetView(f'<div class="lesson-error">This widget cannot be shown: {html.escape(str(exc))}</div>')
+        view = WidgetView(f'<div class="lesson-error">{html.escape(t("lesson.ui.widget_failed", reason=exc))}</div>')
     return (view.html,
             gr.update(visible=view.plot is not None), view.plot,
             gr.update(visible=view.plot2 is not None), view.plot2,
@@ -129,15 +146,15 @@ def _clamp(chapters, i) -> int:
 def chapter_view(chapters: list[Chapter], i, notice: str = "") -> tuple:
     """Every output of `LessonTab.chapter_outputs` for chapter i (0-based)."""
     if not chapters:
-        return (0, False, gr.skip(), "", notice, "## Lesson", "", "", gr.update(choices=[], value=None), "",
+        return (0, False, gr.skip(), "", notice, f"## {t('lesson.ui.heading')}", "", "", gr.update(choices=[], value=None), "",
                 gr.update(interactive=False), gr.update(interactive=False), gr.update(interactive=False),
                 "", gr.update(visible=False), None, gr.update(visible=False), None, gr.update(visible=False), gr.skip(),
                 gr.update(interactive=False))
     i = _clamp(chapters, i)
     ch = chapters[i]
     return (i, False, gr.update(value=i), progress_html(i, len(chapters)), notice, f"## {i + 1}. {ch.title}", ch.text,
-            f"**Question.** {ch.question.ask}", gr.update(choices=ch.question.choices, value=None), "",
-            gr.update(value=f"Try this: {ch.try_label}", interactive=False),  # after an answer (predict first)
+            t("lesson.ui.question", ask=ch.question.ask), gr.update(choices=ch.question.choices, value=None), "",
+            gr.update(value=t("lesson.ui.try", label=ch.try_label), interactive=False),  # after an answer
             gr.update(interactive=i > 0), gr.update(interactive=i < len(chapters) - 1),
             *widget_updates(ch.widget), gr.update(value=live_label(ch), interactive=True))
 
@@ -148,11 +165,11 @@ def feedback_text(chapters: list[Chapter], i, choice) -> str:
         return ""
     q = chapters[_clamp(chapters, i)].question
     if choice is None or choice not in q.choices:
-        return "Pick an answer first, then press Check."
+        return t("lesson.ui.pick_first")
     right = q.choices[q.answer]
     if choice == right:
-        return f"**Correct.** {q.why}"
-    return f"**Not quite.** You chose {choice}; the answer is **{right}**. {q.why}"
+        return t("lesson.ui.correct", why=q.why)
+    return t("lesson.ui.not_quite", choice=choice, right=right, why=q.why)
 
 
 def check_answer(chapters: list[Chapter], i, choice, tried) -> tuple:
@@ -160,7 +177,7 @@ def check_answer(chapters: list[Chapter], i, choice, tried) -> tuple:
     Try this opens once an answer is checked: predict first, then play with the widget."""
     text = feedback_text(chapters, i, choice)
     ch = chapters[_clamp(chapters, i)] if chapters else None
-    if ch is None or text.startswith("Pick"):
+    if ch is None or text == t("lesson.ui.pick_first"):
         return (text, gr.skip(), *(gr.skip(),) * 7)
     opened = gr.update(interactive=True)
     if not ch.reveal:
@@ -176,7 +193,7 @@ def try_this(chapters: list[Chapter], i, tried, revealed: bool = False) -> tuple
     tried = not tried
     widget = {**ch.widget, **ch.try_set} if tried else dict(ch.widget)
     widget.update(ch.reveal if revealed else {})
-    label = "Undo: back to the chapter's own panel" if tried else f"Try this: {ch.try_label}"
+    label = t("lesson.ui.undo") if tried else t("lesson.ui.try", label=ch.try_label)
     return (tried, gr.update(value=label), *widget_updates(widget))
 
 
@@ -194,8 +211,7 @@ def live_kind(ch: Chapter) -> str:
 
 
 def live_label(ch: Chapter | None) -> str:
-    return "Open this race in the Race tab" if ch is not None and live_kind(ch) == "race" else \
-        "Run it live in the Explainer"
+    return t("lesson.ui.open_race") if ch is not None and live_kind(ch) == "race" else t("lesson.ui.run_live")
 
 
 def live_settings(ch: Chapter):
@@ -240,8 +256,7 @@ def to_explainer(chapters: list[Chapter], i, session, n_view: int, tried=False, 
     if live_kind(ch) == "race":
         title, _ = race(_race_name(ch, tried))
         race_out = open_shipped_race(title)
-        note = status_html(f"Chapter {_clamp(chapters, i) + 1}'s race, recorded on this project's machine, plays "
-                           "here. Race runs the same comparison live on your settings.", "info")
+        note = status_html(t("lesson.ui.race_note", n=_clamp(chapters, i) + 1), "info")
         return ((skip,) * (1 + n_view + n_controls + 2) + (False, title, *race_out, note, gr.Tabs(selected="race"),
                                                             skip))
     session = session if isinstance(session, Session) else Session()
@@ -254,18 +269,17 @@ def to_explainer(chapters: list[Chapter], i, session, n_view: int, tried=False, 
         models = trace(_run_of(ch)[1].stem)[1].models or {}
         used = preset_for_models(models.get("target"), models.get("draft"))
         if used is not None and used.label != preset_label:
-            label, pair_note = used.label, f"The model pair switched to the one this chapter's run used: {used.label}."
+            label, pair_note = used.label, t("lesson.ui.pair_switched", label=used.label)
     near, why = fitting_preset(method, label, custom_draft or "")
     if near is not None:
         label, pair_note = near.label, why
     session.reset_run()
     session.settings, session.source, session.title = None, "none", ""
     n = _clamp(chapters, i) + 1
-    shown = list(view(session, None, None, note=f"Starting chapter {n}'s run…",
-                      playback=idle_playback(session, f"Chapter {n}'s run plays here once it is decoded.")))
+    shown = list(view(session, None, None, note=t("lesson.ui.starting", n=n),
+                      playback=idle_playback(session, t("lesson.ui.plays_here", n=n))))
     preset_out = gr.update(value=label) if label and label != preset_label else skip
-    status = status_html(f"Running chapter {n}'s settings live: the models load (the first time, about 20 s), "
-                         "then the run decodes and plays below.", "info")
+    status = status_html(t("lesson.ui.running", n=n), "info")
     return (session, *shown, *controls, preset_out, pair_note or skip, True, *(skip,) * (1 + SHIPPED_RACE_OUTPUTS),
             skip,
             gr.Tabs(selected="explainer"), status)
@@ -273,16 +287,19 @@ def to_explainer(chapters: list[Chapter], i, session, n_view: int, tried=False, 
 
 # --------------------------------------------------------------------------- layout and wiring
 def build() -> LessonTab:
-    """The tab's components (call inside `gr.Tab("Lesson")`)."""
-    chapters, problem = load_chapters()
+    """The tab's components (call inside the Lesson's gr.Tab), built in English; the page's language
+    re-renders them (`i18n.ui`: the chrome here, the chapter by `wire`)."""
+    chapters, problem = load_chapters(DEFAULT)
     first = chapter_view(chapters, 0, problem)
     with gr.Column(elem_id="lesson-root"):
         with gr.Row(equal_height=False, elem_classes="lesson-top"):  # columns: they wrap on a phone
             with gr.Column(scale=4, min_width=260):
-                menu = gr.Dropdown([(f"{n}. {c.title}", n - 1) for n, c in enumerate(chapters, 1)],
-                                   value=0 if chapters else None, label="Chapter", elem_id="lesson-menu")
+                menu = chrome(gr.Dropdown(menu_choices(DEFAULT), value=0 if chapters else None,
+                                          label=t("lesson.ui.chapter"), elem_id="lesson-menu"),
+                              label="lesson.ui.chapter", choices=menu_choices)
             with gr.Column(scale=1, min_width=220):
-                projector = gr.Checkbox(False, label="Projector mode (larger type)", elem_id="lesson-projector")
+                projector = chrome(gr.Checkbox(False, label=t("lesson.ui.projector"), elem_id="lesson-projector"),
+                                   label="lesson.ui.projector")
         progress = gr.HTML(first[3], elem_id="lesson-progress", padding=False)
         notice = gr.Markdown(first[4], elem_id="lesson-notice")
         title = gr.Markdown(first[5], elem_id="lesson-title")
@@ -290,27 +307,30 @@ def build() -> LessonTab:
             with gr.Column(scale=2, min_width=300, elem_classes="lesson-words"):
                 text = gr.Markdown(first[6], elem_id="lesson-text")
                 ask = gr.Markdown(first[7], elem_id="lesson-ask")
-                quiz = gr.Radio(first[8]["choices"], value=None, label="Your answer", elem_id="lesson-quiz")
-                check = gr.Button("Check my answer", variant="primary", elem_id="lesson-check")
+                quiz = chrome(gr.Radio(first[8]["choices"], value=None, label=t("lesson.ui.answer"),
+                                       elem_id="lesson-quiz"), label="lesson.ui.answer")
+                check = chrome(gr.Button(t("lesson.ui.check"), variant="primary", elem_id="lesson-check"),
+                               value="lesson.ui.check")
                 feedback = gr.Markdown("", elem_id="lesson-feedback")
-                try_btn = gr.Button(first[10].get("value", "Try this"), elem_id="lesson-try")
-                live_btn = gr.Button(first[20].get("value", "Run it live in the Explainer"), elem_id="lesson-live",
+                try_btn = gr.Button(first[10].get("value", ""), elem_id="lesson-try")
+                live_btn = gr.Button(first[20].get("value", t("lesson.ui.run_live")), elem_id="lesson-live",
                                      size="sm")
             with gr.Column(scale=3, min_width=320, elem_id="lesson-widget"):
                 w = first[13:20]
                 widget_html = gr.HTML(w[0], elem_id="lesson-widget-html", padding=False)
                 with gr.Column(visible=w[1]["visible"], elem_id="lesson-plot-col") as plot_col:
-                    plot = gr.Plot(w[2], label="Chart", elem_id="lesson-plot", show_label=False)
+                    plot = gr.Plot(w[2], label=t("lesson.ui.chart"), elem_id="lesson-plot", show_label=False)
                 with gr.Column(visible=w[3]["visible"], elem_id="lesson-plot2-col") as plot2_col:
-                    plot2 = gr.Plot(w[4], label="Second chart", elem_id="lesson-plot2", show_label=False)
+                    plot2 = gr.Plot(w[4], label=t("lesson.ui.chart2"), elem_id="lesson-plot2", show_label=False)
                 with gr.Column(visible=w[5]["visible"], elem_id="lesson-player-col") as player_col:
                     value = w[6] if isinstance(w[6], dict) and "lanes" in w[6] else empty_data("")
-                    lesson_player = player(value, elem_id="lesson-player", label="Race")
+                    lesson_player = player(value, elem_id="lesson-player", label=t("lesson.ui.race"))
         with gr.Row(elem_classes="lesson-nav"):
-            prev = gr.Button("← Previous", elem_id="lesson-prev", interactive=False)
-            nxt = gr.Button("Next →", elem_id="lesson-next", variant="primary", interactive=len(chapters) > 1)
-        gr.Markdown("Keys: ← and → turn the page. Teachers: `/?lesson=N` opens chapter N, "
-                    "`/?trace=NAME` opens a shipped trace in the Explainer.", elem_classes="note")
+            prev = chrome(gr.Button(t("lesson.ui.prev"), elem_id="lesson-prev", interactive=False),
+                          value="lesson.ui.prev")
+            nxt = chrome(gr.Button(t("lesson.ui.next"), elem_id="lesson-next", variant="primary",
+                                   interactive=len(chapters) > 1), value="lesson.ui.next")
+        chrome(gr.Markdown(t("lesson.ui.keys"), elem_classes="note"), value="lesson.ui.keys")
     return LessonTab(chapters, gr.State(0), gr.State(False), menu, projector, progress, notice, title, text, ask, quiz,
                      check, feedback, try_btn, live_btn,
                      [widget_html, plot_col, plot, plot2_col, plot2, player_col, lesson_player], prev, nxt)
@@ -337,20 +357,28 @@ def wire(demo: gr.Blocks, tab: LessonTab, tabs: gr.Tabs, state: gr.State, view_o
     starts), the teacher links and the keys. `on` wires a handler through the app's error boundary
     (errors.guard) with a status line; `model_events` are the settings of a run event (its model slot,
     its progress in the status line)."""
-    chapters = tab.chapters
     shown = tab.chapter_outputs()
-    tab.prev.click(lambda i: chapter_view(chapters, _clamp(chapters, i) - 1), tab.index, shown, **CHEAP)
-    tab.next.click(lambda i: chapter_view(chapters, _clamp(chapters, i) + 1), tab.index, shown, **CHEAP)
-    tab.menu.input(lambda i: chapter_view(chapters, i), tab.menu, shown, **CHEAP)
-    tab.check.click(lambda i, c, t: check_answer(chapters, i, c, t), [tab.index, tab.quiz, tab.tried],
-                    [tab.feedback, tab.try_btn, *tab.widget], **CHEAP)
+    # every handler reads the chapters in the session's language (`listen` and `on` run it in that language)
+    listen(tab.prev.click, lambda i: chapter_view(chapters_now(), _clamp(chapters_now(), i) - 1), tab.index, shown,
+           **CHEAP)
+    listen(tab.next.click, lambda i: chapter_view(chapters_now(), _clamp(chapters_now(), i) + 1), tab.index, shown,
+           **CHEAP)
+    listen(tab.menu.input, lambda i: chapter_view(chapters_now(), i), tab.menu, shown, **CHEAP)
+    listen(tab.check.click, lambda i, c, tried: check_answer(chapters_now(), i, c, tried),
+           [tab.index, tab.quiz, tab.tried], [tab.feedback, tab.try_btn, *tab.widget], **CHEAP)
     tab.quiz.input(lambda: "", None, tab.feedback, **CHEAP)
-    tab.try_btn.click(lambda i, t, f: try_this(chapters, i, t, str(f or "").startswith(("**Correct", "**Not quite"))),
-                      [tab.index, tab.tried, tab.feedback], [tab.tried, tab.try_btn, *tab.widget], **CHEAP)
+
+    def answered(feedback) -> bool:  # the feedback shown is a verdict, not the "pick an answer first" hint
+        return bool(str(feedback or "").strip()) and feedback != t("lesson.ui.pick_first")
+
+    listen(tab.try_btn.click, lambda i, tried, f: try_this(chapters_now(), i, tried, answered(f)),
+           [tab.index, tab.tried, tab.feedback], [tab.tried, tab.try_btn, *tab.widget], **CHEAP)
+    # a new language: the same chapter in its words (the quiz's answer is asked again)
+    on_change(lambda i: chapter_view(chapters_now(), i), tab.index, shown)
     n_view = len(view_outputs)
     live_out = [state, *view_outputs, *controls, links.preset, links.pair_note, links.autorun, *links.race_outputs,
                 links.race_status, tabs]
-    opened = on(tab.live_btn.click, lambda i, t, s, p, d: to_explainer(chapters, i, s, n_view, t, p, d),
+    opened = on(tab.live_btn.click, lambda i, tried, s, p, d: to_explainer(chapters_now(), i, s, n_view, tried, p, d),
                 [tab.index, tab.tried, state, links.preset, links.custom_draft], live_out, links.status, **CHEAP)
     # the Explainer's run bar in view, then the chapter's run (when it asked for one), in the queue
     opened.then(None, None, None, js=SHOW_RUN_BAR_JS, **CHEAP)
@@ -359,17 +387,18 @@ def wire(demo: gr.Blocks, tab: LessonTab, tabs: gr.Tabs, state: gr.State, view_o
     tab.projector.change(None, tab.projector, None, js=PROJECTOR_JS, **CHEAP)
 
     def open_chapter(request: gr.Request):
-        """/?lesson=N: chapter N (1-based); a bad N says so and shows chapter 1."""
+        """/?lesson=N: chapter N (1-based); a bad N says so and shows chapter 1 (also `&lang=xx`)."""
         wanted = (dict(request.query_params) if request is not None else {}).get("lesson")
-        if wanted is None:
-            return tuple(gr.skip() for _ in shown)
+        chapters = chapters_now()
+        if wanted is None:  # chapter 1, shown in English at build: in the page's language
+            return tuple(gr.skip() for _ in shown) if current() == DEFAULT else chapter_view(chapters, 0)
         try:
             n = int(wanted)
             if not 1 <= n <= len(chapters):
                 raise ValueError
         except ValueError:
-            return chapter_view(chapters, 0, f"There is no chapter {html.escape(str(wanted))!r}: "
-                                             f"chapters are 1 to {len(chapters)}.")
+            return chapter_view(chapters, 0, t("lesson.ui.no_chapter", wanted=html.escape(repr(str(wanted))),
+                                               n=len(chapters)))
         return chapter_view(chapters, n - 1)
 
     def open_trace_link(preset_label, custom_draft, request: gr.Request):
@@ -383,12 +412,12 @@ def wire(demo: gr.Blocks, tab: LessonTab, tabs: gr.Tabs, state: gr.State, view_o
         found = find_trace(wanted)
         if found is None:
             names = ", ".join(p.stem for p in example_traces().values())
-            return (*skip[:-1], f"No shipped trace called {html.escape(wanted)!r}. Shipped: {names}.")
+            return (*skip[:-1], t("lesson.ui.no_trace", wanted=html.escape(repr(wanted)), names=names))
         records, summary = trace(found[1].stem)
         opened = Session(records=list(records), summary=summary, settings=settings_from_summary(summary))
         return (*trace_controls(opened, preset_label, custom_draft), gr.Tabs(selected="explainer"), gr.skip())
 
-    demo.load(open_chapter, None, shown, **CHEAP)
+    listen(demo.load, open_chapter, None, shown, **CHEAP)
     on(demo.load, open_trace_link, [links.preset, links.custom_draft],
        [*controls, links.preset, links.pair_note, tabs, tab.notice], links.status, clear=False, **CHEAP)
     demo.load(None, None, None, js=KEYS_JS, **CHEAP)

@@ -22,6 +22,8 @@ from decoding.trace.record import CORRECTION, Candidate, EmittedToken, Iteration
 from .. import charts, charts_methods, charts_running, render, render_methods, render_tree
 from ..html_text import fmt, token_html
 from . import worked_tree
+from ..i18n import t
+from ..lab.events import impl_text
 from .values import coin, find_trace, keep_chance, race, trace
 from ..race.handlers import race_view
 
@@ -43,18 +45,18 @@ def _proposal(records, upto: int, summary) -> str:
     """Iteration `upto` before the target has checked it: the text so far and the drafts, no verdicts."""
     record = records[upto]
     before = render.chips_html(records, upto - 1) if upto > 0 else \
-        (f'<div class="chips" role="list" aria-label="The prompt"><span class="prompt" role="listitem">'
+        (f'<div class="chips" role="list" aria-label="{html.escape(t("lesson.w.prompt"))}"><span class="prompt" role="listitem">'
          f'{token_html(summary.prompt if summary else "")}</span></div>')
     drafts = "".join(f'<span class="chip chip-none">{token_html(d.text)}</span>' for d in record.draft)
     origin = record.draft[0].source if record.draft else None
     if origin is None and summary is not None and (summary.models or {}).get("draft") == PROMPT_LOOKUP:
         origin = "lookup"
-    source = {"lookup": "copied from the context", "corpus": "copied from the target's earlier answers",
-              "model": "proposed by the draft model"}.get(origin, "proposed by the drafter")
+    source = t(f"lesson.w.source.{origin if origin in ('lookup', 'corpus', 'model') else 'other'}")
     if origin == "model" and any(d.source == "lookup" for d in record.draft):
-        source += " and continued by a copy from the context"
-    return (f'{before}<p class="lesson-caption">Iteration {record.iteration + 1}: {len(record.draft)} draft tokens '
-            f'{source}, not checked yet:</p><div class="chips lesson-proposal">{drafts}</div>')
+        source += t("lesson.w.source.continued")
+    said = t("lesson.w.proposal", i=record.iteration + 1, n=len(record.draft), source=source)
+    return (f'{before}<p class="lesson-caption">{html.escape(said)}</p>'
+            f'<div class="chips lesson-proposal">{drafts}</div>')
 
 
 def _kl_decisions(record, stats: str, caption: str) -> WidgetView:
@@ -63,8 +65,7 @@ def _kl_decisions(record, stats: str, caption: str) -> WidgetView:
 
 
 def _joint_prefixes(record, stats: str, caption: str) -> WidgetView:
-    head = (f'<p class="lesson-caption">Iteration {record.iteration + 1}: {len(record.draft)} draft tokens, '
-            'one beam.</p>')
+    head = f'<p class="lesson-caption">{html.escape(t("lesson.w.beam", i=record.iteration + 1, n=len(record.draft)))}</p>'
     return WidgetView(stats + head, charts_methods.mjsd_ratio_figure(record))
 
 
@@ -82,11 +83,11 @@ def _trace_view(w: dict) -> WidgetView:
     upto = len(records) - 1 if w.get("upto", "last") == "last" else max(0, min(int(w["upto"]), len(records) - 1))
     record = records[upto]
     found = find_trace(w["name"])
-    label = f"A saved run: {found[0] if found else w['name']} (no model needed)"
+    label = t("lesson.w.saved", name=found[0] if found else w["name"])
     if w.get("show") == "drafts":
         return WidgetView(f'<div class="lesson-note">{html.escape(label)}</div>' + _proposal(records, upto, summary))
     if w.get("show") == "positions":  # the run's acceptance per draft position over its first upto + 1 iterations
-        shown = f"its first {upto + 1} iterations" if upto < len(records) - 1 else f"all {len(records)} iterations"
+        shown = t("lesson.w.first", n=upto + 1) if upto < len(records) - 1 else t("lesson.w.all", n=len(records))
         note = f'<div class="lesson-note">{html.escape(label)}: {shown}.</div>'
         return WidgetView(note, charts_running.positions_figure(records[: upto + 1]))
     stats = render.stats_html(records, upto, summary if upto == len(records) - 1 else None, label)
@@ -115,15 +116,17 @@ def _coin_view(w: dict) -> WidgetView:
     threshold, u = keep_chance(token, lenience), coin(seed)
     kept = u <= threshold
     bars = _example_rows({token})
-    verdict = ('<span class="mark acc">✓ kept</span>' if kept else '<span class="mark rej">✗ rejected: a correction '
-               'is drawn from the residual</span>')
+    verdict = (f'<span class="mark acc">{html.escape(t("lesson.w.kept"))}</span>' if kept else
+               f'<span class="mark rej">{html.escape(t("lesson.w.rejected"))}</span>')
     rule = "p/q" if lenience == 1 else f"p/({lenience:g}·q)"
-    out = (f'<div class="lesson-coin"><table class="drafttable"><caption>The worked example: target p and draft q'
-           f'</caption><thead><tr><th>token</th><th>p (target)</th><th>q (draft)</th></tr></thead>'
-           f'<tbody>{bars}</tbody></table>'
-           f'<p>The draft proposes <span class="chip chip-none">{html.escape(token)}</span>: '
-           f'threshold min(1, {rule}) = <b>{fmt(threshold)}</b>; coin (seed {seed}) u = <b>{fmt(u)}</b> → '
-           f'u {"≤" if kept else ">"} threshold.</p>'
+    heads = "".join(f"<th>{html.escape(t(key))}</th>" for key in ("lesson.w.col.token", "lesson.w.col.p",
+                                                                    "lesson.w.col.q"))
+    said = html.escape(t("lesson.w.coin", token="\x00", rule=rule, threshold="\x01", seed=seed, u="\x02",
+                         cmp="≤" if kept else ">"))
+    said = (said.replace("\x00", f'<span class="chip chip-none">{html.escape(token)}</span>')
+            .replace("\x01", f"<b>{fmt(threshold)}</b>").replace("\x02", f"<b>{fmt(u)}</b>"))
+    out = (f'<div class="lesson-coin"><table class="drafttable"><caption>{html.escape(t("lesson.w.table_caption"))}'
+           f'</caption><thead><tr>{heads}</tr></thead><tbody>{bars}</tbody></table><p>{said}</p>'
            f'{render.coin_bar(u, threshold, kept)}<p class="lesson-verdict">{verdict}</p></div>')
     return WidgetView(out)
 
@@ -157,16 +160,18 @@ def _tree_view(w: dict) -> WidgetView:
     """The worked tree: p and q, then its guesses tried in order with their coins, residuals and verdicts."""
     siblings, seed = int(w.get("siblings", 2)), int(w.get("seed", 0))
     record = worked_tree_record(siblings, seed)
-    guesses = " then ".join(f"<b>{html.escape(t)}</b>" for t in worked_tree.SIBLINGS[:siblings])
-    shape = (f"a tree: {guesses}, two guesses under one token" if siblings > 1
-             else f"a chain: one guess, {guesses}, at this position")
+    guesses = t("lesson.w.tree.then").join(f"<b>{html.escape(g)}</b>" for g in worked_tree.SIBLINGS[:siblings])
+    shape = t("lesson.w.tree.shape_tree" if siblings > 1 else "lesson.w.tree.shape_chain", guesses="\x00")
     kept = next((n for n in record.tree if n.verdict == "accepted"), None)
-    end = (f"<b>{html.escape(kept.text)}</b> is kept: the pass goes on to its children (a deeper tree's next "
-           "level)." if kept is not None else "Every guess was rejected: the correction ends the iteration here.")
-    head = (f'<p class="lesson-caption">The draft proposes {shape}; coins of seed {seed}. {end}</p>')
-    table = ('<table class="drafttable"><caption>The worked example: target p and draft q</caption><thead><tr>'
-             f'<th>token</th><th>p (target)</th><th>q (draft)</th></tr></thead><tbody>'
-             f'{_example_rows(set(worked_tree.SIBLINGS[:siblings]))}</tbody></table>')
+    end = (t("lesson.w.tree.kept", token="\x01") if kept is not None else t("lesson.w.tree.all_rejected"))
+    said = html.escape(t("lesson.w.tree.head", shape=shape, seed=seed, end=end)).replace("\x00", guesses)
+    if kept is not None:
+        said = said.replace("\x01", f"<b>{html.escape(kept.text)}</b>")
+    heads = "".join(f"<th>{html.escape(t(key))}</th>" for key in ("lesson.w.col.token", "lesson.w.col.p",
+                                                                    "lesson.w.col.q"))
+    table = (f'<table class="drafttable"><caption>{html.escape(t("lesson.w.table_caption"))}</caption><thead><tr>'
+             f'{heads}</tr></thead><tbody>{_example_rows(set(worked_tree.SIBLINGS[:siblings]))}</tbody></table>')
+    head = f'<p class="lesson-caption">{said}</p>'
     return WidgetView(f'<div class="lesson-coin">{table}</div>' + render_tree.verified_tree_html(record, head))
 
 
@@ -177,14 +182,15 @@ def _lab_view(w: dict) -> WidgetView:
     result = run_sampling_lab(EXAMPLE_P, EXAMPLE_Q, lenience=float(w.get("lenience", 1.0)), n=n,
                               seed=int(w.get("seed", 0)), kl_bound=None if kl is None else float(kl),
                               implementation=implementation.name)
-    rule = (f"mentored, D = {float(kl):g}" if kl is not None else
-            implementation.label.lower() if implementation.name != DEFAULT_IMPLEMENTATION else
-            "strict" if result["lenience"] == 1 else f"lenience l = {result['lenience']:g}")
-    line = (f'<p class="lesson-caption">Rule: <b>{rule}</b>. α = <b>{fmt(result["alpha"])}</b> (the chance a draft is '
-            f'kept); measured acceptance <b>{fmt(result["acceptance_rate"])}</b> over N = {n:,} steps; '
-            f'TV(empirical, expected) = {result["tv_to_expected"]:.4f}'
-            + (f'; KL(p ‖ expected) = {fmt(result["kl_to_target"])}' if kl is not None else "")
-            + (f'; its output is TV = <b>{result["expected_tv_to_target"]:.4f}</b> away from p'
+    rule = (t("lesson.w.rule.mentored", d=f"{float(kl):g}") if kl is not None else
+            impl_text(implementation.name, "label").lower() if implementation.name != DEFAULT_IMPLEMENTATION else
+            t("lesson.w.rule.strict") if result["lenience"] == 1 else
+            t("lesson.w.rule.lenience", l=f"{result['lenience']:g}"))
+    line = ('<p class="lesson-caption">'
+            + html.escape(t("lesson.w.lab", rule=rule, alpha=fmt(result["alpha"]), rate=fmt(result["acceptance_rate"]),
+                            n=f"{n:,}", tv=f'{result["tv_to_expected"]:.4f}'))
+            + (html.escape(t("lesson.w.lab.kl", kl=fmt(result["kl_to_target"]))) if kl is not None else "")
+            + (html.escape(t("lesson.w.lab.away", tv=f'{result["expected_tv_to_target"]:.4f}'))
                if implementation.name != DEFAULT_IMPLEMENTATION else "") + ".</p>")
     # no residual chart where every draft is kept (the lab's own placeholder there reads "p = q", which
     # a lenient or mentored rule does not mean)
@@ -196,21 +202,19 @@ def _lab_view(w: dict) -> WidgetView:
 def _theory_view(w: dict) -> WidgetView:
     a, g, c = float(w["alpha"]), int(w["gamma"]), float(w.get("c", 0.1))
     if not w.get("numbers", True):  # the closed forms' values wait for the answer (the chapter's reveal)
-        line = (f'<p class="lesson-caption">α = <b>{a:g}</b>, γ = <b>{g}</b>, c = {c:g}: the exact figures show '
-                'once you have checked your answer.</p>')
+        said = t("lesson.w.theory.wait", alpha=f"{a:g}", gamma=g, c=f"{c:g}")
+        line = f'<p class="lesson-caption">{html.escape(said)}</p>'
         return WidgetView(line, charts.theory_figure(a, c, g))
-    line = (f'<p class="lesson-caption">α = <b>{a:g}</b>, γ = <b>{g}</b>, c = {c:g}: '
-            f'<b>{fmt(theory.expected_tokens_per_call(a, g))}</b> tokens per target call '
-            f'({fmt(theory.expected_accepted_length(a, g))} accepted drafts + one correction or bonus), '
-            f'improvement ×{theory.improvement_factor(a, g, c):.2f} when a verify pass costs one target step.</p>')
+    said = t("lesson.w.theory", alpha=f"{a:g}", gamma=g, c=f"{c:g}", tpc=fmt(theory.expected_tokens_per_call(a, g)),
+             accepted=fmt(theory.expected_accepted_length(a, g)), factor=f"{theory.improvement_factor(a, g, c):.2f}")
+    line = f'<p class="lesson-caption">{html.escape(said)}</p>'
     return WidgetView(line, charts.theory_figure(a, c, g))
 
 
 def _race_view(w: dict) -> WidgetView:
     title, result = race(w["name"])
     value, _figures = race_view(result)  # the player says who won once the race is over, not before
-    return WidgetView(f'<p class="lesson-caption">Race: <b>{html.escape(title)}</b>. Replay it, or watch in slow '
-                      "motion.</p>", player=value)
+    return WidgetView(f'<p class="lesson-caption">{html.escape(t("lesson.w.race", title=title))}</p>', player=value)
 
 
 VIEWS = {"trace": _trace_view, "coin": _coin_view, "lab": _lab_view, "theory": _theory_view, "race": _race_view,

@@ -12,7 +12,9 @@ from decoding.methods.registry import METHODS, method_view
 
 from ..controls import with_run_inputs
 from ..texts import greedy_texts_note
+from ..i18n import t
 from ..live import load_models, settings_from_values
+from ..race_result import method_title
 from ..session import Session
 from ..zerogpu import on_zerogpu, whole_run
 
@@ -49,7 +51,7 @@ def compare(session, values: dict, progress):
 def _compare_outputs(results):
     texts_ = [r[2].text for r in results] + [""] * (2 - len(results))
     rows = "".join(
-        f"<tr><td>{label}</td><td>{html.escape(method)}</td><td>{s.tokens_per_second:.1f}</td>"
+        f"<tr><td>{label}</td><td>{html.escape(method_title(method))}</td><td>{s.tokens_per_second:.1f}</td>"
         f"<td>{len(s.token_ids)}</td><td>{s.target_calls}</td><td>{s.tokens_per_call:.2f}</td>"
         f"<td>{'—' if s.mean_accepted is None else f'{s.mean_accepted:.2f}'}</td><td>{s.wall_seconds:.2f}</td></tr>"
         for label, method, s in results
@@ -59,11 +61,13 @@ def _compare_outputs(results):
         (_, ma, sa), (_, mb, sb) = results
         if sb.tokens_per_second > 0:
             ratio = sa.tokens_per_second / sb.tokens_per_second
-            word = "faster" if ratio >= 1 else "slower"
-            verdict = (f'<p class="verdict {"good" if ratio >= 1 else "bad"}"><b>{html.escape(ma)} is ×{ratio:.2f} '
-                       f'({word}) than {html.escape(mb)}</b> on this machine, measured.</p>')
+            word = t("race.cmp.faster") if ratio >= 1 else t("race.cmp.slower")
+            said = t("race.cmp.verdict", a=method_title(ma), ratio=f"{ratio:.2f}", word=word, b=method_title(mb))
+            verdict = (f'<p class="verdict {"good" if ratio >= 1 else "bad"}"><b>{html.escape(said)}</b>'
+                       f'{html.escape(t("race.cmp.measured"))}</p>')
         verdict += greedy_texts_note(sa, sb)
-    table = ('<table class="cmp"><thead><tr><th></th><th>method</th><th>tokens/s</th><th>tokens</th><th>target calls</th>'
-             '<th>tokens per target call</th><th>mean accepted length</th><th>seconds</th></tr></thead>'
+    heads = "".join(f"<th>{html.escape(t('race.cmp.' + key))}</th>"
+                    for key in ("method", "tps", "tokens", "calls", "tpc", "accepted", "seconds"))
+    table = (f'<table class="cmp"><thead><tr><th></th>{heads}</tr></thead>'
              f"<tbody>{rows}</tbody></table>{verdict}")
     return texts_[0], texts_[1], table

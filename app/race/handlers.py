@@ -22,16 +22,23 @@ from decoding.run.pair import HYBRID, HYBRID_CORPUS, PROMPT_LOOKUP
 
 from ..controls import with_run_inputs
 from ..gallery import DRAFTERS, gallery_item, lane_a_choice, tag_text
+from ..i18n import t
 from ..live import check_prompt_fits, load_models, settings_from_values
-from ..player import empty_data, lane_data, player_data
+from ..player import empty_data, lane_data, player_data, relabel
 from ..race_file import Race, read_race, shipped_races, write_race
-from ..race_result import lane_name, race_figures
+from ..race_result import lane_name, race_figures, result_sentence
 from ..race_run import LaneRun, record_race
 from ..session import Session
 from ..settings import MAX_GAMMA, Settings
 from ..zerogpu import on_zerogpu, whole_race
 
-NO_RACE = "No race yet: pick a shipped race, or press Race to run one on the loaded models."
+
+
+def no_race() -> str:
+    """What the empty player says, in the current language."""
+    return t("race.none")
+
+
 _SHIPPED_COPIES: str | None = None  # a temporary folder serving shipped races for download
 
 
@@ -46,10 +53,9 @@ def drafter_spec(choice: str, pair_draft: str) -> str:
         if pair_draft.partition(":")[0].partition("=")[0] in (HYBRID, HYBRID_CORPUS):
             return pair_draft
         if pair_draft == PROMPT_LOOKUP:
-            raise ValueError("the hybrid drafter needs a draft model, and this model pair drafts by prompt lookup: "
-                             "pick another drafter for lane A or another pair")
+            raise ValueError(t("race.error.hybrid_lookup"))
         return f"{HYBRID}:{pair_draft}"
-    raise ValueError(f"unknown drafter {choice!r} for lane A; choose one of: {', '.join(DRAFTERS)}")
+    raise ValueError(t("race.error.unknown_drafter", choice=repr(choice), names=", ".join(DRAFTERS)))
 
 
 def lane_settings(values: dict) -> tuple[Settings, Settings]:
@@ -60,7 +66,7 @@ def lane_settings(values: dict) -> tuple[Settings, Settings]:
         try:
             a = dataclasses.replace(a, draft=drafter_spec(values.get("lane_a_draft") or "pair", a.draft))
         except ValueError as exc:
-            raise gr.Error(str(exc), title="Check lane A's drafter") from None
+            raise gr.Error(str(exc), title=t("race.error.drafter_title")) from None
     b = settings_from_values(values, values["lane_b"])
     return a, b
 
@@ -69,7 +75,7 @@ def race_view(race: Race) -> tuple[dict, dict]:
     """(the player's data, the race's figures) of a race."""
     figures = race_figures(race)
     lanes = [lane_data(lane.label, lane.records, lane.summary, name=lane_name(lane.summary)) for lane in race.lanes]
-    title = race.title or f"{lanes[0]['name']} against {lanes[1]['name']}"
+    title = race.title or t("race.against", a=lanes[0]["name"], b=lanes[1]["name"])
     value = player_data(lanes, title=title, prompt=race.lanes[0].summary.prompt, result=figures["result"],
                         verdict=figures["verdict"])
     return value, figures
@@ -86,7 +92,7 @@ def race(session, values: dict, progress):
         try:
             check_prompt_fits(len(target.encode_prompt(s.prompt, s.chat)), s.max_new_tokens, target.max_context)
         except ValueError as exc:
-            raise gr.Error(str(exc), title="Check the prompt") from None
+            raise gr.Error(str(exc), title=t("race.error.prompt_title")) from None
         runs.append(LaneRun(label, s, target, draft))
 
     def report(fraction, message):
@@ -99,7 +105,7 @@ def race(session, values: dict, progress):
         else:
             result = record_race(runs, report, recorded={"machine": _machine()})
     except ValueError as exc:
-        raise gr.Error(f"The race stopped: {exc}", title="Race not finished") from None
+        raise gr.Error(t("race.error.stopped", reason=exc), title=t("race.error.stopped_title")) from None
     for lane in result.lanes:
         if method_view(lane.summary.method).baseline:  # the theory panel's baseline, as the Explainer keeps it
             session.baselines[runs[0].settings.target] = lane.summary.tokens_per_second
@@ -139,7 +145,7 @@ def _open(path, download: str) -> tuple:
     try:
         result = read_race(path)
     except (OSError, ValueError) as exc:
-        raise gr.Error(f"Could not open the race: {exc}", title="Not a race file") from None
+        raise gr.Error(t("race.error.open", reason=exc), title=t("race.error.not_race_title")) from None
     value, figures = race_view(result)
     return value, figures, gr.update(value=download, interactive=True)
 
@@ -162,17 +168,18 @@ def race_settings_note(race: Race) -> str:
     a = race.lanes[0].settings or {}
     summary = race.lanes[0].summary
     temperature = a.get("temperature")
-    sampling = ("greedy (temperature 0)" if temperature == 0 else
-                f"temperature {temperature:g}" if isinstance(temperature, (int, float)) else "")
-    tokens = f"at most {a['max_new_tokens']} new tokens" if a.get("max_new_tokens") else ""
+    sampling = (t("race.note.greedy") if temperature == 0 else
+                t("race.note.temperature", t=f"{temperature:g}") if isinstance(temperature, (int, float)) else "")
+    tokens = t("race.note.max_tokens", n=a["max_new_tokens"]) if a.get("max_new_tokens") else ""
     dtype = (summary.models or {}).get("dtype") or ""
     machine = race.recorded.get("machine")
     cpu = machine.get("cpu") if isinstance(machine, dict) else machine
     date = str(race.recorded.get("date") or "")[:10]
-    where = " on ".join(x for x in ("Recorded", str(cpu or "")) if x) + (f" ({date})" if date else "")
-    parts = ", ".join(x for x in (sampling, tokens, dtype) if x)
-    return (f"{where}{': ' + parts if parts else ''}. The controls above hold this race's prompt and lane A; "
-            "pressing Race runs it again with the Explainer's settings.")
+    where = (t("race.note.recorded_on", machine=cpu) if cpu else t("race.note.recorded")) + (f" ({date})" if date
+                                                                                               else "")
+    parts = t("race.note.sep").join(x for x in (sampling, tokens, dtype) if x)
+    return (t("race.note.head", where=where, parts=parts) if parts else t("race.note.head_only", where=where)) \
+        + t("race.note.tail")
 
 
 def race_controls(race: Race) -> tuple:
@@ -202,7 +209,7 @@ def open_shipped_race(title):
     its prompt, lanes, drafter and γ, so that what is shown and what Race would run agree."""
     races = shipped_races()
     if title not in races:
-        return (empty_data("No shipped race by that name."), None, gr.update(value=None, interactive=False),
+        return (empty_data(t("race.none_shipped")), None, gr.update(value=None, interactive=False),
                 *(gr.skip(),) * 6)
     shown = _open(races[title], _shipped_copy(races[title]))
     return (*shown, *race_controls(read_race(races[title])))
@@ -211,7 +218,7 @@ def open_shipped_race(title):
 def open_race_upload(file):
     """Open an uploaded race file (both traces in one JSON file) and play it."""
     if not file:
-        raise gr.Error("No file received.", title="Not a race file")
+        raise gr.Error(t("race.error.no_file"), title=t("race.error.not_race_title"))
     path = file if isinstance(file, str) else getattr(file, "name", None)
     return _open(path, path)
 
@@ -221,7 +228,7 @@ def race_on_load():
     race tab's controls set to that race (`open_shipped_race`)."""
     races = shipped_races()
     if not races:
-        return gr.skip(), empty_data(NO_RACE), None, gr.skip(), *(gr.skip(),) * 6
+        return gr.skip(), empty_data(no_race()), None, gr.skip(), *(gr.skip(),) * 6
     title = next(iter(races))
     return (title, *open_shipped_race(title))
 
@@ -239,3 +246,30 @@ def on_gallery_pick(item_id):
         return gr.skip(), gr.skip(), gr.skip(), gr.skip(), ""
     choice, gamma, tag = lane_a_choice(item.id)
     return item.prompt, "speculative", choice, min(max(int(gamma), 1), MAX_GAMMA), tag_text(tag)
+
+
+def race_in_language(value, figures, shipped):
+    """The race shown, in the current language: the player's words and result sentence, the figures'
+    result, and the settings note of a shipped race (the race itself, its tokens and times unchanged)."""
+    shown = relabel(value)
+    if shown is None:
+        return gr.skip(), gr.skip(), gr.skip()
+    if not shown.get("lanes"):
+        shown["message"] = no_race()
+        return shown, gr.skip(), gr.skip()
+    note = gr.skip()
+    if isinstance(figures, dict) and len(figures.get("lanes") or []) == 2:
+        from decoding.trace.record import RunSummary
+
+        a, b = (RunSummary.from_dict(lane["summary"]) for lane in figures["lanes"])
+        shown["result"] = result_sentence(a, b, lane_name(a), lane_name(b))
+        figures = {**figures, "result": shown["result"],
+                   "lanes": [{**lane, "name": lane_name(s)} for lane, s in zip(figures["lanes"], (a, b))]}
+        for lane, s in zip(shown.get("lanes") or [], (a, b)):
+            lane["name"] = lane_name(s)
+        if not figures.get("title"):
+            shown["title"] = t("race.against", a=lane_name(a), b=lane_name(b))
+    races = shipped_races()
+    if shipped in races:
+        note = race_settings_note(read_race(races[shipped]))
+    return shown, figures if isinstance(figures, dict) else gr.skip(), note

@@ -24,6 +24,7 @@ from pathlib import Path
 
 import torch
 
+from ..lm.backend import make_lm
 from ..lm.cached_lm import CachedLM
 from .base import CATCH_UP_TOKENS, Drafter, Proposal
 from .tree import DraftTree, grow_tree, tree_mask
@@ -170,7 +171,7 @@ class FeatureDrafter(Drafter):
         self.device = device
         self._vocab_width = vocab_width
         self.name = name
-        self.lm = FeatureDraftLM(model, device)
+        self.lm = make_lm(FeatureDraftLM, model, device)
         self.length = 0  # pairs in the cache, all from true features: pair t sits at position t
         self.target = None  # the target's CachedLM (attach_target)
 

@@ -6,6 +6,7 @@ import time
 
 import torch
 
+from ..lm.backend import make_lm
 from ..lm.cached_lm import CachedLM
 from ..lm.tree_pass import tree_pass
 from ..rules.warp import SamplingConfig, warp_logits
@@ -21,7 +22,7 @@ class ModelDrafter(Drafter):
     supports_tree = True
 
     def __init__(self, model: torch.nn.Module, device: torch.device, vocab_width: int, name: str, head=None):
-        self.lm = CachedLM(model, device, vocab_width, head)
+        self.lm = make_lm(CachedLM, model, device, vocab_width, head)
         self.name = name
 
     @property

@@ -107,10 +107,11 @@ def replay_greedy(matches: list[bool], gamma: int = GAMMA) -> tuple[int, int]:
 
 
 def _time_step(model: LoadedModel, context: list[int], repeats: int, head=None) -> list[float]:
+    from ..lm.backend import make_lm
     from ..lm.cached_lm import CachedLM
     from ..lm.devices import sync
 
-    lm = CachedLM(model.model, model.device, model.vocab_size, head)
+    lm = make_lm(CachedLM, model.model, model.device, model.vocab_size, head)
     lm.extend(context)
     times = []
     for r in range(repeats):

@@ -16,6 +16,7 @@ import time
 
 import torch
 
+from ..lm.backend import make_lm
 from ..lm.cached_lm import CachedLM
 from ..lm.devices import sync
 from ..trace.metrics import c_step
@@ -46,7 +47,7 @@ def measure_feature_c(target, draft, context: list[int], repeats: int = 20) -> d
     target (one token), interleaved at the same context."""
     from ..rules.warp import SamplingConfig
 
-    lm = CachedLM(target.model, target.device, target.vocab_size)
+    lm = make_lm(CachedLM, target.model, target.device, target.vocab_size)
     drafter = draft.drafter(target)
     drafter.attach_target(lm)
     lm.extend(context[:-1])

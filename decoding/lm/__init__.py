@@ -3,7 +3,12 @@
 - `models/`          loading a target or draft (the embedded GGUF default, a directory, a .gguf file,
                      a hub id) into a `LoadedModel`; its attention kernel and head layout
 - `cached_lm.py`     a causal LM with a KV cache that extends by any number of tokens and rolls back
-- `kv_cache.py`      the cache's layers, grown in place rather than copied on every pass
+- `kv_cache.py`      the cache's layers, grown in place rather than copied on every pass; PPD's compaction
+- `static_lm.py`     the same LM on a preallocated static-shape cache: every pass of n tokens runs fixed
+                     shapes (writes at explicit slots, a 4D mask over the whole buffer), rollback moves a length
+- `cuda_graphs.py`   the static LM's passes captured as CUDA graphs, one per pass shape, replayed
+- `backend.py`       the one factory (`make_lm`) choosing the dynamic or the static path (SPECDEC_BACKEND,
+                     --backend; static with graphs on CUDA by default), and what a run summary records of it
 - `batching.py`      concurrent runs on one model sharing its forward passes (a class's runs)
 - `devices.py`       which device and dtype a run uses; waiting for queued GPU work before a clock
 - `scoring.py`       teacher-forced scoring of a continuation in one pass

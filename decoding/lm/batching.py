@@ -92,6 +92,11 @@ def sharing() -> tuple[int, int]:
     return (found.passes, found.runs_served) if found is not None else (0, 0)
 
 
+def enabled() -> bool:
+    """Is cross-run batching on (the static-cache factory, backend.py, then builds dynamic LMs)?"""
+    return _settings["max_batch"] > 1
+
+
 def batcher() -> "ForwardBatcher | None":
     """The batcher when batching is on, else None."""
     global _batcher

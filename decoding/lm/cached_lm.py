@@ -13,6 +13,9 @@ model share a forward pass; each run still sees exactly its own cache and keeps 
 A subclass may feed input vectors instead of token ids and return hidden states instead of
 logits (`returns_hidden`; the feature draft's layer, `drafters.feature.FeatureDraftLM`): `_body` is
 the one place that calls the model, for a solo pass and for a batched one alike.
+Tree passes (PPD) feed input vectors under a 4D mask (`tree_pass`) and keep the accepted branch
+(`compact`); MJSD's beams grow a copy of the cache (`beam_cache`). `static_lm.StaticLM` is the same
+interface on a preallocated static-shape cache; `backend.make_lm` chooses between them.
 """
 
 from __future__ import annotations
@@ -20,11 +23,12 @@ from __future__ import annotations
 import torch
 
 from . import batching
-from .kv_cache import growing_cache
+from .kv_cache import compact_cache, growing_cache
 
 
 class CachedLM:
     returns_hidden = False  # forward returns final hidden states, not logits (a subclass's choice)
+    backend = "dynamic"  # the name a run summary records (static_lm.StaticLM: "static")
 
     def __init__(self, model: torch.nn.Module, device: torch.device, vocab_width: int, head=None):
         self.model = model
@@ -56,10 +60,11 @@ class CachedLM:
         return self.forward_alone(tokens, keep)
 
     def _body(self, inputs: torch.Tensor, position_ids: torch.Tensor, cache, attention_mask=None):
-        """One pass of the model's decoder over `inputs` (batch, n) token ids: its final hidden states
-        (batch, n, hidden) and the grown `cache`. `attention_mask`: None (causal) or a 4D additive
-        mask (batch, 1, n, cached + n)."""
-        out = self.model.get_decoder()(input_ids=inputs, past_key_values=cache, use_cache=True,
+        """One pass of the model's decoder over `inputs` (batch, n) token ids, or (batch, n, hidden)
+        input embeddings (a tree pass): its final hidden states (batch, n, hidden) and the grown
+        `cache`. `attention_mask`: None (causal) or a 4D additive mask (batch, 1, n, cached + n)."""
+        feed = {"inputs_embeds": inputs} if inputs.is_floating_point() else {"input_ids": inputs}
+        out = self.model.get_decoder()(**feed, past_key_values=cache, use_cache=True,
                                        position_ids=position_ids, attention_mask=attention_mask)
         return out.last_hidden_state, out.past_key_values
 
@@ -113,6 +118,38 @@ class CachedLM:
         if self.length > len(sequence):
             raise RuntimeError("cache is ahead of the sequence: roll back first")
         return self.forward(list(sequence[self.length :]) + list(extra), keep)
+
+    @torch.inference_mode()
+    def tree_pass(self, inputs_embeds: torch.Tensor, positions: torch.Tensor, allowed: torch.Tensor,
+                  keep: int | None = None) -> torch.Tensor:
+        """One pass of m input vectors `inputs_embeds` (1, m, hidden) at rotary `positions` (1, m)
+        under the bool mask `allowed` (1, 1, m, length + m) (True = attend; PPD's tree); they take
+        cache slots [length, length + m). Float32 logits of all rows (m, vocab_width), or of the
+        last `keep`."""
+        m = inputs_embeds.shape[1]
+        dtype = self.model.get_input_embeddings().weight.dtype
+        mask = torch.zeros(allowed.shape, dtype=dtype, device=self.device)
+        mask = mask.masked_fill(~allowed.to(self.device), torch.finfo(dtype).min)
+        out = self.model(inputs_embeds=inputs_embeds, attention_mask=mask, position_ids=positions.to(self.device),
+                         past_key_values=self.cache, use_cache=True,
+                         **({"logits_to_keep": keep} if keep is not None and keep < m else {}))
+        self.cache = out.past_key_values
+        self.length += m
+        self.calls += 1
+        return out.logits[0, :, : self.vocab_width].float()
+
+    @torch.inference_mode()
+    def compact(self, start: int, keep: list[int]) -> None:
+        """Keep cache entries [0, start), then the entries at absolute slots `keep` in that order
+        (PPD's KV compaction of the accepted branch); the length follows."""
+        compact_cache(self.cache, start, list(keep))
+        self.length = start + len(keep)
+
+    def beam_cache(self):
+        """A copy of the cache that MJSD's beams may grow by a batch of beams (this one stays)."""
+        import copy
+
+        return copy.deepcopy(self.cache)
 
     def rollback(self, length: int) -> None:
         """Drop cached tokens beyond `length` (no-op when the cache is not longer)."""

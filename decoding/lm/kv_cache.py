@@ -70,3 +70,17 @@ def growing_cache(config) -> DynamicCache:
     cache = DynamicCache(config=config)
     cache.layers = [GrowingLayer() if type(layer) is DynamicLayer else layer for layer in cache.layers]
     return cache
+
+
+def compact_cache(cache, start: int, keep: list[int]) -> None:
+    """Keep cache entries [0, start) and then the entries at absolute slots `keep` (in that
+    order); drop everything after. This is the KV compaction of PPD's accepted branch."""
+    index = torch.tensor(list(range(start)) + list(keep), dtype=torch.long)
+    for layer in cache.layers:
+        if getattr(layer, "is_sliding", False):
+            raise ValueError("PPD's KV compaction supports full-attention caches only")
+        if not getattr(layer, "is_initialized", True) or layer.keys is None or layer.keys.numel() == 0:
+            continue
+        idx = index.to(layer.keys.device)
+        layer.keys = layer.keys.index_select(-2, idx)
+        layer.values = layer.values.index_select(-2, idx)

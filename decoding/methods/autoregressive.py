@@ -7,6 +7,7 @@ from typing import Iterator
 
 import torch
 
+from ..lm.backend import make_lm, run_capacity
 from ..lm.cached_lm import CachedLM
 from .settings import MethodSettings
 from ..trace.record import TARGET, IterationRecord
@@ -27,7 +28,7 @@ def autoregressive(target, drafter, prompt_ids: list[int], config: RunConfig, me
 
 def _autoregressive(target, prompt_ids: list[int], config: RunConfig, meter) -> Iterator[IterationRecord]:
     state = RunState("autoregressive", target, prompt_ids, config, meter)
-    lm = CachedLM(target.model, target.device, target.vocab_size)
+    lm = make_lm(CachedLM, target.model, target.device, target.vocab_size, capacity=run_capacity(prompt_ids, config))
     while not state.finished:
         state.start_iteration()
         context_length = len(state.sequence)

@@ -13,6 +13,7 @@ from dataclasses import asdict, dataclass, field
 
 import torch
 
+from ..errors import keyed
 from ..rules.acceptance import validate_lenience
 from ..lm.devices import sync
 from ..drafters.gamma_policy import MAX_GAMMA
@@ -38,9 +39,11 @@ class RunConfig:
 
     def __post_init__(self) -> None:
         if int(self.gamma) != self.gamma or not (1 <= self.gamma <= MAX_GAMMA):
-            raise ValueError(f"gamma must be a whole number from 1 to {MAX_GAMMA} (got {self.gamma})")
+            raise keyed(f"gamma must be a whole number from 1 to {MAX_GAMMA} (got {self.gamma})", "settings.gamma",
+                        limit=MAX_GAMMA, value=self.gamma)
         if int(self.max_new_tokens) != self.max_new_tokens or self.max_new_tokens < 1:
-            raise ValueError(f"max-new-tokens must be a whole number >= 1 (got {self.max_new_tokens})")
+            raise keyed(f"max-new-tokens must be a whole number >= 1 (got {self.max_new_tokens})",
+                        "settings.max_new_min", value=self.max_new_tokens)
         validate_lenience(self.lenience)
 
     def as_dict(self) -> dict:
@@ -78,11 +81,10 @@ class RunState:
         self.timings = Timings()
         self.pending_logprobs: list[float] | None = None
         if len(prompt_ids) == 0:
-            raise ValueError("the prompt is empty")
+            raise keyed("the prompt is empty", "settings.prompt_empty")
         if len(prompt_ids) >= self.max_length:
-            raise ValueError(
-                f"the prompt is {len(prompt_ids)} tokens long; the model's context is {self.max_length} tokens"
-            )
+            raise keyed(f"the prompt is {len(prompt_ids)} tokens long; the model's context is {self.max_length} tokens",
+                        "settings.prompt_context", length=len(prompt_ids), context=self.max_length)
         if meter is not None:
             meter.begin()
 

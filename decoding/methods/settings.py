@@ -9,7 +9,8 @@ tuning run.
 
 The settings travel in `RunConfig.extra` as plain data (the trace file's format), keyed by field
 name; `from_dict` also accepts a knob's other names (`aliases`, `app_name`) that older traces and
-the app use, checks types and ranges, and raises ValueError with a readable message.
+the app use, checks types and ranges, and raises SettingsError (a ValueError) with a readable message and its
+catalog key (`decoding.errors.Keyed`).
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from ..errors import SettingsError
 from ..trace.plain import PlainDataError, check_value
 
 __all__ = ["Knob", "knob", "MethodSettings", "SAME"]
@@ -98,7 +100,7 @@ class MethodSettings:
         """The settings of a run (`RunConfig.extra`), checked against the run's common settings."""
         settings = cls.from_dict(config.extra)
         if cls.lenience_note and config.lenience != 1.0:
-            raise ValueError(cls.lenience_note)
+            raise SettingsError(cls.lenience_note, "settings.lenience_note." + cls.__name__)
         return settings
 
     def to_dict(self) -> dict:
@@ -113,22 +115,29 @@ class MethodSettings:
                 continue
             what = _what(f)
             if k.choices and not k.open_choices and value not in k.choices:
-                raise ValueError(f"{what} must be one of {', '.join(map(str, k.choices))} (got {value!r})")
+                raise SettingsError(f"{what} must be one of {', '.join(map(str, k.choices))} (got {value!r})",
+                                    "settings.choice", what=what, choices=", ".join(map(str, k.choices)),
+                                    value=repr(value))
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 continue
             whole = _hints(type(self))[f.name] in (int, int | None)
             kind = "a whole number" if whole else "a number"
             if not math.isfinite(value):
-                raise ValueError(f"{what} must be a finite number (got {value})")
+                raise SettingsError(f"{what} must be a finite number (got {value})", "settings.finite", what=what,
+                                    value=value)
             lo, hi = k.minimum, k.maximum
             if (lo is not None and value < lo) or (hi is not None and value > hi):
+                range_key = ("whole_" if whole else "") + ("between" if lo is not None and hi is not None
+                                                            else "min" if lo is not None else "max")
                 if lo is not None and hi is not None:
                     span = f"from {_num(lo)} to {_num(hi)}" if whole else f"in [{_num(lo)}, {_num(hi)}]"
                 elif lo is not None:
                     span = f">= {_num(lo)}"
                 else:
                     span = f"<= {_num(hi)}"
-                raise ValueError(f"{what} must be {kind} {span} (got {value})")
+                raise SettingsError(f"{what} must be {kind} {span} (got {value})", "settings.range_" + range_key,
+                                    what=what, lo=_num(lo) if lo is not None else "",
+                                    hi=_num(hi) if hi is not None else "", value=value)
 
 
 def _what(f: dataclasses.Field) -> str:
@@ -158,11 +167,13 @@ def _coerce(value, annotation, what: str):
         try:
             value = float(text) if text.lower() not in ("true", "false") else text.lower() == "true"
         except ValueError:
-            raise ValueError(f"{what} must be a number (got {value!r})") from None
+            raise SettingsError(f"{what} must be a number (got {value!r})", "settings.number", what=what,
+                                value=repr(value)) from None
     whole = annotation in (int, int | None)
     if whole and isinstance(value, float):
         if not math.isfinite(value) or not value.is_integer():
-            raise ValueError(f"{what} must be a whole number (got {value})")
+            raise SettingsError(f"{what} must be a whole number (got {value})", "settings.whole", what=what,
+                                value=value)
         value = int(value)
     try:
         return check_value(value, annotation, what)

@@ -19,6 +19,7 @@ from typing import Callable, Iterator
 import torch
 
 from ..rules.acceptance import ChainVerdict, verify_chain
+from ..lm.backend import make_lm, run_capacity
 from ..lm.cached_lm import CachedLM
 from ..drafters.base import Drafter
 from ..drafters.gamma_policy import SCHEDULES, GammaPolicy
@@ -104,7 +105,8 @@ def chain_loop(name: str, verify: VerifyFn, target, drafter: Drafter, prompt_ids
     """
     settings = settings or ChainSettings()
     state = RunState(name, target, prompt_ids, config, meter, drafter)
-    lm = CachedLM(target.model, target.device, _shared_width(target, drafter))
+    lm = make_lm(CachedLM, target.model, target.device, _shared_width(target, drafter),
+                 capacity=run_capacity(prompt_ids, config))
     drafter.attach_target(lm)  # a feature draft reads the target's hidden states; other drafters do nothing
     greedy = config.sampling.greedy
     # fixed gamma, or chosen per iteration (gamma_policy.py)

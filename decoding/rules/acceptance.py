@@ -19,12 +19,14 @@ from dataclasses import dataclass, field
 
 import torch
 
+from ..errors import keyed
+
 RESIDUAL_FLOOR = 1e-12  # below this residual mass p == q up to round-off: sample from p
 
 
 def validate_lenience(lenience: float) -> None:
     if not (0 < lenience <= 1):
-        raise ValueError(f"lenience must be in (0, 1] (got {lenience})")
+        raise keyed(f"lenience must be in (0, 1] (got {lenience})", "settings.lenience", value=lenience)
 
 
 def acceptance_threshold(p_x: torch.Tensor, q_x: torch.Tensor, lenience: float = 1.0) -> torch.Tensor:

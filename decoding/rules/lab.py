@@ -12,6 +12,7 @@ from typing import Callable, Sequence
 
 import torch
 
+from ..errors import keyed
 from .acceptance import acceptance_threshold, lenient_output_distribution, residual_distribution, validate_lenience
 from .examples import WORKED
 from .implementations import DEFAULT_IMPLEMENTATION, get_implementation
@@ -26,25 +27,35 @@ EXAMPLE_Q = list(WORKED.q)
 MAX_SAMPLES = 10_000_000
 
 
+def _name_key(name: str) -> str:
+    """The catalog key naming a distribution in messages ("p (target)" -> "lab.name_p"), for
+    `decoding.errors.Keyed`'s `*_key` parameters."""
+    return "lab.name_q" if name.strip().lstrip("-").lower().startswith("q") else "lab.name_p"
+
+
 def parse_distribution(text: str, name: str) -> list[float]:
     """'0.4,0.3,0.2,0.1' -> floats, with a clear message for anything else."""
     try:
         values = [float(v) for v in text.replace(" ", "").split(",") if v != ""]
     except ValueError:
-        raise ValueError(f"{name} must be comma-separated numbers, e.g. 0.4,0.3,0.2,0.1 (got {text!r})") from None
+        raise keyed(f"{name} must be comma-separated numbers, e.g. 0.4,0.3,0.2,0.1 (got {text!r})", "lab.numbers",
+                    name_key=_name_key(name), text=repr(text)) from None
     return values
 
 
 def validate_distribution(values: Sequence[float], name: str) -> torch.Tensor:
     if len(values) < 2:
-        raise ValueError(f"{name} needs at least 2 probabilities (got {len(values)})")
+        raise keyed(f"{name} needs at least 2 probabilities (got {len(values)})", "lab.too_few",
+                    name_key=_name_key(name), count=len(values))
     t = torch.tensor(values, dtype=torch.float64)
     if not torch.isfinite(t).all():
-        raise ValueError(f"{name} has a value that is not a finite number")
+        raise keyed(f"{name} has a value that is not a finite number", "lab.finite", name_key=_name_key(name))
     if (t < 0).any():
-        raise ValueError(f"{name} has a negative probability: {min(values)}")
+        raise keyed(f"{name} has a negative probability: {min(values)}", "lab.negative", name_key=_name_key(name),
+                    value=min(values))
     if abs(float(t.sum()) - 1.0) > 1e-6:
-        raise ValueError(f"{name} must sum to 1 within 1e-6 (sums to {float(t.sum()):.9g})")
+        raise keyed(f"{name} must sum to 1 within 1e-6 (sums to {float(t.sum()):.9g})", "lab.sum",
+                    name_key=_name_key(name), total=f"{float(t.sum()):.9g}")
     return t
 
 
@@ -91,18 +102,19 @@ def run_sampling_lab(p: Sequence[float], q: Sequence[float], lenience: float = 1
     """
     p_t, q_t = validate_distribution(p, "p (target)"), validate_distribution(q, "q (draft)")
     if len(p_t) != len(q_t):
-        raise ValueError(f"p and q differ in length ({len(p_t)} vs {len(q_t)})")
+        raise keyed(f"p and q differ in length ({len(p_t)} vs {len(q_t)})", "lab.lengths", p=len(p_t), q=len(q_t))
     validate_lenience(lenience)
     if kl_bound is not None:
         validate_kl_bound(kl_bound)
         if lenience != 1.0:
-            raise ValueError("choose either a lenience or a KL bound, not both (the KL bound replaces the lenient rule)")
+            raise keyed("choose either a lenience or a KL bound, not both (the KL bound replaces the lenient rule)",
+                        "lab.lenience_or_kl")
     if int(n) != n or not (1 <= n <= MAX_SAMPLES):
-        raise ValueError(f"n must be a whole number from 1 to {MAX_SAMPLES} (got {n})")
+        raise keyed(f"n must be a whole number from 1 to {MAX_SAMPLES} (got {n})", "lab.n", limit=MAX_SAMPLES, value=n)
     impl = get_implementation(implementation)
     if impl.name != DEFAULT_IMPLEMENTATION and (lenience != 1.0 or kl_bound is not None):
-        raise ValueError("the implementations are compared at lenience 1 without a KL bound: "
-                         "choose the correct rule to use a lenience or a KL bound")
+        raise keyed("the implementations are compared at lenience 1 without a KL bound: "
+                    "choose the correct rule to use a lenience or a KL bound", "lab.implementations_lenience")
     generator = torch.Generator().manual_seed(seed)
     if kl_bound is not None:
         return {**_mentored_lab(p_t, q_t, kl_bound, n, seed, generator), "implementation": impl.name}

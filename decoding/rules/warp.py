@@ -15,6 +15,8 @@ from dataclasses import asdict, dataclass
 
 import torch
 
+from ..errors import keyed
+
 
 @dataclass(frozen=True)
 class SamplingConfig:
@@ -38,11 +40,12 @@ class SamplingConfig:
 def validate_sampling(temperature: float, top_k: int, top_p: float) -> None:
     """Raise ValueError with a user-facing message for settings outside their domain."""
     if not (temperature >= 0) or temperature != temperature or temperature == float("inf"):
-        raise ValueError(f"temperature must be a finite number >= 0 (got {temperature})")
+        raise keyed(f"temperature must be a finite number >= 0 (got {temperature})", "settings.temperature",
+                    value=temperature)
     if int(top_k) != top_k or top_k < 0:
-        raise ValueError(f"top-k must be a whole number >= 0, 0 meaning off (got {top_k})")
+        raise keyed(f"top-k must be a whole number >= 0, 0 meaning off (got {top_k})", "settings.top_k", value=top_k)
     if not (0 < top_p <= 1):
-        raise ValueError(f"top-p must be in (0, 1] (got {top_p})")
+        raise keyed(f"top-p must be in (0, 1] (got {top_p})", "settings.top_p", value=top_p)
 
 
 def warp_logits(logits: torch.Tensor, config: SamplingConfig) -> torch.Tensor:

@@ -12,6 +12,7 @@ from typing import Iterator
 
 from ..lm import batching
 from ..methods.registry import method_spec
+from ..lm.backend import describe as describe_backend
 from ..lm.devices import dtype_name
 from ..trace.metrics import RunCounts
 from ..lm.models import LoadedModel
@@ -62,6 +63,9 @@ def summarize(records: list[IterationRecord], config: RunConfig, prompt: str, ta
             # the precision of each model: greedy output is reproducible across runs in one precision
             "dtype": dtype_name(target.dtype),
             "draft_dtype": dtype_name(draft.dtype) if draft is not None else None,
+            # the KV-cache path the target ran on (lm/backend.py): "dynamic", "static" or
+            # "static+cuda-graphs", and why the static path or its graphs were refused, if they were
+            **describe_backend(target.model),
         },
         target_perplexity=target_perplexity(records),
         acceptance_per_position=counts.acceptance_per_position,

@@ -13,6 +13,7 @@ import json
 import math
 from pathlib import Path
 
+from ..errors import Keyed, keyed
 from ..trace.record import IterationRecord, RunSummary
 
 # A 256-token run with full top-k lists is a few hundred kB; a long CLI run with lean records less.
@@ -20,8 +21,9 @@ MAX_TRACE_BYTES = 5 * 1024 * 1024
 MAX_RECORDS = 4096  # iterations in one file (a run of 4096 tokens without any draft)
 
 
-class TraceFileError(ValueError):
-    """A file that is not a trace this app can replay; the message says where and why."""
+class TraceFileError(Keyed, ValueError):
+    """A file that is not a trace this app can replay; the message says where and why (and its key,
+    `decoding.errors.Keyed`, names it for other languages)."""
 
 
 def write_trace(path, records: list[IterationRecord], summary: RunSummary | None) -> None:
@@ -38,16 +40,17 @@ def read_trace(path) -> tuple[list[IterationRecord], RunSummary | None]:
     size = p.stat().st_size
     if size > MAX_TRACE_BYTES:
         raise TraceFileError(f"the file is {size / 2**20:.1f} MB; trace files open up to {MAX_TRACE_BYTES // 2**20} MB "
-                             "(a 256-token run with full top-k lists is a few hundred kB)")
+                             "(a 256-token run with full top-k lists is a few hundred kB)", "trace.too_large",
+                             size=f"{size / 2**20:.1f}", limit=MAX_TRACE_BYTES // 2**20)
     raw = p.read_bytes()
     if b"\x00" in raw[:4096]:
         raise TraceFileError("the file is binary, not a trace (a trace is the text file of JSON lines that the app's "
-                             "Download button or the command line's JSON output writes)")
+                             "Download button or the command line's JSON output writes)", "trace.binary")
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError:
         raise TraceFileError("the file is not UTF-8 text (a trace is the text file of JSON lines that the app's "
-                             "Download button or the command line's JSON output writes)") from None
+                             "Download button or the command line's JSON output writes)", "trace.not_utf8") from None
     return load_trace_lines(text.splitlines())
 
 
@@ -61,14 +64,18 @@ def load_trace_lines(lines) -> tuple[list[IterationRecord], RunSummary | None]:
         try:
             data = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise TraceFileError(f"line {number} of the trace is not JSON: {exc.msg}") from None
+            raise TraceFileError(f"line {number} of the trace is not JSON: {exc.msg}", "trace.not_json",
+                                 number=number) from None
         if not isinstance(data, dict) or "summary" not in data:
             raise TraceFileError(f"line {number} of the file is not a trace record (each line of a trace is one "
-                                  "iteration of a decoding run, and the last one its summary)")
+                                  "iteration of a decoding run, and the last one its summary)",
+                                 "trace.not_record", number=number)
         if summary is not None:
-            raise TraceFileError(f"line {number}: a record after the summary line")
+            raise TraceFileError(f"line {number}: a record after the summary line", "trace.after_summary",
+                                 number=number)
         if not data["summary"] and len(records) >= MAX_RECORDS:
-            raise TraceFileError(f"the trace has more than {MAX_RECORDS} iteration records")
+            raise TraceFileError(f"the trace has more than {MAX_RECORDS} iteration records", "trace.too_many",
+                                 limit=MAX_RECORDS)
         try:
             if data["summary"]:
                 summary = RunSummary.from_dict(data)
@@ -78,20 +85,21 @@ def load_trace_lines(lines) -> tuple[list[IterationRecord], RunSummary | None]:
                 check_record(record, records[-1] if records else None)
                 records.append(record)
         except (TypeError, ValueError) as exc:  # PlainDataError is a ValueError naming the field
-            raise TraceFileError(f"line {number}: {exc}") from None
+            raise TraceFileError(f"line {number}: {exc}", "trace.line", number=number, detail=exc) from None
     if not records:
-        raise TraceFileError("the trace holds no iteration records")
+        raise TraceFileError("the trace holds no iteration records", "trace.empty")
     return records, summary
 
 
 def _probability(value, where: str) -> None:
     if value is not None and not (-1e-6 <= value <= 1.0 + 1e-3):  # float32 sums may pass 1 by a little
-        raise ValueError(f"{where}: a probability must be in [0, 1] (got {value})")
+        raise keyed(f"{where}: a probability must be in [0, 1] (got {value})", "trace.probability", where=where,
+                    value=value)
 
 
 def _at_least(value, low, where: str) -> None:
     if value is not None and value < low:
-        raise ValueError(f"{where}: must be >= {low} (got {value})")
+        raise keyed(f"{where}: must be >= {low} (got {value})", "trace.at_least", where=where, low=low, value=value)
 
 
 def check_record(r: IterationRecord, previous: IterationRecord | None) -> None:
@@ -106,7 +114,8 @@ def check_record(r: IterationRecord, previous: IterationRecord | None) -> None:
     _at_least(r.elapsed, 0.0, "elapsed")
     _at_least(r.energy_joules, 0.0, "energy_joules")
     if r.accepted_length > len(r.draft):
-        raise ValueError(f"accepted_length {r.accepted_length} is more than the {len(r.draft)} draft tokens")
+        raise keyed(f"accepted_length {r.accepted_length} is more than the {len(r.draft)} draft tokens",
+                    "trace.accepted_length", accepted=r.accepted_length, drafted=len(r.draft))
     for i, d in enumerate(r.draft):
         for name in ("q", "p", "coin", "threshold", "overlap"):
             _probability(getattr(d, name), f"draft[{i}].{name}")
@@ -123,7 +132,8 @@ def check_record(r: IterationRecord, previous: IterationRecord | None) -> None:
     indices = {n.index for n in r.tree}
     for n in r.tree:
         if n.parent != -1 and n.parent not in indices:
-            raise ValueError(f"tree node {n.index} has a parent {n.parent} that is not in the tree")
+            raise keyed(f"tree node {n.index} has a parent {n.parent} that is not in the tree", "trace.tree_parent",
+                        node=n.index, parent=n.parent)
     for key, cls in STEP_DATA.items():
         if key in r.extra:
             cls.from_dict(r.extra[key])  # PlainDataError names the field
@@ -137,8 +147,9 @@ def check_record(r: IterationRecord, previous: IterationRecord | None) -> None:
     if previous is not None:
         for name in ("target_calls", "draft_calls", "generated", "elapsed"):
             if getattr(r, name) < getattr(previous, name):
-                raise ValueError(f"{name} went down from {getattr(previous, name)} to {getattr(r, name)} "
-                                 "(the counters of a run only grow)")
+                raise keyed(f"{name} went down from {getattr(previous, name)} to {getattr(r, name)} "
+                            "(the counters of a run only grow)", "trace.counter_down", name=name,
+                            before=getattr(previous, name), after=getattr(r, name))
 
 
 def check_summary(s: RunSummary) -> None:

@@ -203,3 +203,177 @@ def test_feature_stages_run_on_cuda(smoke_run, tmp_path):
     assert json.loads((tmp_path / "fd" / "training.json").read_text())["device"] == "cuda"
     draft = load_draft_value(str(tmp_path / "fd"), cpu_target, "float32")
     test_feature_train.assert_greedy_equals_autoregressive(cpu_target, draft)
+
+
+# ------------------------------------------------------------------ the static cache and its CUDA graphs (test_static_lm)
+# On CUDA the default backend ("auto") is the static cache with graphs, so every test above already runs it;
+# these compare it with the eager static pass and the dynamic cache directly. Tolerances: float32 with TF32
+# off atol/rtol 1e-4 (a graph replays the eager pass's kernels; only cuBLAS's choice per shape may differ);
+# bfloat16 atol 0.1 on logits of magnitude ~10 (8 bits of mantissa, 2 layers).
+
+def _static_lms(model):
+    """(graphed, eager) StaticLMs of one cuda LoadedModel, on fresh caches."""
+    from decoding.lm.cuda_graphs import GraphRunner
+    from decoding.lm.static_lm import StaticLM
+
+    graphed = StaticLM(model.model, model.device, model.vocab_size, capacity=256,
+                       graphs=GraphRunner(model.model, model.device))
+    eager = StaticLM(model.model, model.device, model.vocab_size, capacity=256)
+    return graphed, eager
+
+
+def _same_passes(model, tolerance):
+    """Prefill, one-token steps, 5-token verify passes with rollbacks (each shape seen often enough to be
+    captured and then replayed): the graphed LM's logits equal the eager static LM's at every pass."""
+    graphed, eager = _static_lms(model)
+    ids = model.encode_prompt(test_speculative.PROMPT, chat=False)
+    seq = list(ids)
+    for lm in (graphed, eager):
+        lm.extend(seq)
+    for step in range(6):
+        a, b = graphed.extend(seq, [3, 4, 5, 6, 7]), eager.extend(seq, [3, 4, 5, 6, 7])  # a verify pass
+        torch.testing.assert_close(a, b, **tolerance)
+        for lm in (graphed, eager):
+            lm.rollback(len(seq))
+        x = int(b[0].argmax())
+        a, b = graphed.forward([x]), eager.forward([x])  # a one-token step
+        torch.testing.assert_close(a, b, **tolerance)
+        seq.append(x)
+        assert graphed.length == eager.length == len(seq)
+    runner = graphed.graphs
+    assert runner.failed is None, runner.failed
+    assert {key[0] for key in runner.graphs} == {(1, 5), (1, 1)}  # one graph per pass size, both replayed
+    return graphed
+
+
+def test_graph_replay_equals_the_eager_static_pass_float32(cuda_pair):
+    _same_passes(cuda_pair[0], CLOSE)
+
+
+def test_graph_replay_equals_the_eager_static_pass_bfloat16(tiny_target_dir):
+    model = load_model(str(tiny_target_dir), device="cuda", dtype="bfloat16")
+    _same_passes(model, {"atol": 0.1, "rtol": 0.02})
+
+
+def test_static_cache_equals_the_dynamic_cache_on_cuda(cuda_pair):
+    """The static LM (graphed) against today's dynamic CachedLM over the same passes."""
+    model = cuda_pair[0]
+    graphed, _ = _static_lms(model)
+    dynamic = CachedLM(model.model, model.device, model.vocab_size)
+    ids = model.encode_prompt(test_speculative.PROMPT, chat=False)
+    for lm in (graphed, dynamic):
+        lm.extend(ids)
+    seq = list(ids)
+    for _ in range(5):
+        a, b = graphed.extend(seq, [9, 10, 11]), dynamic.extend(seq, [9, 10, 11])
+        torch.testing.assert_close(a, b, **CLOSE)
+        for lm in (graphed, dynamic):
+            lm.rollback(len(seq) + 1)
+        seq.append(9)
+
+
+def _graph_vs_eager_tokens(monkeypatch, target, draft, gamma):
+    from decoding.lm import backend
+    from decoding.methods.base import RunConfig
+    from decoding.run.runner import decode
+
+    config = RunConfig(method="speculative", max_new_tokens=40, sampling=SamplingConfig(0.0), gamma=gamma,
+                       stop_at_eos=False)
+    ids = target.encode_prompt(test_speculative.PROMPT, chat=False)
+    out = {}
+    try:
+        backend.set_backend("static")
+        for graphs in ("0", "1"):
+            monkeypatch.setenv(backend.GRAPHS_ENV, graphs)
+            backend._spare.clear()  # fresh caches for every model of the run
+            out[graphs] = [t.token_id for r in decode(target, draft, ids, config) for t in r.emitted]
+            out[graphs + "-backend"] = backend.describe(target.model)
+    finally:
+        backend.set_backend(None)
+    base = RunConfig(method="autoregressive", max_new_tokens=40, sampling=SamplingConfig(0.0), stop_at_eos=False)
+    with monkeypatch.context() as m:
+        m.setenv(backend.BACKEND_ENV, "dynamic")
+        plain = [t.token_id for r in decode(target, None, ids, base) for t in r.emitted]
+    return out, plain
+
+
+@pytest.mark.parametrize("gamma", [2, 4])
+def test_graphs_on_and_off_give_the_same_greedy_tokens_with_the_draft_model(cuda_pair, monkeypatch, gamma):
+    out, plain = _graph_vs_eager_tokens(monkeypatch, cuda_pair[0], cuda_pair[1], gamma)
+    assert out["1"] == out["0"] == plain and len(plain) == 40
+    assert out["1-backend"] == {"backend": "static+cuda-graphs", "backend_note": None}
+    assert out["0-backend"]["backend"] == "static"
+
+
+def test_graphs_on_and_off_give_the_same_greedy_tokens_with_the_feature_draft(cuda_pair, tiny_feature_dir,
+                                                                               monkeypatch):
+    from decoding.run.pair import load_draft_value
+
+    target = cuda_pair[0]
+    feature = load_draft_value(str(tiny_feature_dir), target, "float32")
+    for draft in (feature, feature.hybrid()):
+        out, plain = _graph_vs_eager_tokens(monkeypatch, target, draft, 3)
+        assert out["1"] == out["0"] == plain and len(plain) == 40
+        assert out["1-backend"]["backend"] == "static+cuda-graphs"
+
+
+def test_graphs_are_captured_again_after_the_earlier_graphs_are_gone(tiny_target_dir):
+    """Runs whose caches and graphs were dropped, then new captures: no capture fails (a graph pool shared
+    beyond its graphs' lifetime made PyTorch's allocator assert on an H200, torch 2.11)."""
+    import gc
+
+    from decoding.lm import backend
+    from decoding.lm.cuda_graphs import failure
+    from decoding.methods.base import RunConfig
+    from decoding.run.runner import decode
+
+    config = RunConfig(method="autoregressive", max_new_tokens=12, sampling=SamplingConfig(0.0), stop_at_eos=False)
+    outputs = []
+    try:
+        backend.set_backend("static")
+        for dtype in ("bfloat16", "float32", "float32"):
+            target = load_model(str(tiny_target_dir), device="cuda", dtype=dtype)
+            ids = target.encode_prompt(test_speculative.PROMPT, chat=False)
+            outputs.append([t.token_id for r in decode(target, None, ids, config) for t in r.emitted])
+            assert failure(target.model) is None
+            assert backend.describe(target.model) == {"backend": "static+cuda-graphs", "backend_note": None}
+            backend._spare.clear()
+            gc.collect()
+    finally:
+        backend.set_backend(None)
+    assert outputs[1] == outputs[2]
+
+
+def test_a_failed_capture_falls_back_to_eager_static_passes(tiny_target_dir, monkeypatch):
+    """A capture that raises: the run finishes on eager static passes with the same tokens, the reason is
+    recorded once for the model, and later LMs of that model do not try again. (Its own model: the
+    failure is remembered per model.)"""
+    import decoding.lm.cuda_graphs as cuda_graphs
+    from decoding.lm import backend
+    from decoding.methods.base import RunConfig
+    from decoding.run.runner import decode
+
+    (target,) = _on_cuda(tiny_target_dir)
+    calls = []
+
+    class Broken:
+        def __init__(self, *a, **kw):
+            calls.append(1)
+            raise RuntimeError("capture is not allowed here")
+
+    monkeypatch.setattr(cuda_graphs.torch.cuda, "graph", Broken)
+    config = RunConfig(method="autoregressive", max_new_tokens=24, sampling=SamplingConfig(0.0), stop_at_eos=False)
+    ids = target.encode_prompt(test_speculative.PROMPT, chat=False)
+    try:
+        backend.set_backend("static")
+        got = [t.token_id for r in decode(target, None, ids, config) for t in r.emitted]
+        described = backend.describe(target.model)
+        again = [t.token_id for r in decode(target, None, ids, config) for t in r.emitted]
+        backend.set_backend("dynamic")
+        want = [t.token_id for r in decode(target, None, ids, config) for t in r.emitted]
+    finally:
+        backend.set_backend(None)
+    assert got == again == want and len(got) == 24
+    assert described["backend"] == "static" and "capture failed" in described["backend_note"]
+    assert "capture is not allowed here" in cuda_graphs.failure(target.model)
+    assert len(calls) == 1  # once per model

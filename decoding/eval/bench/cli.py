@@ -38,9 +38,15 @@ def add_parser(sub) -> None:
                         "several make one table")
     b.add_argument("--device", default=None)
     b.add_argument("--dtype", default=None)
+    b.add_argument("--backend", default=None, choices=("auto", "static", "dynamic"),
+                   help="KV-cache path: 'static' (preallocated fixed-shape cache; CUDA graphs on CUDA), 'dynamic', "
+                   "or 'auto' (static on CUDA, dynamic on a CPU; $SPECDEC_BACKEND sets it too)")
     b.add_argument("--draft-dtype", default=None, help="draft dtype (default: as --dtype, or float16 on AVX-512 CPUs without native bfloat16; see docs)")
     b.add_argument("--threads", type=int, default=None, help="torch intra-op threads (default: torch's)")
     b.add_argument("--no-hf", dest="hf", action="store_false", help="skip the HF transformers peer")
+    b.add_argument("--hf-compiled", action="store_true",
+                   help="also run HF generate() in its fastest configuration: static cache, step compiled with "
+                        "torch.compile(mode='reduce-overhead') (compiled on CUDA only; elsewhere eager, with the reason)")
     b.add_argument("--hf-gamma", default=None, help="gammas HF assisted generation is pinned to (default: every numeric --gamma; 'none': only HF's "
                         "default settings)")
     b.add_argument("--no-quality", dest="quality", action="store_false",

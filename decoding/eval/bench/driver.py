@@ -20,10 +20,12 @@ import statistics
 import sys
 import time
 
+from ...lm.backend import describe as describe_backend
 from ...lm.devices import usable_cores
 from ...drafters.hybrid import HYBRID
 from ..energy import PROXY_LABEL, make_meter
 from ...paths import display_path
+from .hf_fast import CACHE_MARGIN_TOKENS
 from .hf_peer import HF_DEFAULT_PROMPT_LOOKUP_TOKENS
 from .memory import measure_memory
 from .runs import run_variant
@@ -87,12 +89,15 @@ def run_bench(args, target, drafts: dict, prompts: list, progress: bool = True) 
     variants = build_variants(args.methods, gammas, args.hf, hf_gammas,
                               {label: d.model is not None for label, d in drafts.items()}, hybrids_with_peer(drafts),
                               parse_trees(getattr(args, "draft_tree", None)),
-                              {label for label, d in drafts.items() if d.kind != "prompt-lookup"})
+                              {label for label, d in drafts.items() if d.kind != "prompt-lookup"},
+                              hf_compiled=getattr(args, "hf_compiled", False))
     ar_key = "autoregressive"
     quality_runs = getattr(args, "quality", True)
     meter = make_meter(target.device)
     meter_note = None if meter.available else meter.note
     encoded = [target.encode_prompt(p, args.chat) for p in texts]
+    # the compiled HF peer's static cache: one size for the whole run (a new size would recompile)
+    args.hf_cache_len = max((len(e) for e in encoded), default=0) + args.max_new_tokens + CACHE_MARGIN_TOKENS
     load_before = os.getloadavg()
     per_variant = args.warmup + args.repeats * len(texts) + (len(texts) if quality_runs else 0)
     n_runs = len(variants) * per_variant + (len(variants) if args.memory else 0)
@@ -179,7 +184,9 @@ def run_bench(args, target, drafts: dict, prompts: list, progress: bool = True) 
                    "draft_weight_bytes": first.weight_bytes if first is not None else 0,
                    "dtype": str(target.dtype),
                    "draft_dtype": str(first.dtype) if first is not None and first.dtype is not None else None,
-                   "device": str(target.device)},
+                   "device": str(target.device),
+                   # the KV-cache path of the target's runs (lm/backend.py) and why it was refused, if it was
+                   **describe_backend(target.model)},
         "t_target_step_ms": 1000 * t_target_step if t_target_step else None,
         "energy": {"meter": getattr(meter, "name", None), "available": meter.available,
                    "note": "measured with " + meter.name if meter.available else meter.note,

@@ -1,5 +1,8 @@
 """Hugging Face transformers as a peer in the same run: `generate()` and assisted generation.
 
+`generate()` runs as shipped ("hf-generate") and, where asked, in its own fastest configuration, a
+static cache with the step compiled ("hf-generate-compiled", `hf_fast.py`).
+
 Assisted generation with the draft model as `assistant_model` (HF's default draft-length settings,
 or pinned to a gamma: schedule "constant", num_assistant_tokens = gamma, confidence threshold off),
 and with prompt lookup (`prompt_lookup_num_tokens`). HF's loop gives no counters, so forward calls
@@ -16,6 +19,7 @@ import torch
 from ...trace.metrics import RunCounts
 from ...lm.scoring import teacher_forced_logprob
 from ...rules.warp import SamplingConfig
+from .hf_fast import CACHE_MARGIN_TOKENS, VARIANT_METHOD as COMPILED, generate_fast
 from .variants import RunStats, Variant
 
 HF_DEFAULT_PROMPT_LOOKUP_TOKENS = 10  # the value HF's docs use; generate() has no default for it
@@ -103,8 +107,14 @@ def run_hf(variant: Variant, target, draft, prompt_ids: list[int], args, timing:
     try:
         if timing and meter is not None:
             meter.begin()
-        clock = _FirstPassClock()  # its clock starts here: the run's own
-        out = target.model.generate(ids, streamer=clock, **kwargs)
+        if variant.method == COMPILED:
+            cache_len = (getattr(args, "hf_cache_len", None)
+                         or len(prompt_ids) + args.max_new_tokens + CACHE_MARGIN_TOKENS)
+            out, clock = generate_fast(target.model, ids, config, cache_len, _FirstPassClock,
+                                       attention_mask=kwargs["attention_mask"])
+        else:
+            clock = _FirstPassClock()  # its clock starts here: the run's own
+            out = target.model.generate(ids, streamer=clock, **kwargs)
         seconds = time.perf_counter() - clock.t0
         joules = meter.read().joules if timing and meter is not None else None
     finally:

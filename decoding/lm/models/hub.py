@@ -79,7 +79,8 @@ def load_hub(repo_id: str, spec: str, device, dtype, report) -> LoadedModel:
     except Exception as err:  # noqa: BLE001 - HFValidationError or a missing helper
         if type(err).__name__ in ("HFValidationError",):
             raise ModelLoadError(
-                f"cannot load '{spec}': no such file or directory, and not a valid hub id"
+                f"cannot load '{spec}': no such file or directory, and not a valid hub id", "model.not_hub_id",
+                spec=spec
             ) from err
 
     offline = offline_mode() or not hub_reachable()
@@ -96,23 +97,26 @@ def load_hub(repo_id: str, spec: str, device, dtype, report) -> LoadedModel:
             why = "offline (HF_HUB_OFFLINE)" if offline_mode() else "unreachable"
             raise ModelLoadError(
                 f"cannot load '{spec}': not a local directory or .gguf file, and the Hugging Face "
-                f"hub is {why} and no cached copy exists"
+                f"hub is {why} and no cached copy exists", "model.offline", spec=spec
             ) from err
         if "GatedRepoError" in names or "gated" in text:
             raise ModelLoadError(
                 f"cannot load '{spec}': the hub repository is gated; accept its terms on "
-                "huggingface.co and log in (hf auth login)"
+                "huggingface.co and log in (hf auth login)", "model.gated", spec=spec
             ) from err
         if "RepositoryNotFoundError" in names or "not a valid model identifier" in text:
             raise ModelLoadError(
-                f"cannot load '{spec}': no such local path, and no such model on the Hugging Face hub"
+                f"cannot load '{spec}': no such local path, and no such model on the Hugging Face hub",
+                "model.not_found",
+                spec=spec
             ) from err
         if "trust_remote_code" in text:
             raise ModelLoadError(
                 f"cannot load '{spec}': it needs custom code from its repository "
-                "(trust_remote_code), which this app never runs"
+                "(trust_remote_code), which this app never runs", "model.remote_code", spec=spec
             ) from err
-        raise ModelLoadError(f"cannot load '{spec}': {one_line(err)}") from err
+        raise ModelLoadError(f"cannot load '{spec}': {one_line(err)}", "model.failed", spec=spec,
+                             detail=one_line(err)) from err
     report(0.9, "moving to device")
     name = repo_id.rstrip("/").split("/")[-1]
     return build_loaded(model, tokenizer, spec, name, "hub", device, dtype, placed)

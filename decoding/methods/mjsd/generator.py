@@ -31,6 +31,7 @@ from typing import Iterator
 
 import torch
 
+from ...lm.backend import make_lm, run_capacity
 from ...lm.cached_lm import CachedLM
 from ...drafters.model import ModelDrafter
 from .joint import MAX_BEAMS, beam_draft, joint_verify, likelihood_sampling
@@ -90,7 +91,8 @@ def _mjsd(target, drafter: ModelDrafter, prompt_ids, config: RunConfig, meter,
           settings: MjsdSettings) -> Iterator[IterationRecord]:
     beams, tau, sample = settings.beams, settings.tau, settings.beam_sample
     state = RunState("mjsd", target, prompt_ids, config, meter, drafter)
-    lm = CachedLM(target.model, target.device, _shared_width(target, drafter))
+    lm = make_lm(CachedLM, target.model, target.device, _shared_width(target, drafter),
+                 capacity=run_capacity(prompt_ids, config))
     greedy = config.sampling.greedy
     warp = likelihood_sampling(config.sampling)
     while not state.finished:

@@ -15,7 +15,6 @@ without replacement with probability proportional to their joint likelihood.
 
 from __future__ import annotations
 
-import copy
 import math
 from dataclasses import dataclass, field
 
@@ -73,10 +72,10 @@ def beam_draft(lm: CachedLM, sequence: list[int], gamma: int, beams: int, sampli
                generator=None, sample: bool = False) -> BeamDraft:
     """B beams for gamma steps on the draft model. `lm` keeps its single-sequence cache of the
     committed `sequence` (extended here if needed, never beyond it): the beams run in one batched
-    forward pass per step on a copy of that cache (batch_select_indices reorders it per step)."""
+    forward pass per step on a copy of that cache (a DynamicCache, whatever the backend: `lm.beam_cache()`) (batch_select_indices reorders it per step)."""
     warp = likelihood_sampling(sampling)
     logits = lm.extend(sequence)[-1:]  # (1, V): the distribution of x_1
-    cache = copy.deepcopy(lm.cache) if gamma > 1 else None  # the beams' copy; lm.cache stays single-sequence
+    cache = lm.beam_cache() if gamma > 1 else None  # the beams' copy; lm's cache stays single-sequence
     position = lm.length
     scores = torch.zeros(1, dtype=torch.float64)
     steps: list[list[Beam]] = []

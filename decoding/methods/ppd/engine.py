@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
+from ...lm.kv_cache import compact_cache  # noqa: F401  (PPD's compaction; its home was here)
 from .prompts import PromptTokens
 from .tree import TreeBuffers
 
@@ -42,13 +43,12 @@ def step_mask(cached: int, pre: int, buffers: TreeBuffers) -> torch.Tensor:
     return torch.cat(rows, dim=0)[None, None]
 
 
-def tree_forward(model, cache, cached: int, pre_ids: list[int], tree_ids: list[int], buffers: TreeBuffers,
-                 prompts: PromptTokens, device, vocab_width: int, keep_tree_only: bool = True) -> torch.Tensor:
-    """Run the target on `pre_ids` (uncached committed tokens before the root), then the tree:
-    `tree_ids` are the token ids of root and candidates (node order), prompt nodes get their
-    embeddings. Returns float32 logits of the tree nodes (n, vocab_width) (all fed rows when
-    keep_tree_only is False). The cache grows by len(pre_ids) + n entries."""
-    n = buffers.size
+def tree_inputs(model, cached: int, pre_ids: list[int], tree_ids: list[int], buffers: TreeBuffers,
+                prompts: PromptTokens, device) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """The inputs of one PPD pass over `pre_ids` (uncached committed tokens before the root), then the
+    tree: `tree_ids` are the token ids of root and candidates (node order), prompt nodes get their
+    embeddings. Returns input vectors (1, m, hidden), rotary positions (1, m) and the bool mask
+    (1, 1, m, cached + m), m = len(pre_ids) + buffers.size."""
     n_tok = 1 + buffers.n_candidates
     if len(tree_ids) != n_tok:
         raise ValueError(f"need {n_tok} token ids for root + candidates, got {len(tree_ids)}")
@@ -56,30 +56,35 @@ def tree_forward(model, cache, cached: int, pre_ids: list[int], tree_ids: list[i
     dtype = embed.weight.dtype
     ids = torch.tensor([list(pre_ids) + list(tree_ids)], dtype=torch.long, device=device)
     parts = [embed(ids)[0]]
-    if n > n_tok:
+    if buffers.size > n_tok:
         parts.append(prompts.embeddings(buffers.distance[n_tok:], buffers.group[n_tok:]).to(dtype))
     inputs = torch.cat(parts, dim=0)[None]
     pre = len(pre_ids)
     positions = torch.cat([torch.arange(cached, cached + pre, dtype=torch.long),
                            buffers.position_ids[0]])[None].to(device)
-    mask = additive_mask(step_mask(cached, pre, buffers).to(device), dtype)
+    return inputs, positions, step_mask(cached, pre, buffers).to(device)
+
+
+def tree_forward(model, cache, cached: int, pre_ids: list[int], tree_ids: list[int], buffers: TreeBuffers,
+                 prompts: PromptTokens, device, vocab_width: int, keep_tree_only: bool = True) -> torch.Tensor:
+    """Run the target on `pre_ids`, then the tree (`tree_inputs`), on a DynamicCache `cache` holding
+    `cached` entries. Returns float32 logits of the tree nodes (n, vocab_width) (all fed rows when
+    keep_tree_only is False). The cache grows by len(pre_ids) + n entries."""
+    n = buffers.size
+    inputs, positions, allowed = tree_inputs(model, cached, pre_ids, tree_ids, buffers, prompts, device)
+    mask = additive_mask(allowed, inputs.dtype)
     out = model(inputs_embeds=inputs, attention_mask=mask, position_ids=positions, past_key_values=cache,
                 use_cache=True, **({"logits_to_keep": n} if keep_tree_only else {}))
     return out.logits[0, :, :vocab_width].float()
 
 
-def compact_cache(cache, start: int, keep: list[int]) -> None:
-    """Keep cache entries [0, start) and then the entries at absolute slots `keep` (in that
-    order); drop everything after. This is the KV compaction of the accepted branch."""
-    index = torch.tensor(list(range(start)) + list(keep), dtype=torch.long)
-    for layer in cache.layers:
-        if getattr(layer, "is_sliding", False):
-            raise ValueError("PPD's KV compaction supports full-attention caches only")
-        if not getattr(layer, "is_initialized", True) or layer.keys is None or layer.keys.numel() == 0:
-            continue
-        idx = index.to(layer.keys.device)
-        layer.keys = layer.keys.index_select(-2, idx)
-        layer.values = layer.values.index_select(-2, idx)
+def lm_tree_forward(lm, pre_ids: list[int], tree_ids: list[int], buffers: TreeBuffers, prompts: PromptTokens,
+                    keep_tree_only: bool = True) -> torch.Tensor:
+    """`tree_forward` as one pass of `lm` (a CachedLM or a static_lm.StaticLM: `lm.tree_pass`), whose
+    cache holds lm.length tokens; lm.length grows by len(pre_ids) + buffers.size, lm.calls by one.
+    Float32 logits (n, lm.vocab_width) of the tree nodes (all fed rows when keep_tree_only is False)."""
+    inputs, positions, allowed = tree_inputs(lm.model, lm.length, pre_ids, tree_ids, buffers, prompts, lm.device)
+    return lm.tree_pass(inputs, positions, allowed, buffers.size if keep_tree_only else None)
 
 
 @dataclass

@@ -34,10 +34,11 @@ from typing import Iterator
 
 import torch
 
+from ...lm.backend import make_lm, run_capacity
 from ...lm.cached_lm import CachedLM
 from ..settings import MethodSettings, knob
 from .engine import (
-    TYPICAL_DELTA, TYPICAL_EPSILON, compact_cache, prompt_predictions, tree_forward, verify_greedy, verify_typical
+    TYPICAL_DELTA, TYPICAL_EPSILON, lm_tree_forward, prompt_predictions, verify_greedy, verify_typical
 )
 from .prompts import load_prompt_tokens
 from .tree import dynamic_trees, tree_buffers
@@ -170,7 +171,7 @@ def _tuning(target, prompts) -> dict | None:
 
 def _ppd(target, prompt_ids, config: RunConfig, meter, settings, prompts, trees) -> Iterator[IterationRecord]:
     state = RunState("ppd", target, prompt_ids, config, meter)
-    lm = CachedLM(target.model, target.device, target.vocab_size)
+    lm = make_lm(CachedLM, target.model, target.device, target.vocab_size, capacity=run_capacity(prompt_ids, config))
     greedy, ept = config.sampling.greedy, settings["ept"]
     preds: list[torch.Tensor] = []  # prompt-token logits of the last step's last accepted node
     while not state.finished:
@@ -191,10 +192,7 @@ def _ppd(target, prompt_ids, config: RunConfig, meter, settings, prompts, trees)
         # Step 2: one pass over [uncached tokens, root, candidates, prompt tokens]
         with state.timed("verify"), torch.inference_mode():
             cached = lm.length
-            logits = tree_forward(target.model, lm.cache, cached, state.sequence[cached:-1], tree_ids, buffers,
-                                  prompts, target.device, target.vocab_size)
-        lm.length = cached + (context_length - 1 - cached) + buffers.size
-        lm.calls += 1
+            logits = lm_tree_forward(lm, state.sequence[cached:-1], tree_ids, buffers, prompts)
         n_tok = 1 + buffers.n_candidates
 
         # Step 3: verify along the tree
@@ -222,8 +220,7 @@ def _ppd(target, prompt_ids, config: RunConfig, meter, settings, prompts, trees)
 
         # Step 5: keep prefix + root + accepted branch in the cache; seed the next tree
         with torch.inference_mode():
-            compact_cache(lm.cache, context_length - 1, [context_length - 1 + c for c in [0] + verdict.accepted])
-        lm.length = context_length + len(verdict.accepted)
+            lm.compact(context_length - 1, [context_length - 1 + c for c in [0] + verdict.accepted])
         preds = prompt_predictions(buffers, logits, last, ept)
 
         info = PPDStep(

@@ -16,7 +16,7 @@ import time
 import torch
 
 from ...lm.devices import sync
-from .engine import compact_cache, tree_forward
+from .engine import lm_tree_forward
 from .tree import dynamic_trees, tree_buffers
 
 
@@ -28,9 +28,10 @@ def measure_latency(target, prompts, sizes, context: int = 64, reps: int = 11) -
     The sizes are timed round-robin (one pass of each size per round, the starting size rotating),
     so a burst of noise on a shared machine lands on every size instead of on the one being timed;
     a size-by-size loop let one noisy stretch flip n* between runs."""
+    from ...lm.backend import make_lm
     from ...lm.cached_lm import CachedLM
 
-    lm = CachedLM(target.model, target.device, target.vocab_size)
+    lm = make_lm(CachedLM, target.model, target.device, target.vocab_size, capacity=context + max(sizes) * 4)
     ids = [int(target.tokenizer.eos_token_id or 0)] * context
     lm.forward(ids[:-1])
     sizes = [int(n) for n in sizes]
@@ -44,11 +45,10 @@ def measure_latency(target, prompts, sizes, context: int = 64, reps: int = 11) -
         buffers, tree_ids = passes[n]
         sync(target.device)
         t0 = time.perf_counter()
-        tree_forward(target.model, lm.cache, context - 1, [], tree_ids, buffers, prompts, target.device,
-                     target.vocab_size)
+        lm_tree_forward(lm, [], tree_ids, buffers, prompts)
         sync(target.device)
         elapsed = time.perf_counter() - t0
-        compact_cache(lm.cache, context - 1, [])
+        lm.compact(context - 1, [])
         return elapsed
 
     for n in sizes:  # warm-up pass of every size, not timed

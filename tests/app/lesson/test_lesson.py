@@ -261,7 +261,7 @@ def test_a_broken_lesson_file_still_builds_the_app_and_says_why(monkeypatch, tmp
     except lesson.LessonError as exc:
         problem = str(exc)
     assert "chapter 1 (Only a title) has no text" in problem
-    monkeypatch.setattr(lesson_tab, "load_chapters", lambda: (chapters, f"The lesson could not be loaded: {problem}"))
+    monkeypatch.setattr(lesson_tab, "load_chapters", lambda lang=None: (chapters, f"The lesson could not be loaded: {problem}"))
     build_demo()  # no exception: the other tabs work, the Lesson tab shows the reason
     view = lesson_tab.chapter_view([], 0, "why")
     assert len(view) == 21 and view[4] == "why"

