@@ -27,6 +27,7 @@ from typing import Iterator
 import torch
 
 from ..drafters.base import Drafter
+from ..errors import keyed
 from ..drafters.gamma_policy import GammaPolicy
 from ..drafters.shape_policy import ShapeChooser
 from ..drafters.tree import DraftTree, chain_tree, tree_mask
@@ -73,12 +74,12 @@ def parse_draft_tree(value: str) -> tuple[int, int] | str:
     message = (f"draft tree must be off, auto, a node count N or N,D (nodes, depth), e.g. 16 or 16,6 "
                f"(got {value!r})")
     if not 1 <= len(parts) <= 2 or not all(p.isdigit() for p in parts):
-        raise ValueError(message)
+        raise keyed(message, "tree.format", value=repr(value))
     n = int(parts[0])
     d = int(parts[1]) if len(parts) == 2 else min(n, DEFAULT_DEPTH)
     if not (1 <= n <= MAX_NODES) or not (1 <= d <= min(n, MAX_DEPTH)):
-        raise ValueError(f"draft tree needs 1 <= N <= {MAX_NODES} nodes and 1 <= D <= min(N, {MAX_DEPTH}) levels "
-                         f"(got {value!r})")
+        raise keyed(f"draft tree needs 1 <= N <= {MAX_NODES} nodes and 1 <= D <= min(N, {MAX_DEPTH}) levels "
+                    f"(got {value!r})", "tree.size", nodes=MAX_NODES, depth=MAX_DEPTH, value=repr(value))
     return n, d
 
 
@@ -101,7 +102,8 @@ def tree_loop(name: str, target, drafter: Drafter, prompt_ids: list[int], config
     `settings` is the speculative method's (its draft_tree, gamma_schedule and max_gamma)."""
     validate_tree_lenience(config.lenience)
     if not drafter.supports_tree:
-        raise ValueError("a draft tree needs a draft model or a feature draft (prompt lookup only copies chains)")
+        raise keyed("a draft tree needs a draft model or a feature draft (prompt lookup only copies chains)",
+                    "tree.needs_model")
     state = RunState(name, target, prompt_ids, config, meter, drafter)
     lm = CachedLM(target.model, target.device, min(target.vocab_size, drafter.vocab_width))
     drafter.attach_target(lm)

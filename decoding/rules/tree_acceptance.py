@@ -58,7 +58,9 @@ LENIENCE_MESSAGE = ("a draft tree is verified exactly (recursive rejection over 
 
 def validate_tree_lenience(lenience: float) -> None:
     if lenience != 1.0:
-        raise ValueError(f"{LENIENCE_MESSAGE} (got lenience {lenience})")
+        from ..errors import keyed
+
+        raise keyed(f"{LENIENCE_MESSAGE} (got lenience {lenience})", "tree.lenience", value=lenience)
 
 
 @dataclass
