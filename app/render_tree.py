@@ -102,9 +102,10 @@ def _residual_line(node, lang: str | None = None) -> str:
     name = f"p{_sub(rank + 1)}"
     mass_words = _h(tr("vtree.residual_mass", lang, mass=fmt(mass, 2))) if mass is not None else ""
     top_words = _h(tr("vtree.residual_top", lang, tokens="\x00")).replace("\x00", tokens) if tokens else ""
-    body = ", ".join(x for x in (mass_words, top_words) if x)
-    said = _h(tr("vtree.residual", lang, name=name, formula=f"norm(max(0, p{_sub(rank)} − q{_sub(rank)}))"))
-    return f'<div class="vresid" role="note">↳ {said}: {body}</div>'
+    body = _h(tr("vtree.sep", lang)).join(x for x in (mass_words, top_words) if x)
+    said = _h(tr("vtree.residual", lang, name=name, formula=f"norm(max(0, p{_sub(rank)} − q{_sub(rank)}))",
+                 body="\x00")).replace("\x00", body)
+    return f'<div class="vresid" role="note">↳ {said}</div>'
 
 
 def _node_line(node, greedy: bool, siblings: int = 2, lang: str | None = None) -> str:
