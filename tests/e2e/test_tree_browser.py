@@ -88,3 +88,32 @@ def test_the_lessons_worked_tree(browser, app_url, size):
     assert "2nd try" in tree and "residual" in tree
     page.screenshot(path=str(SHOTS / f"tree_lesson_{size}.png"), full_page=True)
     assert errors == []
+
+
+@pytest.mark.parametrize("lang", ["es", "zh"])
+def test_a_tree_iteration_in_another_language(browser, app_url, tree_trace, lang):
+    """The same saved tree run with ?lang=: the verified tree's words are the language's (no English
+    fallback shows), on a phone."""
+    from app import i18n
+
+    page, errors = _page(browser, "phone")
+    page.goto(app_url + f"?lang={lang}")
+    page.get_by_role("tab", name=i18n.t("common.tab.lesson", lang)).first.wait_for(timeout=60_000)
+    open_tab(page, i18n.t("common.tab.explainer", lang))
+    page.get_by_text(i18n.t("explainer.label.save_open", lang), exact=True).first.click()
+    with page.expect_file_chooser() as chooser:
+        page.get_by_role("button", name=i18n.t("explainer.button.upload", lang)).click()
+    chooser.value.set_files(str(tree_trace))
+    page.wait_for_selector("#tree .vtree", timeout=30_000)
+    box = page.locator("#timeline input[type=number]")
+    box.fill("1")
+    box.press("Enter")
+    page.wait_for_function("() => /u = 0\\.930/.test(document.querySelector('#tree')?.innerText || '')",
+                           timeout=30_000)
+    tree = visible_text(_check(page, "#tree"))
+    for key in ("vtree.mark_kept", "vtree.mark_rejected", "vtree.mark_untried", "vtree.root"):
+        assert i18n.t("explainer." + key, lang) in tree, key
+    assert "try" not in tree and "kept" not in tree and "residual" not in tree
+    caption = visible_text(page.inner_html("#draft-row"))
+    assert i18n.t("explainer.draft.summary_tree", lang, accepted=2, n=6, emitted=3) in caption
+    assert errors == []
