@@ -17,6 +17,7 @@ Shared by the tabs, at this root:
     live.py, presets.py, controls.py      a live run on the loaded pair, the model pairs, the method controls
     settings.py                           a run's settings, their limits, the CLI command
     render.py, render_methods.py          trace records -> HTML (chips, draft row, tree, the methods' tables)
+    render_tree.py                        a verified draft tree: each sibling's q, p, coin, residual; the kept path
     charts.py, charts_methods.py          trace records -> plotly figures (charts_running.py: the running
                                           charts, acceptance per draft position among them)
     rules_text.py, html_text.py, texts.py the rules' words, HTML escaping and numbers, the tabs' texts

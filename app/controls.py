@@ -103,7 +103,8 @@ def build_method_controls(method: str, methods: dict | None = None) -> dict[str,
         if c.kind is bool:
             out[c.name] = gr.Checkbox(value=bool(c.default), label=label, visible=visible, info=info)
         elif c.kind is str:  # a choice among named values (e.g. the gamma schedule)
-            out[c.name] = gr.Dropdown(list(k.choices), value=c.default, label=label, visible=visible, info=info)
+            out[c.name] = gr.Dropdown(list(k.choices), value=c.default, label=label, visible=visible, info=info,
+                                      allow_custom_value=k.open_choices)
         else:
             lo = k.minimum if k.minimum is not None else 0
             hi = k.ui_maximum if k.ui_maximum is not None else (k.maximum if k.maximum is not None else 1)

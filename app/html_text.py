@@ -95,3 +95,19 @@ def num(x, digits: int = 3) -> str:
     if f in (float("inf"), float("-inf")):
         return "∞" if f > 0 else "−∞"
     return fmt(f, digits)
+
+
+def coin_bar(coin: float | None, threshold: float | None, accepted: bool | None, lang: str | None = None) -> str:
+    """The coin u against its threshold as a bar: the grey part is the threshold, the tick the coin."""
+    from .i18n import t as tr
+
+    if coin is None or threshold is None:
+        return ""
+    t = max(0.0, min(1.0, threshold)) * 100
+    u = max(0.0, min(1.0, coin)) * 100
+    state = "acc" if accepted else "rej"
+    aria = attr(tr("explainer.draft.coin_aria", lang, coin=fmt(coin), threshold=fmt(threshold)))
+    return (
+        f'<div class="coinbar {state}" role="img" aria-label="{aria}">'
+        f'<div class="thr" style="width:{t:.1f}%"></div><div class="u" style="left:{u:.1f}%"></div></div>'
+    )

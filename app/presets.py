@@ -35,6 +35,7 @@ class Preset:
     chat: bool
     note: str = ""
     note_key: str = ""  # the note's catalog key (explainer.preset.<key>), where the note is that text
+    draft_tree: str | None = None  # the speculative method's draft tree this preset sets (None: leaves it as it is)
 
 
 def preset_note(p: "Preset | None", lang: str | None = None) -> str:
@@ -75,6 +76,13 @@ def _presets() -> list[Preset]:
                             "answers from a passage) it copies the span that followed; elsewhere the feature draft "
                             "(one layer over the target's own hidden states) guesses.",
                             "explainer.preset.hybrid_feature")
+    # the feature draft drawing a tree of guesses per iteration (decoding/methods/tree_draft.py), this device's
+    # tuned size where one was measured (auto)
+    feature_tree = Preset("default-feature-tree", "Offline: SmolLM2-135M-Instruct, feature draft, tree of guesses",
+                          DEFAULT_TARGET, str(SHIPPED_FEATURE_DRAFT), True,
+                          f"{OFFLINE} The feature draft proposes several guesses for each position, a tree of its "
+                          "likeliest continuations, and the target checks the whole tree in one pass.",
+                          "explainer.preset.feature_tree", draft_tree="auto")
     lookup = Preset("default-lookup", "Offline: SmolLM2-135M-Instruct, drafted by prompt lookup (no draft model)",
                     DEFAULT_TARGET, PROMPT_LOOKUP, True,
                     f"{OFFLINE} It copies from the context, so it drafts only where the text repeats.",
@@ -88,7 +96,7 @@ def _presets() -> list[Preset]:
     else:
         offline = (hybrid, distilled, lookup)
         if (SHIPPED_FEATURE_DRAFT / "config.json").is_file():
-            offline = (hybrid_feature, *offline, feature)
+            offline = (hybrid_feature, *offline, feature, feature_tree)
         first = offline[0]
         offline = (dataclasses.replace(first, label=first.label.replace("Offline: ", "Offline default: ", 1)),
                    *offline[1:])

@@ -18,10 +18,10 @@ from decoding.methods.registry import method_view
 from decoding.methods.speculative import ChainStep
 from decoding.trace.record import ACCEPTED, BONUS, CORRECTION, TARGET, Candidate, IterationRecord, RunSummary
 
-from .html_text import attr as _attr, fmt, special_name, token_html, visible
+from .html_text import attr as _attr, coin_bar, fmt, special_name, token_html, visible
 from .i18n import t as _i18n
 from .rules_text import (candidates, greedy_rule, mjsd_prefix, ppd_argmax, ppd_caption, ppd_lossy, ppd_rule_text,
-                         threshold_label)
+                         threshold_label, tree_drafted)
 
 REJECTED = "rejected"
 
@@ -224,19 +224,6 @@ def chips_html(records: list[IterationRecord], upto: int | None = None, prompt: 
             f'{"".join(parts)}</div>')
 
 
-def _coin_bar(coin: float | None, threshold: float | None, accepted: bool | None, lang: str | None = None) -> str:
-    if coin is None or threshold is None:
-        return ""
-    t = max(0.0, min(1.0, threshold)) * 100
-    u = max(0.0, min(1.0, coin)) * 100
-    state = "acc" if accepted else "rej"
-    aria = _attr(tr("draft.coin_aria", lang, coin=fmt(coin), threshold=fmt(threshold)))
-    return (
-        f'<div class="coinbar {state}" role="img" aria-label="{aria}">'
-        f'<div class="thr" style="width:{t:.1f}%"></div><div class="u" style="left:{u:.1f}%"></div></div>'
-    )
-
-
 def _origin(chain: ChainStep, record: IterationRecord, lang: str | None) -> str:
     """Where this iteration's draft came from (HTML; the catalog texts hold <b> only)."""
     last = _last_tokens(chain.match_length, lang)
@@ -264,6 +251,9 @@ def draft_row_html(record: IterationRecord | None, lang: str | None = None) -> s
     chain = ChainStep.of(record)
     if chain is not None and chain.source in SOURCES:
         head += f'<p class="origin from-{chain.source}">{_origin(chain, record, lang)}</p>'
+    tree = tree_drafted(record)
+    if tree is not None:
+        head += f'<p class="origin">{tr("draft.tree_origin", lang, n=tree)}</p>'
     rows = []
     marks = {None: ("none", tr("draft.mark_none", lang)), True: ("acc", tr("draft.mark_accept", lang)),
              False: ("rej", tr("draft.mark_reject", lang))}
@@ -288,7 +278,7 @@ def draft_row_html(record: IterationRecord | None, lang: str | None = None) -> s
             f'{token_html(d.text)}</span></td>'
             f'<td>{fmt(d.q)}</td><td>{fmt(d.p)}</td><td class="opt">{fmt(ratio, 2)}</td>'
             f'<td>{coin}</td><td>{threshold}</td>'
-            f'<td class="opt">{_coin_bar(d.coin, d.threshold, d.accepted, lang)}</td>'
+            f'<td class="opt">{coin_bar(d.coin, d.threshold, d.accepted, lang)}</td>'
             f"<td>{mark}</td></tr>"
         )
     thr = html.escape(threshold_label(record, lang))
@@ -303,14 +293,17 @@ def draft_row_html(record: IterationRecord | None, lang: str | None = None) -> s
     final = [t for t in record.emitted if t.kind in (CORRECTION, BONUS)]
     if final:
         t = final[0]
-        how = tr("draft.then_residual" if t.kind == CORRECTION and record.residual is not None
+        how = tr(("draft.then_tree_greedy" if greedy else "draft.then_tree_residual") if t.kind == CORRECTION
+                 and tree is not None else "draft.then_tree_bonus" if tree is not None
+                 else "draft.then_residual" if t.kind == CORRECTION and record.residual is not None
                  else "draft.then_target" if t.kind == CORRECTION else "draft.then_bonus", lang)
         chip = f'<span class="chip chip-{t.kind}">{token_html(t.text)}</span>'
         tail = f'<p>{html.escape(tr("draft.then", lang))} {chip} — {html.escape(how)}.</p>'
     else:
         tail = f'<p>{html.escape(tr("draft.ended_inside", lang))}</p>'
-    summary = tr("draft.summary", lang, accepted=record.accepted_length, drafted=len(record.draft),
-                 emitted=len(record.emitted))
+    summary = (tr("draft.summary", lang, accepted=record.accepted_length, drafted=len(record.draft),
+                  emitted=len(record.emitted)) if tree is None else
+               tr("draft.summary_tree", lang, accepted=record.accepted_length, n=tree, emitted=len(record.emitted)))
     summary = f'<p>{html.escape(summary)}</p>'
     return f'<div class="draftrow">{head}<div class="tablewrap">{table}</div>{tail}{summary}</div>'
 
@@ -479,8 +472,12 @@ def caption(record: IterationRecord | None, lang: str | None = None) -> str:
     k = len(record.draft)
     rejected = next((d for d in record.draft if d.accepted is False), None)
     final = next((t for t in record.emitted if t.kind in (CORRECTION, BONUS)), None)
-    s = tr("caption.head", lang, i=i, k=k, accepted=record.accepted_length)
-    if rejected is not None:
+    tree = tree_drafted(record)
+    s = (tr("caption.head", lang, i=i, k=k, accepted=record.accepted_length) if tree is None
+         else tr("caption.head_tree", lang, i=i, n=tree, accepted=record.accepted_length))
+    if rejected is not None and tree is not None:
+        s += " " + tr("caption.rejected_tree", lang, position=rejected.position + 1, token=repr(visible(rejected.text)))
+    elif rejected is not None:
         params = dict(position=rejected.position + 1, token=repr(visible(rejected.text)), p=fmt(rejected.p),
                       coin=fmt(rejected.coin), threshold=fmt(rejected.threshold))
         if rejected.coin is None:
@@ -492,7 +489,7 @@ def caption(record: IterationRecord | None, lang: str | None = None) -> str:
     if final is not None:
         s += " " + tr("caption.correction" if final.kind == CORRECTION else "caption.bonus", lang,
                       token=repr(visible(final.text)))
-    more = drafted_note(record, lang)
+    more = drafted_note(record, lang) if tree is None else ""
     if more:
         s += f" ({more})"
     return s

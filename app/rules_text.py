@@ -8,6 +8,7 @@ from decoding.methods.mjsd.generator import MjsdPrefix, MjsdStep
 from decoding.methods.registry import method_view
 from decoding.methods.ppd.generator import PPDStep
 from decoding.methods.speculative import ChainStep
+from decoding.methods.tree_draft import TreeDraftStep
 from decoding.trace.record import ACCEPTED, Candidate, IterationRecord
 
 from .html_text import fmt, visible
@@ -16,6 +17,16 @@ from .i18n import t
 
 def _tr(key: str, lang: str | None, **params) -> str:
     return t("explainer.rule." + key, lang, **params)
+
+
+def tree_drafted(record: IterationRecord) -> int | None:
+    """How many tokens an iteration drafted as a tree (several guesses under one token, each with its
+    verdict); None for a chain, an older trace or a tree without verdicts (PPD, MJSD)."""
+    if not method_view(record.method).node_verdicts or not any(n.sibling_rank for n in record.tree if n.verdict):
+        return None
+    info = TreeDraftStep.of(record)
+    return info.drafted if info is not None and info.drafted is not None else \
+        sum(1 for n in record.tree if n.kind != "root")
 
 
 def mjsd_prefix(record: IterationRecord, position: int) -> tuple[MjsdPrefix, float | None] | None:

@@ -81,7 +81,7 @@ def add_method_flags(parser, methods=None) -> None:
                 continue
             base = next((t for t in (int, float, str) if kind is t or t in typing.get_args(kind)), str)
             parser.add_argument(*flags, dest=f.name, type=base, default=default, help=k.help,
-                                **({"choices": list(k.choices)} if k.choices else {}))
+                                **({"choices": list(k.choices)} if k.choices and not k.open_choices else {}))
 
 
 def _add_sample(sub) -> None:

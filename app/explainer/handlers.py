@@ -360,7 +360,9 @@ def on_preset_input(preset, method, custom_draft):
     if problem:
         note = (tr("status.pick_method_or", problem=problem, pair=near.label) if near is not None
                 else tr("status.pick_method", problem=problem))
-    return gr.update(value=p.chat if p else True), note
+    tree = p.draft_tree if p is not None else None
+    # a pair that draws a tree sets the method's draft tree (the method stays the user's)
+    return gr.update(value=p.chat if p else True), note, (gr.update(value=tree) if tree else gr.skip())
 
 
 def on_method_input(method, preset, custom_draft):

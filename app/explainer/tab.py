@@ -279,7 +279,8 @@ def build(demo: gr.Blocks, state: gr.State, autorun: gr.State) -> ExplainerTab:
     on(prompt_pick.input, on_prompt_pick, prompt_pick, [prompt, chat], run_status, clear=False, api_name=False)
     on(preset.change, on_preset, preset, [custom_target, custom_draft, preset_note], run_status, clear=False,
        api_name=False)
-    on(preset.input, on_preset_input, [preset, method, custom_draft], [chat, pair_note], run_status, clear=False,
+    on(preset.input, on_preset_input, [preset, method, custom_draft], [chat, pair_note, components["draft_tree"]],
+       run_status, clear=False,
        **CHEAP)
     toggled = ("gamma", "lenience", *knobs)
     on(method.change, lambda m: on_method(m, toggled), method, [components[n] for n in toggled], run_status,

@@ -16,7 +16,7 @@ from decoding.rules import theory
 from decoding.methods.registry import METHODS, method_view
 from decoding.trace.metrics import RunCounts
 
-from .. import charts, charts_running, render
+from .. import charts, charts_running, render, render_tree
 from ..render import tr
 from .panels import method_panel
 from ..session import Session
@@ -145,7 +145,7 @@ def view(session: Session, upto=None, position=None, final: bool = False, note: 
         draft_row=render.draft_row_html(record, lang),
         pq_plot=charts.pq_figure(record, position_index(position), lang),
         residual_plot=charts.residual_figure(record, lang),
-        tree=render.tree_html(record, lang=lang),
+        tree=render_tree.tree_panel_html(record, lang),
         running=charts_running.running_figure(records, i, session.baseline_tps(), session.target_bytes,
                                               session.draft_bytes, lang=lang),
         theory_plot=theory_fig,

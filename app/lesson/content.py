@@ -35,6 +35,7 @@ WIDGETS = {
     "lab": {"lenience", "n", "seed", "kl_bound", "residual", "implementation"},
     "theory": {"alpha", "gamma", "c", "numbers"},
     "race": {"name"},
+    "tree": {"seed", "siblings"},
 }
 
 

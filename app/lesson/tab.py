@@ -1,4 +1,4 @@
-"""The Lesson tab: ten short chapters from assets/lesson.yaml, each with one idea, one live widget,
+"""The Lesson tab: short chapters from assets/lesson.yaml, each with one idea, one live widget,
 a question checked before its answer is shown, a "Try this" that changes one setting, and a
 "Run it live" that moves the same settings to the Explainer.
 

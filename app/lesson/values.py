@@ -26,9 +26,11 @@ from decoding.methods.mjsd.generator import MjsdStep
 from decoding.trace.record import BONUS, CORRECTION
 from decoding.run.trace_file import read_trace
 
+from .. import measured
 from ..race_file import read_race, shipped_races
 from ..race_result import speedup
 from ..session import example_traces, find_named, find_trace  # noqa: F401 (find_trace: the lesson's too)
+from . import worked_tree
 
 VALUES: dict[str, Callable[..., object]] = {}
 
@@ -162,6 +164,57 @@ def mentored_alpha(kl_bound: float) -> float:
 def kl_draft() -> float:
     """KL(p ‖ q) of the worked example: at or below D, every draft is kept."""
     return run_sampling_lab(EXAMPLE_P, EXAMPLE_Q, n=1, kl_bound=1.0)["kl_draft"]
+
+
+# --------------------------------------------------------------------------- the worked draft tree (worked_tree.py)
+@value("tree.threshold")
+def tree_threshold(rank: int) -> float:
+    """min(1, p_i/q_i) of the worked tree's sibling of that rank (0: tried first), given that the earlier
+    ones were rejected."""
+    p, q = worked_tree.distributions(int(rank))
+    x = worked_tree.index(worked_tree.SIBLINGS[int(rank)])
+    return float(acceptance_threshold(p[x], q[x]))
+
+
+@value("tree.p")
+def tree_p(rank: int) -> float:
+    """p_i(x_i): the worked tree's sibling under the target's distribution after the earlier rejections."""
+    p, _ = worked_tree.distributions(int(rank))
+    return float(p[worked_tree.index(worked_tree.SIBLINGS[int(rank)])])
+
+
+@value("tree.q")
+def tree_q(rank: int) -> float:
+    """q_i(x_i): the worked tree's sibling under q without the earlier siblings."""
+    _, q = worked_tree.distributions(int(rank))
+    return float(q[worked_tree.index(worked_tree.SIBLINGS[int(rank)])])
+
+
+@value("tree.keep_chance")
+def tree_keep_chance(siblings: int) -> float:
+    """The chance one of `siblings` guesses drawn from q without replacement is kept (one: Σ min(p, q))."""
+    return worked_tree.keep_chance(int(siblings))
+
+
+@value("tree.rescue_chance")
+def tree_rescue_chance() -> float:
+    """Given that the first guess was rejected, the chance the second one is kept."""
+    one = worked_tree.keep_chance(1)
+    return (worked_tree.keep_chance(2) - one) / (1 - one)
+
+
+# --------------------------------------------------------------------------- measured (docs/bench)
+@value("measured.pass_cost")
+def pass_cost(tokens: int, dtype: str = "bfloat16", context: int = 200) -> float:
+    """One target pass over `tokens` new tokens relative to a one-token step, as measured on this project's
+    machine (`app.measured.pass_cost`)."""
+    return measured.pass_cost(int(tokens), str(dtype), int(context))
+
+
+@value("measured.speedup")
+def measured_speedup(run: str, variant: str) -> float:
+    """A variant's speedup over plain decoding in a committed benchmark run (docs/bench/<run>/bench.json)."""
+    return measured.speedup(str(run), str(variant))
 
 
 # --------------------------------------------------------------------------- theory (decoding/rules/theory.py)

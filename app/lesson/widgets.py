@@ -17,8 +17,11 @@ from decoding.run.pair import PROMPT_LOOKUP
 from decoding.rules.implementations import DEFAULT_IMPLEMENTATION, get_implementation
 from decoding.rules.lab import EXAMPLE_P, EXAMPLE_Q, EXAMPLE_VOCAB, run_sampling_lab
 
-from .. import charts, charts_methods, charts_running, render, render_methods
+from decoding.trace.record import CORRECTION, Candidate, EmittedToken, IterationRecord, Residual, Timings, TreeNode
+
+from .. import charts, charts_methods, charts_running, render, render_methods, render_tree
 from ..html_text import fmt, token_html
+from . import worked_tree
 from ..i18n import t
 from ..lab.events import impl_text
 from .values import coin, find_trace, keep_chance, race, trace
@@ -97,17 +100,22 @@ def _trace_view(w: dict) -> WidgetView:
                       + render.draft_row_html(record))
 
 
+def _example_rows(marked) -> str:
+    """The worked example's p and q, one table row per token (the tokens in `marked` highlighted)."""
+    return "".join(
+        f'<tr{" class=cur" if v in marked else ""}><td>{html.escape(v)}</td>'
+        f'<td><span class="lesson-bar p" style="--w:{p:.4f}"></span> {fmt(p)}</td>'
+        f'<td><span class="lesson-bar q" style="--w:{q:.4f}"></span> {fmt(q)}</td></tr>'
+        for v, p, q in zip(EXAMPLE_VOCAB, EXAMPLE_P, EXAMPLE_Q))
+
+
 def _coin_view(w: dict) -> WidgetView:
     """One check of one draft token of the worked example: p, q, the threshold, the coin, the verdict."""
     token, seed, lenience = str(w["token"]), int(w.get("seed", 0)), float(w.get("lenience", 1.0))
     i = EXAMPLE_VOCAB.index(token)
     threshold, u = keep_chance(token, lenience), coin(seed)
     kept = u <= threshold
-    bars = "".join(
-        f'<tr{" class=cur" if v == token else ""}><td>{html.escape(v)}</td>'
-        f'<td><span class="lesson-bar p" style="--w:{p:.4f}"></span> {fmt(p)}</td>'
-        f'<td><span class="lesson-bar q" style="--w:{q:.4f}"></span> {fmt(q)}</td></tr>'
-        for v, p, q in zip(EXAMPLE_VOCAB, EXAMPLE_P, EXAMPLE_Q))
+    bars = _example_rows({token})
     verdict = (f'<span class="mark acc">{html.escape(t("lesson.w.kept"))}</span>' if kept else
                f'<span class="mark rej">{html.escape(t("lesson.w.rejected"))}</span>')
     rule = "p/q" if lenience == 1 else f"p/({lenience:g}·q)"
@@ -119,8 +127,52 @@ def _coin_view(w: dict) -> WidgetView:
             .replace("\x01", f"<b>{fmt(threshold)}</b>").replace("\x02", f"<b>{fmt(u)}</b>"))
     out = (f'<div class="lesson-coin"><table class="drafttable"><caption>{html.escape(t("lesson.w.table_caption"))}'
            f'</caption><thead><tr>{heads}</tr></thead><tbody>{bars}</tbody></table><p>{said}</p>'
-           f'{render._coin_bar(u, threshold, kept)}<p class="lesson-verdict">{verdict}</p></div>')
+           f'{render.coin_bar(u, threshold, kept)}<p class="lesson-verdict">{verdict}</p></div>')
     return WidgetView(out)
+
+
+def worked_tree_record(siblings: int, seed: int) -> IterationRecord:
+    """The worked tree checked with the coins of `seed` (`worked_tree.check`), as the trace record the
+    Explainer's tree panel draws: the root, its guesses with their verdicts, the correction if any."""
+    checked, correction = worked_tree.check(siblings, seed)
+    nodes = [TreeNode(0, -1, -1, "…", 0, "root", True)]
+    for rank, s in enumerate(checked):
+        top = None
+        if s.residual is not None:
+            top = sorted((Candidate(i, v, r) for i, (v, r) in enumerate(zip(EXAMPLE_VOCAB, s.residual)) if r > 0),
+                         key=lambda c: (-round(c.p, 9), c.token_id))
+        nodes.append(TreeNode(rank + 1, 0, EXAMPLE_VOCAB.index(s.token), s.token, 1, "draft", s.verdict == "accepted",
+                              q=s.q, p=s.p, coin=s.coin, threshold=s.threshold, verdict=s.verdict, sibling_rank=rank,
+                              residual_mass=s.residual_mass, residual_top=top))
+    emitted, residual = [], None
+    if correction is not None:
+        last = checked[-1]
+        i = EXAMPLE_VOCAB.index(correction)
+        emitted = [EmittedToken(i, correction, CORRECTION)]
+        residual = Residual(i, correction, last.residual_mass, False, nodes[-1].residual_top or [])
+    return IterationRecord(method="speculative", iteration=0, context_length=0, gamma=siblings, draft=[],
+                           accepted_length=0, emitted=emitted, residual=residual, next_top=[], tree=nodes,
+                           timings=Timings(), target_calls=1, draft_calls=1, generated=len(emitted), elapsed=0.0,
+                           energy_joules=None, energy_note="", finished=False)
+
+
+def _tree_view(w: dict) -> WidgetView:
+    """The worked tree: p and q, then its guesses tried in order with their coins, residuals and verdicts."""
+    siblings, seed = int(w.get("siblings", 2)), int(w.get("seed", 0))
+    record = worked_tree_record(siblings, seed)
+    guesses = t("lesson.w.tree.then").join(f"<b>{html.escape(g)}</b>" for g in worked_tree.SIBLINGS[:siblings])
+    shape = t("lesson.w.tree.shape_tree" if siblings > 1 else "lesson.w.tree.shape_chain", guesses="\x00")
+    kept = next((n for n in record.tree if n.verdict == "accepted"), None)
+    end = (t("lesson.w.tree.kept", token="\x01") if kept is not None else t("lesson.w.tree.all_rejected"))
+    said = html.escape(t("lesson.w.tree.head", shape=shape, seed=seed, end=end)).replace("\x00", guesses)
+    if kept is not None:
+        said = said.replace("\x01", f"<b>{html.escape(kept.text)}</b>")
+    heads = "".join(f"<th>{html.escape(t(key))}</th>" for key in ("lesson.w.col.token", "lesson.w.col.p",
+                                                                    "lesson.w.col.q"))
+    table = (f'<table class="drafttable"><caption>{html.escape(t("lesson.w.table_caption"))}</caption><thead><tr>'
+             f'{heads}</tr></thead><tbody>{_example_rows(set(worked_tree.SIBLINGS[:siblings]))}</tbody></table>')
+    head = f'<p class="lesson-caption">{said}</p>'
+    return WidgetView(f'<div class="lesson-coin">{table}</div>' + render_tree.verified_tree_html(record, head))
 
 
 def _lab_view(w: dict) -> WidgetView:
@@ -165,7 +217,8 @@ def _race_view(w: dict) -> WidgetView:
     return WidgetView(f'<p class="lesson-caption">{html.escape(t("lesson.w.race", title=title))}</p>', player=value)
 
 
-VIEWS = {"trace": _trace_view, "coin": _coin_view, "lab": _lab_view, "theory": _theory_view, "race": _race_view}
+VIEWS = {"trace": _trace_view, "coin": _coin_view, "lab": _lab_view, "theory": _theory_view, "race": _race_view,
+         "tree": _tree_view}
 
 
 def render_widget(widget: dict) -> WidgetView:

@@ -11,6 +11,8 @@
 - `feature.py`       a feature draft that drafts from the target's own hidden states (EAGLE)
 - `output_head.py`   a draft's output head restricted to the tokens the target writes (FR-Spec)
 - `gamma_policy.py`  how many tokens to draft next: fixed, automatic (per source) or HF's heuristic
+- `tree.py`          draft trees as plain data: growth by path confidence, tree masks, Gumbel-top-k
+- `shape_policy.py`  tree or chain for the next model draft, by this run's measured tokens per second
 
 `DraftSource` (one way to draft an iteration) lives in the trace layer (`decoding/trace/source.py`),
 since the run statistics group by it too. Imports only the trace, rules and lm layers.

@@ -97,9 +97,13 @@ class Drafter(abc.ABC):
     - `sources(sequence)`: the ways it can draft after `sequence`, for the gamma policy.
     - `propose(...)`: the draft of one iteration, a `Proposal`.
     - `rollback(length)`: after verification, forget everything past the first `length` tokens.
+    - `supports_tree`, `propose_tree(...)`, `fixed_source(...)`: for draft trees (`--draft-tree`), with
+      defaults (no tree; the preferred source as it is), overridden by the drafters that draw trees.
     """
 
     name: str
+    # draws a tree of guesses (`propose_tree`), for `--draft-tree`; a copier does not
+    supports_tree: bool = False
 
     @property
     @abc.abstractmethod
@@ -143,6 +147,19 @@ class Drafter(abc.ABC):
         but the last with the tokens drafted so far; True ends the draft there (the token stays in);
         the hybrid stops its model where the context starts to repeat. Both depend on the draft
         side only, so stopping early leaves the rule exact."""
+
+    # --- for draft trees (methods/tree_draft.py): the only members with default bodies, since only the
+    # model drafters (and the hybrid, through its model) draw trees --------------------------------------
+    def propose_tree(self, sequence: list[int], nodes: int, depth: int, sampling: SamplingConfig,
+                     generator: torch.Generator | None):
+        """A drafters.tree.DraftTree of at most `nodes` draft nodes and `depth` levels after `sequence`
+        (None where it cannot draft now); only where `supports_tree`."""
+        raise ValueError(f"{self.name} does not draw draft trees")
+
+    def fixed_source(self, sequence: list[int], source: DraftSource) -> DraftSource:
+        """The source its own fixed rule drafts from when `source` is preferred (the hybrid: a copy only
+        where the match is long enough, else its model); by default `source` itself."""
+        return source
 
     @abc.abstractmethod
     def rollback(self, length: int) -> None:

@@ -27,6 +27,8 @@ import torch
 from ..lm.backend import make_lm
 from ..lm.cached_lm import CachedLM
 from .base import CATCH_UP_TOKENS, Drafter, Proposal
+from .tree import DraftTree, grow_tree, tree_mask
+from ..lm.tree_pass import tree_pass
 from ..trace.source import MODEL_SOURCE, DraftSource
 from .output_head import OutputHead, load_head
 from ..rules.warp import SamplingConfig, warp_logits
@@ -159,6 +161,7 @@ class FeatureDrafter(Drafter):
     catches up on the target's new features (the tokens the target verified meanwhile)."""
 
     kind = "model"
+    supports_tree = True
 
     def __init__(self, model: FeatureDraftModel, head: OutputHead, embedding: torch.nn.Module, device,
                  vocab_width: int, name: str):
@@ -203,6 +206,59 @@ class FeatureDrafter(Drafter):
 
     def _crop(self, length: int) -> None:
         self.lm.rollback(length)
+
+    def _catch_up(self, sequence: list[int]) -> tuple[torch.Tensor, float]:
+        """Feed the true pairs the cache lacks (at least the last one), then its own predictions for
+        positions the target has not read; returns the predicted feature at position len(sequence) - 1
+        (1, hidden) and the catch-up's seconds (0 unless it was long: CATCH_UP_TOKENS)."""
+        n = len(sequence)
+        known = min(self.target.length, n - 1)  # pairs t < known have true features f_t and a next token
+        # re-feed at least the last true pair: its output, the predicted f_known, starts the draft
+        self.length = min(self.length, known - 1)
+        self._crop(self.length)
+        started, fed = time.perf_counter(), known - self.length
+        feature = self._pass(self.target.features[self.length: known], list(sequence[self.length + 1: known + 1]),
+                             self.length)[-1:]
+        self.length = known
+        catch_up = time.perf_counter() - started if fed > CATCH_UP_TOKENS else 0.0
+        # positions the target has not read (a context longer than its cache): its own predictions
+        for t in range(known, n - 1):
+            feature = self._pass(feature, [sequence[t + 1]], t)[-1:]
+        return feature, catch_up
+
+    def propose_tree(self, sequence: list[int], nodes: int, depth: int, sampling: SamplingConfig,
+                     generator: torch.Generator | None) -> DraftTree | None:
+        """A draft tree after `sequence` (drafters/tree.py's `grow_tree`; None where it cannot draft).
+        Node c's pair (the predicted feature of its parent, its token) is fed at position
+        len(sequence) - 2 + depth(c) in one tree pass per level (it sees the true pairs and its
+        ancestors' pairs); the head of its output, the predicted feature at its own position, scores
+        its children. The pairs built on predictions are dropped afterwards, as after a chain."""
+        if self.target is None or self.target.length == 0 or len(sequence) < 2:
+            return None
+        n = len(sequence)
+        root_feature, catch_up = self._catch_up(sequence)
+        committed = self.lm.length
+        features = {0: root_feature}
+        slots: dict[int, int] = {}
+
+        def expand(fed: list[int], tree: DraftTree) -> torch.Tensor:
+            base = self.lm.length
+            slots.update({c: base + j for j, c in enumerate(fed)})
+            mask = tree_mask(tree.parents, fed, slots, committed, base + len(fed))
+            dtype = self.model.fc.weight.dtype
+            with torch.inference_mode():
+                embeds = self.embedding(torch.tensor([tree.tokens[c] for c in fed], device=self.device))
+                parents = torch.cat([features[tree.parents[c]] for c in fed]).to(dtype)
+                pairs = torch.cat([parents, embeds.to(dtype)], dim=-1)
+            out = tree_pass(self.lm, pairs, [n - 2 + tree.depths[c] for c in fed], mask)
+            features.update({c: out[j: j + 1] for j, c in enumerate(fed)})
+            return self.head.logits(out, self.vocab_width)
+
+        root_logits = self.head.logits(root_feature, self.vocab_width)[-1]
+        tree = grow_tree(sequence[-1], root_logits, expand, nodes, depth, sampling, generator)
+        self._crop(self.length)
+        tree.catch_up_seconds = catch_up
+        return tree
 
     def propose(self, sequence: list[int], gamma: int, sampling: SamplingConfig, generator: torch.Generator,
                 keep_going=None, source: DraftSource | None = None, exact: bool = False,

@@ -96,6 +96,11 @@ class HybridDrafter(Drafter):
             return self._model_draft(sequence, gamma, sampling, generator, keep_going, stop_after)
         return cut_where_told(self._copy(sequence, source, self._copy_length(source, gamma, exact)), stop_after)
 
+    def fixed_source(self, sequence: list[int], source: DraftSource) -> DraftSource:
+        """The source its fixed rule drafts from (`_fixed_rule`): a copy where the match is long enough,
+        else the model (a draft tree drafts a model source its own way: methods/tree_draft.py)."""
+        return self._fixed_rule(sequence, source)
+
     def _fixed_rule(self, sequence: list[int], source: DraftSource) -> DraftSource:
         """The source the fixed rule drafts from, given the preferred `source`: a copy from the context
         where its suffix matches for at least min_match tokens, else the corpus's continuation where
@@ -153,6 +158,15 @@ class HybridDrafter(Drafter):
                                         q_rows=torch.cat([proposal.q_rows, copy.q_rows.to(proposal.q_rows)]),
                                         match_length=source.match_length, copied=len(copy.tokens))
         return cut_where_told(continued, told if stop_after is not None else None)
+
+    @property
+    def supports_tree(self) -> bool:
+        """Its model's positions can become trees (its copies stay chains)."""
+        return self.model.supports_tree
+
+    def propose_tree(self, sequence, nodes, depth, sampling, generator):
+        """Its model's draft tree (drafters/tree.py); the caller drafts copies as chains (`propose`)."""
+        return self.model.propose_tree(sequence, nodes, depth, sampling, generator)
 
     def rollback(self, length: int) -> None:
         """Roll its model back (a copy keeps no state)."""

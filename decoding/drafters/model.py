@@ -8,15 +8,18 @@ import torch
 
 from ..lm.backend import make_lm
 from ..lm.cached_lm import CachedLM
+from ..lm.tree_pass import tree_pass
 from ..rules.warp import SamplingConfig, warp_logits
 from ..trace.source import MODEL_SOURCE, DraftSource
 from .base import CATCH_UP_TOKENS, Drafter, Proposal
+from .tree import DraftTree, grow_tree, tree_mask
 
 
 class ModelDrafter(Drafter):
     """Autoregressive drafting with a small causal LM (Algorithm 1, step 1 of Leviathan et al.)."""
 
     kind = "model"
+    supports_tree = True
 
     def __init__(self, model: torch.nn.Module, device: torch.device, vocab_width: int, name: str, head=None):
         self.lm = make_lm(CachedLM, model, device, vocab_width, head)
@@ -64,6 +67,30 @@ class ModelDrafter(Drafter):
                 logits = self.lm.forward([x])[-1]
         return Proposal(tokens, torch.stack(rows) if rows else torch.empty(0, self.lm.vocab_width),
                         catch_up_seconds=catch_up)
+
+    def propose_tree(self, sequence: list[int], nodes: int, depth: int, sampling: SamplingConfig,
+                     generator: torch.Generator | None) -> DraftTree:
+        """A draft tree after `sequence` (drafters/tree.py's `grow_tree`): one pass catches the cache up
+        to the sequence (its last row gives the root's q), then one tree pass per level over the level's
+        fed nodes (node c at position len(sequence) - 1 + depth(c), seeing the committed prefix and
+        its ancestors). The cache is cropped back to the sequence afterwards (the next proposal feeds
+        the accepted tokens again: one pass, as a chain draft's catch-up)."""
+        n = len(sequence)
+        new_tokens, started = n - self.lm.length, time.perf_counter()
+        root_logits = self.lm.extend(sequence, keep=1)[-1]
+        catch_up = time.perf_counter() - started if new_tokens > CATCH_UP_TOKENS else 0.0
+        slots: dict[int, int] = {}
+
+        def expand(fed: list[int], tree: DraftTree) -> torch.Tensor:
+            base = self.lm.length
+            slots.update({c: base + j for j, c in enumerate(fed)})
+            mask = tree_mask(tree.parents, fed, slots, n, base + len(fed))
+            return tree_pass(self.lm, [tree.tokens[c] for c in fed], [n - 1 + tree.depths[c] for c in fed], mask)
+
+        tree = grow_tree(sequence[-1], root_logits, expand, nodes, depth, sampling, generator)
+        self.lm.rollback(n)
+        tree.catch_up_seconds = catch_up
+        return tree
 
     def rollback(self, length: int) -> None:
         """Crop its KV cache to the first `length` tokens."""

@@ -11,6 +11,7 @@
 - `energy.py`        energy meters (NVML, RAPL or none, never an invented number) and the
                      weight-bytes-read proxy
 - `procstat.py`      a process's memory figures from /proc (the benchmark's memory children, the app)
+- `tree_tune.py`     measures this device's draft-tree size (`python -m decoding.eval.tree_tune`)
 - `static_smoke.py`  the static cache's GPU smoke check: plain decoding on the dynamic cache, the eager
                      static cache and CUDA graphs, tokens/s and token equality (scripts/gpu_static_smoke.py)
 """

@@ -12,6 +12,7 @@
 - `batching.py`      concurrent runs on one model sharing its forward passes (a class's runs)
 - `devices.py`       which device and dtype a run uses; waiting for queued GPU work before a clock
 - `scoring.py`       teacher-forced scoring of a continuation in one pass
+- `tree_pass.py`     a pass over a draft tree (tree mask, explicit positions) and compaction of its accepted path
 - `prompt_files.py`  the one reader of prompt files (JSON lines or plain lines); it sits this low
                      because PPD's own report (a method) reads prompt files too
 

@@ -11,6 +11,8 @@
 - `mentored.py`        the chain with mentored decoding's lossy rule (the rule: `rules/mentored.py`)
 - `mjsd/`              multi-token joint speculative decoding: beam drafts, joint-likelihood verify
 - `ppd/`               parallel prompt decoding: prompt tokens, sparse trees, hardware-aware tree size
+- `tree_draft.py`      speculative sampling with a draft tree (`--draft-tree`): one pass, rule per sibling
+- `tree_tune.py`       the tuned draft-tree size per device and precision (`--draft-tree auto` reads it)
 
 A method is `method(target, drafter, prompt_ids, config, meter)`: it checks its settings, then returns
 a generator. Adding a method means one registry entry and its own files here. Imports only the

@@ -21,6 +21,7 @@ from .mentored import MentoredSettings, MentoredStep, mentored
 from .mjsd.generator import MjsdSettings, MjsdStep, mjsd
 from .ppd.generator import PPDSettings, PPDStep, ppd
 from .speculative import ChainStep, SpeculativeSettings, speculative
+from .tree_draft import TreeDraftStep
 from .view import MethodView
 from ..trace.record import IterationRecord, StepData
 
@@ -68,7 +69,7 @@ METHODS: dict[str, MethodSpec] = {
         MethodSpec("speculative", speculative, SpeculativeSettings,
                    "speculative sampling: a drafter proposes gamma tokens, the target checks them in one pass",
                    uses_drafter=True, uses_gamma=True, uses_lenience=True, lossless="yes at lenience 1",
-                   trace_data=ChainStep, view=MethodView(panel=None, theory="exact")),
+                   trace_data=ChainStep, view=MethodView(panel=None, theory="exact", node_verdicts=True)),
         MethodSpec("mentored", mentored, MentoredSettings,
                    "mentored decoding: accept more drafts while KL(p || output) <= D per token",
                    uses_drafter=True, uses_gamma=True, lossless="yes at D = 0", trace_data=MentoredStep,
@@ -87,7 +88,8 @@ METHODS: dict[str, MethodSpec] = {
 
 
 # every kind of method data a record can carry, by its key in record.extra (the trace reader checks them)
-STEP_DATA: dict[str, type[StepData]] = {cls.KEY: cls for cls in (ChainStep, MentoredStep, MjsdStep, PPDStep)}
+STEP_DATA: dict[str, type[StepData]] = {cls.KEY: cls for cls in (ChainStep, MentoredStep, MjsdStep, PPDStep,
+                                                                  TreeDraftStep)}
 
 
 def method_spec(name: str, methods: dict[str, MethodSpec] | None = None) -> MethodSpec:

@@ -47,6 +47,7 @@ class Knob:
     app_default: Any = SAME  # the app's default where it differs from the CLI's
     ui_maximum: float | None = None  # the slider's end where it is below `maximum`
     auto: Any = None  # the value meaning "decided automatically": never written into a command
+    open_choices: bool = False  # `choices` are suggestions (the app's dropdown takes typed values); the class checks
 
 
 def knob(default, **meta) -> Any:
@@ -113,7 +114,7 @@ class MethodSettings:
             if value is None or value == k.auto:
                 continue
             what = _what(f)
-            if k.choices and value not in k.choices:
+            if k.choices and not k.open_choices and value not in k.choices:
                 raise SettingsError(f"{what} must be one of {', '.join(map(str, k.choices))} (got {value!r})",
                                     "settings.choice", what=what, choices=", ".join(map(str, k.choices)),
                                     value=repr(value))

@@ -48,7 +48,22 @@ class ChainSettings(MethodSettings):
 
 @dataclass
 class SpeculativeSettings(ChainSettings):
-    """Speculative sampling: gamma and lenience are common settings; only the gamma schedule is its own."""
+    """Speculative sampling: gamma and lenience are common settings; the gamma schedule and the draft
+    tree are its own."""
+
+    draft_tree: str = knob(
+        "off", flag="--draft-tree", choices=("off", "auto", "8,4", "16,6", "24,7"), open_choices=True, label="Draft tree (off, auto, or N nodes[,D levels])", what="draft tree",
+        help="speculative: draft a tree of the model's guesses instead of a chain: off, auto (this device's "
+             "tuned size, else 16 nodes, 6 levels), N or N,D (nodes, depth); copies stay chains",
+        info="off: one guess per position (a chain). A tree keeps several guesses per position, the likeliest "
+             "continuations of the draft, and the target checks them all in one pass. auto: a size measured for "
+             "this computer; or write N or N,D (nodes, levels), e.g. 16,6.")
+
+    def validate(self) -> None:
+        super().validate()
+        from .tree_draft import parse_draft_tree
+
+        parse_draft_tree(self.draft_tree)
 
 
 @dataclass
@@ -65,6 +80,10 @@ class ChainStep(StepData):
 
 def speculative(target, drafter, prompt_ids: list[int], config: RunConfig, meter=None) -> Iterator[IterationRecord]:
     settings = SpeculativeSettings.from_config(config)  # validate before the first iteration
+    if settings.draft_tree.strip().lower() != "off":
+        from .tree_draft import tree_loop
+
+        return tree_loop("speculative", target, drafter, prompt_ids, config, meter, settings)
     return chain_loop("speculative", strict_verify, target, drafter, prompt_ids, config, meter, settings)
 
 

@@ -38,9 +38,13 @@ class MethodView:
               None: no method panel
     baseline  the plain-decoding baseline the others are measured against (speedups, the race's lane B)
     theory    how the theory panel reads a run (one of `THEORIES`; an unknown kind reads as "reference")
+    node_verdicts  its records may hold a draft tree whose nodes carry their own verdicts (TreeNode's q, p,
+              coin, threshold, verdict, sibling_rank, residual; record.extra["tree_draft"] says so per record):
+              draw them where a record has them (speculative with --draft-tree)
     """
 
     rule: str = "chain"
     panel: str | None = PANEL_FIELDS
     baseline: bool = False
     theory: str = "reference"
+    node_verdicts: bool = False

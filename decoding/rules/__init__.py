@@ -2,6 +2,7 @@
 
 - `warp.py`        temperature, top-k and top-p: logits -> the one distribution p or q is
 - `acceptance.py`  the strict and lenient acceptance rules, the residual, verifying a chain
+- `tree_acceptance.py`  verifying a draft tree: recursive rejection over siblings (exact at any temperature)
 - `mentored.py`    mentored decoding's rule: the most acceptance within a KL(target || output) bound
 - `theory.py`      Leviathan et al.'s closed forms (tokens per call, speedup) and a measured cost model
 - `lab.py`         the single-step sampling lab: a rule applied N times to hand-written p and q

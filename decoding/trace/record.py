@@ -71,16 +71,35 @@ class EmittedToken:
 
 @dataclass
 class TreeNode:
-    """A node of the draft tree (a chain for plain speculative decoding); index 0 is the root."""
+    """A node of the draft tree (a chain for plain speculative decoding); index 0 is the root.
+
+    `accepted` marks the accepted path. The per-node verdict fields are filled by a draft tree
+    verified by recursive rejection over siblings (methods/tree_draft.py, rules/tree_acceptance.py)
+    and stay None elsewhere (older traces, PPD, MJSD, chains). At a node v whose children were drawn
+    from q without replacement and tried in that order: for the child of `sibling_rank` i,
+    q = q_i(x_i) (q with the earlier-tried siblings removed and renormalised), p = p_i(x_i) (the
+    target's p at v for the first child, then the residual after the earlier rejections),
+    threshold = min(1, p/q), coin = u_i (None at temperature 0, where the child is accepted iff it is
+    the target's argmax, or when untried), and after a rejection residual_mass = sum max(0, p_i - q_i)
+    and residual_top = the top tokens of the updated residual norm(max(0, p_i - q_i)).
+    """
 
     index: int
     parent: int  # -1 for the root
     token_id: int
     text: str
     depth: int
-    kind: str = "draft"  # root | draft | candidate | prompt | beam
-    accepted: bool = False
-    score: float | None = None  # e.g. a joint log-likelihood
+    kind: str = "draft"  # root | draft (a model's guess) | lookup (a copied token) | candidate | prompt | beam
+    accepted: bool = False  # on the accepted path (the root always)
+    score: float | None = None  # e.g. a joint log-likelihood; a draft tree: the path's draft log-probability
+    q: float | None = None  # q_i(x): probability under the distribution it was drawn from (earlier siblings removed)
+    p: float | None = None  # p_i(x): probability under the target distribution it was tested against
+    coin: float | None = None  # u_i (None at greedy or untried)
+    threshold: float | None = None  # min(1, p/q)
+    verdict: str | None = None  # "accepted" | "rejected" | "untried"
+    sibling_rank: int | None = None  # 0 = tried first
+    residual_mass: float | None = None  # after this node's rejection: sum max(0, p_i - q_i)
+    residual_top: list[Candidate] | None = None  # top tokens of the residual after this node's rejection (p: residual)
 
 
 @dataclass

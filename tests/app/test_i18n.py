@@ -45,3 +45,16 @@ def test_a_missing_text_falls_back_to_english_and_is_recorded(monkeypatch):
 def test_an_unknown_key_is_an_error():
     with pytest.raises(i18n.MissingTranslation):
         i18n.t("no.such.key", "en")
+
+
+@pytest.mark.parametrize("lang", [code for code in i18n.LANGUAGES if code != i18n.DEFAULT])
+def test_every_model_pair_has_its_name_in_every_language(lang):
+    from app.preset_labels import pair_choices
+    from app.presets import presets
+
+    i18n.reset_missing()
+    labels = [p.label for p in presets()]
+    shown = pair_choices(labels, lang)
+    assert [value for _, value in shown] == labels  # the values stay the English names
+    assert i18n.missing() == set(), "pairs without a name in this language"
+    assert all(name != value for name, value in shown)

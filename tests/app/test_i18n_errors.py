@@ -81,6 +81,15 @@ def bad_inputs() -> list[tuple[str, BaseException]]:
         ("pair cannot run the method", app_error("pair.choose", "title.pair_method", pair="a pair",
                                                  problem=lambda lang: pair_problem("mjsd", PROMPT_LOOKUP, lang))),
     ]
+    from decoding.methods.speculative import SpeculativeSettings
+    from decoding.methods.tree_draft import parse_draft_tree
+    from decoding.rules.tree_acceptance import validate_tree_lenience
+
+    cases += [  # the draft tree (speculative's draft_tree): a value that does not parse, out of range, lenience
+        ("draft tree format", _error(SpeculativeSettings.from_dict, {"draft_tree": "wide"})),
+        ("draft tree size", _error(parse_draft_tree, "999,3")),
+        ("draft tree lenience", _error(validate_tree_lenience, 0.5)),
+    ]
     for name, spec in METHODS.items():  # each method's own knobs, out of range
         for f, k in spec.settings.knobs():
             if k.maximum is not None and isinstance(k.maximum, (int, float)) and not k.choices:

@@ -15,6 +15,9 @@ def add_parser(sub) -> None:
     b.add_argument("--prompts", required=True, help="JSON lines with a 'prompt' field (and a 'category'), or plain lines")
     b.add_argument("--methods", default="autoregressive,speculative", help="comma-separated methods")
     b.add_argument("--gamma", default="4", help="comma-separated: numbers, 'auto', 'heuristic' (e.g. 2,4,8,auto,heuristic)")
+    b.add_argument("--draft-tree", default=None,
+                   help="also run each speculative row of a drafter with a model with these draft trees, ';'-separated "
+                        "(e.g. '16,6;auto'): N,D nodes and depth, or auto (methods/tree_draft.py)")
     b.add_argument("--temperature", type=float, default=0.0, help="0 (default) means greedy")
     b.add_argument("--top-k", type=int, default=0)
     b.add_argument("--top-p", type=float, default=1.0)

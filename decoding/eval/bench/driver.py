@@ -29,7 +29,7 @@ from .hf_fast import CACHE_MARGIN_TOKENS
 from .hf_peer import HF_DEFAULT_PROMPT_LOOKUP_TOKENS
 from .memory import measure_memory
 from .runs import run_variant
-from .variants import RunStats, build_variants, parse_gammas
+from .variants import RunStats, build_variants, parse_gammas, parse_trees
 from .stats import category_table, finish_summary, goals, per_prompt_table, summarize_variant
 
 
@@ -88,6 +88,8 @@ def run_bench(args, target, drafts: dict, prompts: list, progress: bool = True) 
         g for g in parse_gammas(hf_gamma) if isinstance(g, int)]
     variants = build_variants(args.methods, gammas, args.hf, hf_gammas,
                               {label: d.model is not None for label, d in drafts.items()}, hybrids_with_peer(drafts),
+                              parse_trees(getattr(args, "draft_tree", None)),
+                              {label for label, d in drafts.items() if d.kind != "prompt-lookup"},
                               hf_compiled=getattr(args, "hf_compiled", False))
     ar_key = "autoregressive"
     quality_runs = getattr(args, "quality", True)

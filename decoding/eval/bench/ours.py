@@ -31,6 +31,8 @@ def run_ours(variant: Variant, target, draft, prompt_ids: list[int], args, timin
     from ...methods.base import RunConfig
 
     extra = {"gamma_schedule": variant.schedule} if variant.schedule in GAMMA_SCHEDULES else {}
+    if variant.tree:
+        extra["draft_tree"] = variant.tree
     config = RunConfig(method=variant.method, max_new_tokens=args.max_new_tokens, sampling=args.sampling,
                        gamma=variant.gamma or 4, seed=args.seed, chat=args.chat, stop_at_eos=not timing, lean=True,
                        extra=extra)

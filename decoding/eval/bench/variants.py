@@ -7,6 +7,7 @@ the metrics' additive counts plus what the cost models need.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 from ...methods.registry import METHODS
@@ -23,6 +24,7 @@ class Variant:
     gamma: int | None = None  # None: HF default settings / no drafting
     schedule: str = "fixed"  # fixed | auto | heuristic | hf-default
     draft: str | None = None  # label of the drafter (a key of the run's drafts); None: no drafter
+    tree: str | None = None  # speculative's draft tree ("16,6", "auto"); None: chains
 
     @property
     def drafts(self) -> bool:
@@ -53,6 +55,22 @@ class RunStats:
         return self.counts.seconds
 
 
+def tree_key(tree: str) -> str:
+    """A draft-tree setting in a variant key: "16,6" -> "tree16x6", "auto" -> "tree-auto"."""
+    return "tree-auto" if tree == "auto" else "tree" + tree.replace(",", "x")
+
+
+def parse_trees(text: str | None) -> list[str]:
+    """--draft-tree's value: draft-tree settings separated by ';' (each checked as speculative checks it)."""
+    from ...methods.tree_draft import parse_draft_tree
+
+    out = [t.strip().lower() for t in str(text or "").split(";") if t.strip()]
+    for t in out:
+        if parse_draft_tree(t) == "off":
+            raise ValueError("--draft-tree lists trees to add (e.g. 16,6;auto); leave it out for chains only")
+    return out
+
+
 def parse_gammas(text: str) -> list:
     out = []
     for part in str(text).split(","):
@@ -76,12 +94,17 @@ def parse_gammas(text: str) -> list:
 
 def build_variants(methods: list[str], gammas: list, hf: bool, hf_gammas: list | None = None,
                    drafts: dict[str, bool] | None = None, no_hf_peer: set[str] | frozenset = frozenset(),
+                   trees: list[str] | None = None, tree_drafts: set[str] | frozenset = frozenset(),
                    hf_compiled: bool = False) -> list[Variant]:
     """Every variant of one run. `drafts` maps each drafter's label to whether it has a model (one
     unnamed prompt-lookup drafter when None); with several drafters every key names its drafter.
     Drafters in `no_hf_peer` get no HF assisted rows (HF has no hybrid: its peer would be the
-    hybrid's model alone, run again under another name). `hf_compiled` adds HF `generate()` in its
-    fastest configuration (static cache, compiled step: `hf_fast.py`), with or without the other peers."""
+    hybrid's model alone, run again under another name). `trees` (speculative's draft-tree settings, e.g.
+    "16,6" or "auto") add, next to each speculative chain row of a drafter in `tree_drafts` (a model or
+    feature draft, alone or in a hybrid), the same row with that
+    draft tree (key suffix "-tree16x6" / "-tree-auto"): the chain and the tree measured in one run.
+    `hf_compiled` adds HF `generate()` in its fastest configuration (static cache, compiled step:
+    `hf_fast.py`), with or without the other peers."""
     drafts = {"prompt-lookup": False} if drafts is None else drafts
     named = len(drafts) > 1
     variants: list[Variant] = []
@@ -99,9 +122,14 @@ def build_variants(methods: list[str], gammas: list, hf: bool, hf_gammas: list |
             stem = f"{m}-{label}" if named else m
             for g in gammas:
                 if isinstance(g, int):
-                    variants.append(Variant(f"{stem}-g{g}", "ours", m, g, draft=label))
+                    row = Variant(f"{stem}-g{g}", "ours", m, g, draft=label)
                 elif spec.adaptive_gamma:
-                    variants.append(Variant(f"{stem}-{g}", "ours", m, numeric[0] if numeric else 4, g, draft=label))
+                    row = Variant(f"{stem}-{g}", "ours", m, numeric[0] if numeric else 4, g, draft=label)
+                else:
+                    continue
+                variants.append(row)
+                if label in tree_drafts and m == "speculative":
+                    variants += [dataclasses.replace(row, key=f"{row.key}-{tree_key(t)}", tree=t) for t in trees or ()]
     if "autoregressive" not in methods:
         variants.insert(0, Variant("autoregressive", "ours", "autoregressive"))
     if hf:

@@ -154,7 +154,7 @@ def test_a_method_the_pair_cannot_run_switches_the_pair_before_run(tiny_app):
     preset, note = handlers.on_method_input("speculative", lookup.label, "")
     assert is_skip(preset) and note == ""
     # a pair picked afterwards that cannot run the method says so, and Run says which pair can
-    chat, warning = handlers.on_preset_input(lookup.label, "mjsd", "")
+    chat, warning, tree = handlers.on_preset_input(lookup.label, "mjsd", "")
     assert "pick another method" in warning
     with pytest.raises(gr.Error, match="Choose the pair"):
         handlers.settings_from_values(_values(tiny_app, preset=lookup.label, method="mjsd"))
@@ -169,3 +169,18 @@ def test_opening_a_trace_moves_the_pair_to_one_that_can_run_it(tiny_app):
 
     assert not pair_problem("mjsd", preset_by_label(preset["value"]).draft) and "MJSD" in note
     assert "press ▶ Run" in status
+
+
+def test_the_tree_preset_sets_the_draft_tree(monkeypatch):
+    """Picking the feature draft's tree preset turns the speculative method's draft tree on (auto); other
+    pairs leave it as it is."""
+    from app import presets
+
+    monkeypatch.delenv("SPECDEC_APP_TARGET", raising=False)
+    offline = presets.presets()
+    tree = next(p for p in offline if p.draft_tree)
+    _, note, update = handlers.on_preset_input(tree.label, "speculative", "")
+    assert update["value"] == "auto" and note == ""
+    other = next(p for p in offline if not p.draft_tree)
+    assert is_skip(handlers.on_preset_input(other.label, "speculative", "")[2])
+    assert "draft_tree" in {c.name for c in method_controls()}

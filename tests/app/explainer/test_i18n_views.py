@@ -121,3 +121,39 @@ def test_the_tabs_labels_and_texts_follow_the_language_menu(strict):
         assert i18n.t("explainer.button.run", lang) in values
         assert i18n.t("explainer.text.intro", lang) in values
         assert any(i18n.t("explainer.chip.accepted.label", lang) in v for v in values)  # the legend
+
+
+def _tree_records():
+    """The hand-built verified trees (tests/_trees.py): sampled, as the engine writes its draft rows, one
+    copied chain, and greedy; each as an iteration of a run."""
+    from _trees import greedy_tree, node, record, sampled_tree, with_chain
+    from decoding.trace.record import BONUS, EmittedToken
+
+    copied = record([node(0, -1, "a", 0, "root"), node(1, 0, " b", 1, "lookup", q=1.0, p=0.9, coin=0.4,
+                                                       threshold=0.9, verdict="accepted", sibling_rank=0)],
+                    [EmittedToken(101, " b", "accepted"), EmittedToken(9, " c", BONUS)],
+                    extra={"tree_draft": {"nodes": 16, "depth": 6, "chosen": "set", "source": "lookup",
+                                          "shape": "chain", "drafted": 1}})
+    return [with_chain(sampled_tree(), 0), with_chain(copied, 1), with_chain(greedy_tree(), 2)]
+
+
+@pytest.mark.parametrize("lang", LANGS)
+def test_a_verified_tree_renders_in_every_language(strict, lang):
+    """Every panel of the tree iterations (caption, draft row, the verified tree with its legend, residuals
+    and the token at the end, the chips) in `lang` with no English fallback and no developer text; in
+    a language other than English, the tree's own words are that language's."""
+    from app import render_tree
+
+    records = _tree_records()
+    session = Session(records=records, summary=None, source="example", title="tree")
+    with i18n.using(lang):
+        for i in range(len(records)):
+            shown = _shown(view(session, i, 0, final=True, lang=lang))
+            assert dev_hits(shown) == [], (lang, i)
+        tree = render_tree.tree_panel_html(records[0], lang)
+    for key in ("vtree.mark_kept", "vtree.mark_rejected", "vtree.rej.label", "vtree.chosen.tuned"):
+        assert i18n.t("explainer." + key, lang) in tree, key
+    assert i18n.t("explainer.caption.head_tree", lang, i=1, n=6, accepted=2) in render.caption(records[0], lang)
+    if lang != "en":
+        for english in ("kept", "rejected", "not tried", "residual", "Iteration"):
+            assert english not in visible_text(tree), english

@@ -30,9 +30,9 @@ def _errors(data) -> list[str]:
     return validate(data, control_order())[1]
 
 
-def test_the_shipped_lesson_has_twelve_complete_chapters():
+def test_the_shipped_lesson_has_thirteen_complete_chapters():
     assert _errors(RAW) == []
-    assert len(CHAPTERS) == 12
+    assert len(CHAPTERS) == 13
     for ch in CHAPTERS:
         assert ch.title and ch.text and ch.widget["kind"] in lesson.WIDGETS and ch.try_label and ch.try_set
         assert len(ch.text.split()) <= MAX_WORDS
@@ -41,7 +41,8 @@ def test_the_shipped_lesson_has_twelve_complete_chapters():
         assert 0 <= q.answer < len(q.choices)
     kinds = [ch.widget.get("name", ch.widget["kind"]) for ch in CHAPTERS]
     assert kinds[0] == "04_list_copy_autoregressive" and kinds[1] == "coin" and kinds[4] == "theory"
-    assert kinds[7:] == ["lab", "06_code_mjsd_beams4_tau0.1", "07_list_ppd_tree16", "lab", "01_list_copy_speculative"]
+    assert kinds[7:] == ["lab", "06_code_mjsd_beams4_tau0.1", "07_list_ppd_tree16", "lab", "01_list_copy_speculative",
+                         "tree"]
 
 
 def test_every_placeholder_in_the_file_resolves():
@@ -182,7 +183,7 @@ def test_feedback_try_this_and_run_it_live():
     assert lesson_tab.feedback_text(chapters, 1, wrong).startswith("**Not quite.**")
     assert lesson_tab.feedback_text(chapters, 1, None).startswith("Pick an answer")
     view = lesson_tab.chapter_view(chapters, 99)  # clamped to the last chapter
-    assert view[0] == 11 and "Chapter 12 of 12" in view[3] and view[5].startswith("## 12.")
+    assert view[0] == 12 and "Chapter 13 of 13" in view[3] and view[5].startswith("## 13.")
     tried, label, *_ = lesson_tab.try_this(chapters, 0, False)
     assert tried is True and "Undo" in label["value"]  # it undoes the panel's change only
 
