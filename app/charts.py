@@ -327,51 +327,51 @@ LAB_MANY_TOKENS = 12  # above this many tokens the lab's bars get upright labels
 def lab_figure(vocab: list[str], result: dict) -> Fig:
     labels = [visible(v) for v in vocab]
     data = [
-        _bar(labels, result["target"], "p (target)", P_COLOUR),
-        _bar(labels, result["draft"], "q (draft)", Q_COLOUR, pattern="/"),
-        _bar(labels, result["expected"], "expected output (solid)", EXP_COLOUR),
+        _bar(labels, result["target"], ct("p_target"), P_COLOUR),
+        _bar(labels, result["draft"], ct("q_draft"), Q_COLOUR, pattern="/"),
+        _bar(labels, result["expected"], t("lab.chart.expected"), EXP_COLOUR),
         # the samples: dotted and outlined, so they differ from the expected bars without colour
-        {**_bar(labels, result["empirical"], f"empirical, N = {result['n']:,} (dotted, outlined)", EMP_COLOUR,
+        {**_bar(labels, result["empirical"], t("lab.chart.empirical", n=f"{result['n']:,}"), EMP_COLOUR,
                 pattern="."), "marker": {"color": EMP_COLOUR, "pattern": {"shape": ".", "fgcolor": "#00402e",
                                                                          "solidity": 0.35},
                                          "line": {"width": 2, "color": "#00402e"}}},
     ]
     if result["lenience"] < 1:
         data.append({"type": "scatter", "mode": "markers", "x": labels, "y": result["cap"],
-                     "name": "cap p/l (no token exceeds it)",
+                     "name": t("lab.chart.cap"),
                      "marker": {"symbol": "line-ew-open", "size": 28, "color": "#000000",
                                 "line": {"width": 3, "color": "#000000"}}})
-    title = f"N = {result['n']:,}: TV(empirical, expected) = {result['tv_to_expected']:.4f}"
+    n, tv = f"{result['n']:,}", f"{result['tv_to_expected']:.4f}"
+    title = t("lab.chart.title", n=n, tv=tv)
     if result.get("implementation", "correct") != "correct":  # a mistake: how far from p, too
-        title = f"N = {result['n']:,}: TV(empirical, p) = {result['tv_to_target']:.4f}, " \
-                f"TV(empirical, expected) = {result['tv_to_expected']:.4f}"
+        title = t("lab.chart.title_mistake", n=n, tv=tv, tvp=f"{result['tv_to_target']:.4f}")
     if len(vocab) > LAB_MANY_TOKENS:  # e.g. 47 tokens: upright labels; the legend at the figure's foot, below them
-        return _fig(data, title, height=540, barmode="group", bargap=0.1, yaxis={"title": {"text": "probability"}},
+        return _fig(data, title, height=540, barmode="group", bargap=0.1, yaxis={"title": {"text": ct("probability")}},
                     xaxis={"tickangle": -90, "tickfont": {"size": 10}}, margin={"b": 170},
                     legend={"y": 0, "yref": "container", "yanchor": "bottom", "x": 0, "xanchor": "left"})
     return _fig(data, title, height=380,
-                barmode="group", yaxis={"title": {"text": "probability"}}, margin={"b": 90},
+                barmode="group", yaxis={"title": {"text": ct("probability")}}, margin={"b": 90},
                 legend={"y": -0.12, "yanchor": "top", "x": 0, "xanchor": "left"})
 
 
 def lab_residual_figure(vocab: list[str], result: dict) -> Fig:
-    title = ("Residual norm(max(0, p − q))" if result.get("implementation", "correct") == "correct"
-             else "What this implementation draws after a rejection")
+    title = t("lab.chart.residual_title" if result.get("implementation", "correct") == "correct"
+              else "lab.chart.residual_title_mistake")
     if result["residual"] is None:
         # alpha = 1 under this rule: p = q for the strict rule, or a lenience or KL budget that keeps every draft
-        return empty_figure("Every draft is kept under this rule (α = 1): nothing is rejected, so no residual.", title)
-    return _fig([_bar([visible(v) for v in vocab], result["residual"], "residual", RES_COLOUR)], title, height=260)
+        return empty_figure(t("lab.chart.no_residual"), title)
+    return _fig([_bar([visible(v) for v in vocab], result["residual"], t("lab.chart.residual"), RES_COLOUR)], title, height=260)
 
 
 def tv_figure(history: list[tuple[int, float]]) -> Fig:
     if not history:
-        return empty_figure("Press 'Watch it converge'.", "TV distance vs N")
+        return empty_figure(t("lab.chart.tv_empty", button=t("lab.converge")), t("lab.chart.tv_title_empty"))
     return _fig(
         [{"type": "scatter", "mode": "lines+markers", "x": [h[0] for h in history], "y": [h[1] for h in history],
-          "name": "TV(empirical, expected)", "line": {"color": EMP_COLOUR}}],
-        "TV distance vs N (shrinks like 1/√N)", height=260,
-        xaxis={"type": "log", "title": {"text": "N (speculative steps)"}},
-        yaxis={"title": {"text": "TV distance"}, "rangemode": "tozero"},
+          "name": t("lab.chart.tv_name"), "line": {"color": EMP_COLOUR}}],
+        t("lab.chart.tv_title"), height=260,
+        xaxis={"type": "log", "title": {"text": t("lab.chart.tv_axis_n")}},
+        yaxis={"title": {"text": t("lab.chart.tv_axis")}, "rangemode": "tozero"},
     )
 
 
