@@ -28,7 +28,14 @@ Shared by the tabs, at this root:
     errors.py                             the error boundary: every failure in its event's status line
     capacity.py, zerogpu.py               model slots, threads and the queue; ZeroGPU Spaces
     theme.py                              the colours
+    iterations.py                         which iteration and draft position a view shows
+    i18n/, i18n_errors.py, preset_labels.py   the page's language: catalogs (assets/i18n/), the menu and
+                                          re-rendering (i18n/ui.py), engine errors and pair names in it
+    export/, export_menu.py, share.py, links.py   figures for slides (SVG, PNG), links that reproduce a
+                                          run or a race, the tabs' export menus and link handlers
+    projector.py                          projector mode for every tab (assets/projector.css)
 
 Root modules (but layout.py, which composes the tabs) never import a tab package; the Lesson imports
-from the Explainer and the Race tab.
+from the Explainer and the Race tab; the Explainer and the lab hand the views the figures redraw to
+`export.panels.use_views` when imported.
 """

@@ -74,7 +74,7 @@ def build_demo() -> gr.Blocks:
         wire_links(demo, explainer_tab, race_tab, tabs, autorun)
         projector.change(None, projector, None, js=TOGGLE_JS, **CHEAP)
         demo.load(None, None, projector, js=LOAD_JS, **CHEAP)
-        language.finish(demo)
+        language.finish(demo, on)
     demo.queue(max_size=QUEUE_SIZE, default_concurrency_limit=2)
     return demo
 

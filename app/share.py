@@ -16,7 +16,7 @@ from decoding.methods.registry import METHODS
 from . import export, links
 from .controls import controls_from_settings
 from .errors import Status, status_html
-from .explainer.view_common import position_index, timeline_index
+from .iterations import position_index, timeline_index
 from .i18n import t
 from .presets import check_custom_spec, pair_problem, presets
 from .race_file import shipped_races

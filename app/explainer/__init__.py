@@ -9,10 +9,16 @@ browser.
     view.py         every panel for one iteration, named by `VIEW_OUTPUTS`; the theory panel
     panels.py       the method panel, chosen by the registry entry's trace data
     playback.py     the browser player's data for a run
-    view_common.py  which iteration and draft position to show
 
-`build` and `stop_cancels` are tab.py's, imported on first use (as in the other tab packages).
+`build` and `stop_cancels` are tab.py's, imported on first use (as in the other tab packages). Importing
+the package hands the method and theory panels to the figures for slides (`app.export.panels.use_views`).
 """
+
+from ..export.panels import use_views as _use_views
+from .panels import method_panel as _method_panel
+from .view import theory_panel as _theory_panel
+
+_use_views(method_panel=_method_panel, theory_panel=_theory_panel)
 
 _TAB = ("build", "stop_cancels", "ExplainerTab")
 

@@ -30,7 +30,7 @@ from ..presets import fitting_preset, pair_problem, preset_by_label, preset_for_
 from ..session import Session, example_traces, find_trace, read_trace
 from ..settings import settings_from_summary
 from .view import VIEW_OUTPUTS, view, view_of
-from .view_common import iteration_index, position_index, rest_index, timeline_index
+from ..iterations import iteration_index, position_index, rest_index, timeline_index
 from ..zerogpu import on_zerogpu
 
 

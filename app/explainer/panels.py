@@ -19,7 +19,7 @@ from decoding.trace.record import IterationRecord
 
 from .. import charts_methods, render_methods
 from ..render import tr
-from .view_common import position_index
+from ..iterations import position_index
 
 
 def mentored_panel(record: IterationRecord, position, records, lang: str | None = None) -> tuple:

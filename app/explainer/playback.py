@@ -7,7 +7,7 @@ from __future__ import annotations
 from ..player import empty_data, lane_data, player_data
 from ..render import tr
 from ..session import Session
-from .view_common import rest_index
+from ..iterations import rest_index
 
 PLAYBACK_IDLE = ("The run you open or decode plays here, in your browser: a run with pacing above 0 at that "
                  "pace, after the server has decoded it at full speed (so a whole class can press Run at once).")

@@ -21,7 +21,7 @@ from ..render import tr
 from .panels import method_panel
 from ..session import Session
 from ..settings import cli_command
-from .view_common import iteration_index, position_index, rest_index
+from ..iterations import iteration_index, position_index, rest_index
 
 
 def theory_panel(session: Session, upto: int | None = None, lang: str | None = None):

@@ -23,6 +23,25 @@ from .scene import Scene, to_png, to_svg
 from .theme import run_caption
 from .tokens import chips_figure, coin_figure, draft_row_figure
 from .tree import tree_figure
+from ..iterations import rest_index
+
+# The tabs' own views a figure redraws (the Explainer's method and theory panels, the lab's run), handed
+# in by the tab packages when they are imported (app/explainer/__init__.py, app/lab/__init__.py): this
+# package sits below the tabs, and a module below them never imports a tab package.
+VIEWS: dict = {}
+
+
+def use_views(**views) -> None:
+    """Register a tab's views by name (method_panel, theory_panel, lab_run)."""
+    VIEWS.update(views)
+
+
+def _view(name: str):
+    try:
+        return VIEWS[name]
+    except KeyError:
+        raise RuntimeError(f"the figure needs the view {name!r}, which its tab package registers when imported "
+                           "(import app.explainer or app.lab first)") from None
 
 FORMATS = ("svg", "png")
 EXPLAINER_PANELS = ("chips", "draft_row", "coin", "pq", "residual", "tree", "running", "theory", "method")
@@ -76,10 +95,7 @@ def explainer_scene(session, panel: str, upto: int | None = None, position: int 
     """The Explainer's `panel` (a key of EXPLAINER_PANELS) at record index `upto` (None: the last)
     and draft position `position` (an index, None: the first rejection), captioned with the run's
     settings. Every panel of an empty session is a figure that says there is no run."""
-    from ..explainer.panels import method_panel
-    from ..explainer.view import theory_panel
-    from ..explainer.view_common import rest_index
-
+    method_panel, theory_panel = _view("method_panel"), _view("theory_panel")
 
     if panel not in EXPLAINER_PANELS:
         raise ValueError(f"unknown panel {panel!r}")
@@ -154,8 +170,7 @@ def race_file(player_value: dict | None, figures: dict | None, fmt: str, lang: s
 def lab_scene(panel: str, table, lenience, n, seed, implementation, lang: str | None = None) -> Scene:
     """The lab's `panel` for the table and settings shown (the lab's own run: cheap and seeded, so the
     figure holds the numbers the tab shows)."""
-    from ..lab.events import lab_run
-
+    lab_run = _view("lab_run")
     if panel not in LAB_PANELS:
         raise ValueError(f"unknown panel {panel!r}")
     main, residual, tv, _ = lab_run(table, lenience, n, seed, implementation)

@@ -189,11 +189,12 @@ def on_change(fn, inputs, outputs, status=None, on_load: bool = False) -> None:
         _active.renders.append((fn, inputs, outputs, status, on_load))
 
 
-def finish(demo: gr.Blocks) -> Language:
-    """Wire the page's load and the menu (call at the end of the Blocks); returns the Language."""
+def finish(demo: gr.Blocks, on: Callable) -> Language:
+    """Wire the page's load and the menu (call at the end of the Blocks); returns the Language. `on` is
+    the app's error boundary (`app.errors.on`, which imports this module: the caller hands it in), through
+    which the re-renders that have a status line are wired."""
     global _active
     lang, _active = _active, None
-    from ..errors import on  # the error boundary imports this module
 
     outputs = [lang.state, lang.menu, *lang.chrome_components()]
 

@@ -1,4 +1,4 @@
-"""The Lesson tab: ten short chapters from assets/lesson.yaml, each with one idea, one live widget, a
+"""The Lesson tab: thirteen short chapters from assets/lesson.yaml, each with one idea, one live widget, a
 question checked before its answer, a "Try this" and a "Run it live" that moves its settings to the
 Explainer (or opens its race in the Race tab).
 

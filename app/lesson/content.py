@@ -286,10 +286,3 @@ def parse(text: str, live_keys=None) -> list[Chapter]:
 def load(path: Path | str = LESSON_FILE, live_keys=None) -> list[Chapter]:
     return parse(Path(path).read_text(encoding="utf-8"), live_keys)
 
-
-def load_lesson(lang: str | None = "en", live_keys=None) -> list[Chapter]:
-    """The chapters in a language (`languages.load_lesson`: English where a translation lacks a field,
-    recorded in `app.i18n.missing`)."""
-    from .languages import load_lesson as in_language
-
-    return in_language(lang, live_keys)

@@ -168,7 +168,7 @@ def test_a_failed_event_is_told_in_the_sessions_language():
         ui.menu()
         box, status, button = gr.Textbox(), gr.HTML(), gr.Button()
         on(button.click, fail, box, box, status)
-        ui.finish(demo)
+        ui.finish(demo, on)
     handler = next(f.fn for f in demo.fns.values() if getattr(f.fn, "__wrapped__", None) is not None
                    and getattr(f.fn.__wrapped__, "__wrapped__", None) is fail)
     for lang in LANGS:

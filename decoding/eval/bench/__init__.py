@@ -6,6 +6,7 @@ per prompt category and overall.
 - `ours.py`     our engine's runs
 - `runs.py`     one run of any variant
 - `hf_peer.py`  HF generate() and assisted generation (a draft model or prompt lookup)
+- `hf_fast.py`  HF generate() in its fastest configuration: a static cache and a compiled step
 - `memory.py`   peak memory of each variant in its own process
 - `stats.py`    the figures of each variant and category (definitions: `decoding/trace/metrics.py`)
 - `report.py`   markdown tables and charts

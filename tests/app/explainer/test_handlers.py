@@ -11,7 +11,7 @@ from app.explainer import handlers
 from app.controls import DEFAULTS, method_controls
 from app.session import Session, example_traces
 from app.explainer.view import LIGHT, VIEW_OUTPUTS, view
-from app.explainer.view_common import rest_index, timeline_index
+from app.iterations import rest_index, timeline_index
 
 def is_skip(value) -> bool:
     return value == gr.skip()

@@ -107,6 +107,7 @@ def test_the_tabs_labels_and_texts_follow_the_language_menu(strict):
     import gradio as gr
 
     from app import explainer
+    from app.errors import on
     from app.i18n import ui
 
     with gr.Blocks() as demo:
@@ -114,7 +115,7 @@ def test_the_tabs_labels_and_texts_follow_the_language_menu(strict):
         ui.menu()
         explainer.build(demo, gr.State(None), gr.State(False))
         updates = {lang: language.chrome_updates(lang) for lang in LANGS}
-        ui.finish(demo)
+        ui.finish(demo, on)
     for lang, shown in updates.items():
         values = [str(v) for update in shown for v in update.values() if isinstance(v, str)]
         assert i18n.t("explainer.label.prompt", lang) in values

@@ -7,6 +7,8 @@ import xml.etree.ElementTree as ET
 import pytest
 
 from app import export, i18n
+import app.explainer  # noqa: F401  (hands its panels to the figures)
+import app.lab  # noqa: F401  (hands its run to the figures)
 from app.export.panels import explainer_scene, lab_scene, race_caption
 from app.export.race import race_figure
 from app.export.scene import MIN_PNG_WIDTH, png_size, to_png, to_svg

@@ -75,10 +75,10 @@ def test_each_language_renders_every_chapter_with_no_english_fallback(lang):
 
 
 def test_english_is_the_lesson_itself_and_an_unknown_language_gets_english():
-    assert [c.title for c in content.load_lesson("en")] == [c.title for c in EN]
-    assert [c.text for c in content.load_lesson("xx")] == [c.text for c in EN]
-    assert [c.text for c in content.load_lesson(None)] == [c.text for c in EN]
-    assert content.load_lesson("es-MX")[0].title == content.load_lesson("es")[0].title != EN[0].title
+    assert [c.title for c in languages.load_lesson("en")] == [c.title for c in EN]
+    assert [c.text for c in languages.load_lesson("xx")] == [c.text for c in EN]
+    assert [c.text for c in languages.load_lesson(None)] == [c.text for c in EN]
+    assert languages.load_lesson("es-MX")[0].title == languages.load_lesson("es")[0].title != EN[0].title
 
 
 def test_a_missing_chapter_is_named_by_number_id_and_english_title():
@@ -201,7 +201,7 @@ def test_chapter_ids_are_given_unique_and_default_to_the_title():
 def test_chinese_line_breaks_inside_a_paragraph_are_taken_out():
     assert languages.join_lines("草稿\n模型。\n当 token\n中\n\n第二段。 好的 abc\ndef") == \
         "草稿模型。当 token\n中\n\n第二段。好的 abc\ndef"
-    zh = content.load_lesson("zh")
+    zh = languages.load_lesson("zh")
     assert all("\n\n" in ch.text for ch in zh)  # its two paragraphs kept
     between = re.compile(rf"{languages.CJK.pattern}\s{languages.CJK.pattern}")
     assert not any(between.search(ch.text + ch.question.ask + ch.question.why) for ch in zh)
@@ -211,7 +211,7 @@ def test_french_marks_keep_their_word():
     assert languages.typeset("Combien ? Ici : oui ; « non »", "fr") == \
         "Combien\u202f? Ici\u202f: oui\u202f; « non\u202f»"
     assert languages.typeset("¿Cuántas? Aquí: sí", "es") == "¿Cuántas? Aquí: sí"
-    fr = content.load_lesson("fr")
+    fr = languages.load_lesson("fr")
     assert all(" ?" not in ch.question.ask and " :" not in ch.text for ch in fr)
 
 
@@ -224,10 +224,10 @@ def test_values_in_words_resolve_in_the_lessons_language():
     drafter = race("gallery-summarize-1")[1].lanes[0].summary.models["draft"]
     for lang in i18n.LANGUAGES:
         with i18n.using("en"):
-            ask = content.load_lesson(lang)[5].question.ask
+            ask = languages.load_lesson(lang)[5].question.ask
         with i18n.using(lang):
             assert languages.typeset(drafter_words(drafter), lang) in ask, (lang, ask)
-    assert drafter_words(drafter) not in content.load_lesson("zh")[5].question.ask  # English outside a language
+    assert drafter_words(drafter) not in languages.load_lesson("zh")[5].question.ask  # English outside a language
 
 
 def test_the_languages_module_does_not_import_gradio():

@@ -1,4 +1,5 @@
-"""Small helpers of the explainer's views: which iteration and which draft position to show."""
+"""Which iteration and which draft position a view shows (the Explainer's views, the figures for slides and
+the links share them)."""
 
 from __future__ import annotations
 
