@@ -13,7 +13,7 @@ from _app_server import running_app
 from _browser import SHOTS, browser  # noqa: F401 (browser: a fixture)
 
 from app import i18n
-from app.lesson.content import load_lesson
+from app.lesson.languages import load_lesson
 
 
 @pytest.fixture(scope="module")
