@@ -267,18 +267,7 @@ class FeatureDrafter(Drafter):
         if self.target is None or self.target.length == 0 or gamma < 1 or len(sequence) < 2:
             return Proposal([], torch.empty(0, self.vocab_width, device=self.device))
         n = len(sequence)
-        known = min(self.target.length, n - 1)  # pairs t < known have true features f_t and a next token
-        # re-feed at least the last true pair: its output, the predicted f_known, starts the draft
-        self.length = min(self.length, known - 1)
-        self._crop(self.length)
-        started, fed = time.perf_counter(), known - self.length
-        feature = self._pass(self.target.features[self.length: known], list(sequence[self.length + 1: known + 1]),
-                             self.length)[-1:]
-        self.length = known
-        catch_up = time.perf_counter() - started if fed > CATCH_UP_TOKENS else 0.0
-        # positions the target has not read (a context longer than its cache): its own predictions
-        for t in range(known, n - 1):
-            feature = self._pass(feature, [sequence[t + 1]], t)[-1:]
+        feature, catch_up = self._catch_up(sequence)
         tokens, rows = [], []
         for i in range(gamma):
             logits = self.head.logits(feature, self.vocab_width)[-1]

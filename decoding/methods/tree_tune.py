@@ -16,11 +16,10 @@ The measuring itself is `decoding/eval/tree_tune.py`:
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from ..lm.models import cache_dir
-from .ppd.tuning import device_key
+from .ppd.tuning import device_key, read_table, store_entry
 
 
 def tuning_path() -> Path:
@@ -28,10 +27,7 @@ def tuning_path() -> Path:
 
 
 def _read() -> dict:
-    try:
-        return json.loads(tuning_path().read_text())
-    except (OSError, ValueError):
-        return {}
+    return read_table(tuning_path())
 
 
 def entry_key(target, drafter) -> str:
@@ -47,11 +43,4 @@ def tuned_size(target, drafter) -> tuple[int, int] | None:
 
 
 def save_tuning(target, drafter, entry: dict) -> Path:
-    data = _read()
-    data.setdefault(device_key(target), {})[entry_key(target, drafter)] = entry
-    path = tuning_path()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, indent=1))
-    tmp.replace(path)
-    return path
+    return store_entry(tuning_path(), device_key(target), entry_key(target, drafter), entry)

@@ -33,23 +33,32 @@ def tuning_path() -> Path:
     return cache_dir() / "ppd" / "tuning.json"
 
 
-def _read() -> dict:
-    path = tuning_path()
+def read_table(path: Path) -> dict:
+    """A tuning file's {device key: {name: entry}} ({} where absent or unreadable)."""
     try:
         return json.loads(path.read_text())
     except (OSError, ValueError):
         return {}
 
 
-def save_tuning(target, entry: dict) -> Path:
-    data = _read()
-    data.setdefault(device_key(target), {})[target.name] = entry
-    path = tuning_path()
+def store_entry(path: Path, device: str, name: str, entry: dict) -> Path:
+    """Write `entry` under `device` and `name` into the tuning file at `path` (atomically: a reader
+    never sees half a file)."""
+    data = read_table(path)
+    data.setdefault(device, {})[name] = entry
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(data, indent=1))
     tmp.replace(path)
     return path
+
+
+def _read() -> dict:
+    return read_table(tuning_path())
+
+
+def save_tuning(target, entry: dict) -> Path:
+    return store_entry(tuning_path(), device_key(target), target.name, entry)
 
 
 def cached_tuning(target) -> dict | None:
