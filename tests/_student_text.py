@@ -37,3 +37,28 @@ def dev_hits(text: str) -> list[str]:
         for m in re.finditer(pattern, text):
             hits.append(f"{what}: {text[max(0, m.start() - 40):m.end() + 30]!r}")
     return hits
+
+
+def figure_text(fig) -> str:
+    """What a plotly figure shows in words: titles, annotations, trace names, category labels, texts."""
+    if fig is None:
+        return ""
+    if isinstance(fig, dict) and "value" in fig and "data" not in fig:  # a gr.update(value=...)
+        fig = fig["value"]
+    if not isinstance(fig, dict) or "data" not in fig:
+        return ""
+    layout = fig["layout"]
+    parts = [str((layout.get("title") or {}).get("text", ""))]
+    parts += [str(a.get("text", "")) for a in layout.get("annotations", [])]
+    for key, axis in layout.items():
+        if key.startswith(("xaxis", "yaxis")) and isinstance(axis, dict):
+            parts.append(str((axis.get("title") or {}).get("text", "")))
+            parts += [str(t) for t in axis.get("ticktext", [])]
+    for trace_ in fig["data"]:
+        parts.append(str(trace_.get("name", "")))
+        for key in ("text", "hovertext"):
+            value = trace_.get(key)
+            parts += [str(v) for v in value] if isinstance(value, list) else [str(value or "")]
+        if trace_.get("type") == "bar":
+            parts += [str(x) for x in trace_.get("x", [])]
+    return " ".join(parts).replace("<br>", " ").replace("<b>", "").replace("</b>", "")

@@ -5,7 +5,7 @@ gallery's tags; special tokens show as labelled markers."""
 
 import pytest
 
-from _student_text import dev_hits, visible_text
+from _student_text import dev_hits, figure_text, visible_text
 from app import charts, charts_running, render, render_methods, texts
 from app.lesson import tab as lesson_tab
 from app.controls import method_controls
@@ -18,31 +18,6 @@ from app.race.handlers import race_settings_note, race_view
 from app.race_file import read_race, shipped_races
 from app.session import Session, example_traces
 from decoding.trace.record import ACCEPTED, BONUS, CORRECTION, DraftToken, EmittedToken, IterationRecord, Timings
-
-
-def figure_text(fig) -> str:
-    """What a plotly figure shows in words: titles, annotations, trace names, category labels, texts."""
-    if fig is None:
-        return ""
-    if isinstance(fig, dict) and "value" in fig and "data" not in fig:  # a gr.update(value=...)
-        fig = fig["value"]
-    if not isinstance(fig, dict) or "data" not in fig:
-        return ""
-    layout = fig["layout"]
-    parts = [str((layout.get("title") or {}).get("text", ""))]
-    parts += [str(a.get("text", "")) for a in layout.get("annotations", [])]
-    for key, axis in layout.items():
-        if key.startswith(("xaxis", "yaxis")) and isinstance(axis, dict):
-            parts.append(str((axis.get("title") or {}).get("text", "")))
-            parts += [str(t) for t in axis.get("ticktext", [])]
-    for trace_ in fig["data"]:
-        parts.append(str(trace_.get("name", "")))
-        for key in ("text", "hovertext"):
-            value = trace_.get(key)
-            parts += [str(v) for v in value] if isinstance(value, list) else [str(value or "")]
-        if trace_.get("type") == "bar":
-            parts += [str(x) for x in trace_.get("x", [])]
-    return " ".join(parts).replace("<br>", " ").replace("<b>", "").replace("</b>", "")
 
 
 def _texts_of(out) -> str:

@@ -7,27 +7,12 @@ from __future__ import annotations
 
 import pytest
 
-from _student_text import dev_hits, visible_text
+from _student_text import dev_hits, figure_text, visible_text
 from app import charts, charts_running, i18n, render
 from app.explainer import handlers
 from app.explainer.playback import idle_playback, playback_data
 from app.explainer.view import theory_panel, view
 from app.session import Session, example_traces, read_trace
-
-
-def figure_text(fig) -> str:
-    """What a plotly figure shows in words: its title, annotations, axis titles and trace names."""
-    if isinstance(fig, dict) and "value" in fig and "data" not in fig:  # a gr.update(value=...)
-        fig = fig["value"]
-    if not isinstance(fig, dict) or "data" not in fig:
-        return ""
-    layout = fig["layout"]
-    parts = [str((layout.get("title") or {}).get("text", ""))]
-    parts += [str(a.get("text", "")) for a in layout.get("annotations", [])]
-    parts += [str((axis.get("title") or {}).get("text", "")) for key, axis in layout.items()
-              if key.startswith(("xaxis", "yaxis")) and isinstance(axis, dict)]
-    parts += [str(trace.get("name", "")) for trace in fig["data"]]
-    return " ".join(parts).replace("<br>", " ")
 
 
 def _texts_of(out) -> str:
