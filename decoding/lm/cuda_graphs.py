@@ -37,7 +37,9 @@ factory (`backend.py`) uses the eager static path there unless SPECDEC_ZEROGPU_G
 from __future__ import annotations
 
 import threading
+import time
 import weakref
+from collections import Counter
 
 import torch
 
@@ -49,6 +51,22 @@ _lock = threading.Lock()
 # One capture or (copy in, replay, clone out) at a time in the process: graphs share a pool, so a replay
 # of another thread's graph between this replay and its clone could overwrite this graph's output.
 _replaying = threading.Lock()
+# Process-wide tallies, for the benchmark's and gpu-check's reports (`counts()`, `reset_counts()`): "captures",
+# "capture_ms", "replays", "eager_passes" (static passes that ran eagerly: prefills, first sightings, no graphs).
+_counts: Counter = Counter()
+
+
+def count(name: str, amount: float = 1) -> None:
+    _counts[name] += amount
+
+
+def counts() -> dict:
+    """The tallies since the last `reset_counts()` (see `_counts`)."""
+    return {k: round(v, 1) if isinstance(v, float) else v for k, v in _counts.items()}
+
+
+def reset_counts() -> None:
+    _counts.clear()
 
 
 def failure(model) -> str | None:
@@ -96,8 +114,11 @@ class GraphRunner:
             if self.seen[key] < CAPTURE_AFTER_USES:
                 return None
             try:
+                started = time.perf_counter()
                 with _replaying:
                     captured = self._capture(lm, (inputs, positions, slots, mask))
+                count("captures")
+                count("capture_ms", 1000 * (time.perf_counter() - started))
             except Exception as error:  # noqa: BLE001 - any capture error means: run eagerly, say why
                 self._give_up(f"CUDA graph capture failed ({type(error).__name__}: {error}); eager static passes")
                 return None
@@ -106,6 +127,7 @@ class GraphRunner:
             for buffer, value in zip(captured.inputs, (inputs, positions, slots, mask)):
                 buffer.copy_(value)
             captured.graph.replay()
+            count("replays")
             return captured.output[0].clone()
 
     def _give_up(self, reason: str) -> None:

@@ -19,11 +19,15 @@ cache holds, which is what CUDA graphs need (`cuda_graphs.py` captures them):
 - Rollback moves `length` (nothing is copied: the next pass overwrites the stale slots, and the mask
   hides them meanwhile). PPD's compaction gathers the accepted rows to contiguous slots in place.
 - Capacity: given at construction (prompt + new tokens + the largest pass, rounded up to
-  `ROUND` tokens) or `DEFAULT_CAPACITY`; a pass that would run past it re-allocates the buffers
+  `ROUND` tokens; with graphs, to a power of two of at least `GRAPH_CAPACITY`: `graph_capacity`)
+  or `DEFAULT_CAPACITY`; a pass that would run past it re-allocates the buffers
   with twice the room (rounded), copying the filled part and dropping captured graphs (they point
   at the old buffers); so a run never fails on capacity, it only re-captures once.
 - A prefill (a pass into an empty cache, or longer than `MAX_GRAPH_TOKENS`), and any pass on a
   device without graphs, runs eagerly on the same cache.
+- Passes of at most `MAX_GRAPH_TOKENS` tokens, eager or captured, run HF's modules with two of them
+  swapped for cheaper kernels on this shape (`static_kernels.py`: slot attention instead of SDPA
+  over the whole buffer, fused RMS norms); longer passes run HF's modules as they are.
 
 Cross-run batching (`batching.py`, the app's classes) concatenates DynamicCaches; a StaticLM never
 hands its calls to the batcher: `forward` always runs the pass alone (the factory, `backend.py`,
@@ -36,15 +40,27 @@ import torch
 from transformers.cache_utils import Cache, StaticLayer
 
 from .cached_lm import CachedLM
+from .cuda_graphs import count
+from .static_kernels import short_pass_kernels
 
 ROUND = 256  # capacities are multiples of this
 DEFAULT_CAPACITY = 1024  # tokens, when the caller gives no hint
+GRAPH_CAPACITY = 2048  # with graphs, the least capacity, and capacities are powers of two (see graph_capacity)
 MAX_GRAPH_TOKENS = 64  # passes of at most this many tokens may be captured (prefills are not)
 
 
 def round_capacity(tokens: int) -> int:
     """`tokens` rounded up to a multiple of ROUND (at least ROUND)."""
     return max(ROUND, -(-int(tokens) // ROUND) * ROUND)
+
+
+def graph_capacity(tokens: int) -> int:
+    """The capacity of a cache whose passes are captured: the least power of two >= `tokens`, at least
+    GRAPH_CAPACITY. A cache that grows drops its graphs, and a benchmark's runs of prompts of every
+    length take turns on the same few caches: with one size for every prompt up to GRAPH_CAPACITY -
+    its run, the graphs captured on the first run are replayed by all later ones instead of being
+    captured again (each capture costs warm-up passes and a recording, tens of milliseconds)."""
+    return max(GRAPH_CAPACITY, 1 << (max(1, int(tokens)) - 1).bit_length())
 
 
 class SlotCache(Cache):
@@ -132,8 +148,8 @@ class StaticMixin:
         `graphs`: a SlotCache and its cuda_graphs.GraphRunner handed on from an earlier LM of the
         same model and class (`backend.py` recycles them so graphs survive across runs)."""
         super().__init__(*args, **kwargs)
-        want = round_capacity(capacity or DEFAULT_CAPACITY)
         self.graphs = graphs  # a cuda_graphs.GraphRunner, or None (eager)
+        want = self._sized(capacity or DEFAULT_CAPACITY)
         if cache is None:
             cache = SlotCache(_layer_count(self.model), want)
         elif cache.capacity < want:
@@ -148,11 +164,15 @@ class StaticMixin:
     def capacity(self) -> int:
         return self.cache.capacity
 
+    def _sized(self, tokens: int) -> int:
+        """The capacity to allocate for `tokens`: rounded to ROUND, or to graph_capacity with graphs."""
+        return graph_capacity(tokens) if self.graphs is not None else round_capacity(tokens)
+
     def _ensure_room(self, end: int) -> None:
         """Grow the buffers when slots up to `end` do not fit (see the module doc)."""
         if end <= self.cache.capacity:
             return
-        self.cache.grow(round_capacity(max(end, 2 * self.cache.capacity)), self.length)
+        self.cache.grow(self._sized(max(end, 2 * self.cache.capacity)), self.length)
         self._columns = torch.arange(self.cache.capacity, device=self.device)
         if self.graphs is not None:
             self.graphs.reset()
@@ -183,14 +203,20 @@ class StaticMixin:
             hidden = self.graphs.run(self, inputs, positions, slots, mask)
             if hidden is not None:
                 return hidden
+        if self.graphs is not None:
+            count("eager_passes")
+        if n <= MAX_GRAPH_TOKENS:
+            return self.body_pass(inputs, positions, slots, mask)[0]
         self.cache.slots = slots
         hidden, _ = self._body(inputs, positions, self.cache, mask)
         return hidden[0]
 
     def body_pass(self, inputs, positions, slots, mask) -> torch.Tensor:
-        """The pass a graph captures: (1, n, hidden) final hidden states (see `_run`)."""
+        """A short pass, the one a graph captures: (1, n, hidden) final hidden states (see `_run`), with
+        the short-pass kernels (`static_kernels.py`: slot attention, fused RMS norms)."""
         self.cache.slots = slots
-        hidden, _ = self._body(inputs, positions, self.cache, mask)
+        with short_pass_kernels(self.model):
+            hidden, _ = self._body(inputs, positions, self.cache, mask)
         return hidden
 
     @torch.inference_mode()

@@ -2,9 +2,11 @@
 gives the same tokens on it as on the dynamic cache (greedy and seeded sampling); rollback and PPD's
 compaction on it equal fresh passes; it grows past its capacity; batching keeps the dynamic path.
 
-Logits compared across the two caches get atol 1e-5 (the CPU tests' tolerance elsewhere): the static
-pass attends over the whole buffer, with blocked slots weighted exactly 0, so only the attention
-kernel's summation order differs."""
+Logits compared across the two caches get atol 5e-5 (the CPU tests' tolerance elsewhere is 1e-5; logits
+here reach about 8): the static pass attends over the whole buffer, with blocked slots weighted exactly
+0, and its short passes run slot attention and fused RMS norms (`static_kernels.py`), so only the
+kernels' summation order differs (measured: 2e-5 at most, where the dynamic cache is 1.1e-5 from a
+fresh pass)."""
 
 import pytest
 import torch
@@ -24,7 +26,7 @@ from decoding.run.runner import decode, summarize
 PROMPT = "hello world, the cat"
 GREEDY = SamplingConfig(temperature=0.0)
 SAMPLED = SamplingConfig(temperature=0.8, top_k=20)
-CLOSE = {"atol": 1e-5, "rtol": 1e-5}
+CLOSE = {"atol": 5e-5, "rtol": 1e-5}
 
 
 @pytest.fixture
