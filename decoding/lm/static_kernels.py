@@ -30,6 +30,7 @@ that window computes the same functions through the same swapped code.
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 import types
 import weakref
@@ -40,6 +41,7 @@ from transformers import AttentionInterface
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
 NAME = "specdec_slots"  # the attention implementation's registered name
+ENV = "SPECDEC_SHORT_KERNELS"  # "0": HF's modules as they are (to compare; static passes then run HF's SDPA)
 MAX_SHORT_TOKENS = 64  # passes of at most this many tokens use these kernels (static_lm.MAX_GRAPH_TOKENS)
 
 _parts: "weakref.WeakKeyDictionary[torch.nn.Module, tuple[list, list]]" = weakref.WeakKeyDictionary()
@@ -100,7 +102,11 @@ def _model_parts(model: torch.nn.Module) -> tuple[list, list]:
 @contextlib.contextmanager
 def short_pass_kernels(model: torch.nn.Module):
     """For the body of one short pass: the model's attention layers use `slot_attention` and its RMS
-    norms `_fused_rms_norm`; everything is put back afterwards (see the module doc)."""
+    norms `_fused_rms_norm`; everything is put back afterwards (see the module doc). SPECDEC_SHORT_KERNELS=0:
+    nothing is swapped."""
+    if os.environ.get(ENV, "").strip().lower() in ("0", "false", "no", "off"):
+        yield
+        return
     configs, norms = _model_parts(model)
     with _lock:
         saved = [c._attn_implementation for c in configs]

@@ -141,3 +141,12 @@ def test_grouped_heads_give_the_dynamic_tokens_on_the_static_cache(grouped_targe
     assert calls and all(n <= MAX_SHORT_TOKENS for n in calls)  # the static run's short passes, 2 layers each
     assert len(tokens["static"]) == 24
     assert tokens["static"] == tokens["dynamic"]
+
+
+def test_the_switch_keeps_hf_modules(tiny_pair, monkeypatch):
+    model = tiny_pair[0].model
+    before = model.config._attn_implementation
+    monkeypatch.setenv("SPECDEC_SHORT_KERNELS", "0")
+    with short_pass_kernels(model):
+        assert model.config._attn_implementation == before
+        assert all("forward" not in m.__dict__ for m in model.modules())
