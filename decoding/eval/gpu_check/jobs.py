@@ -194,7 +194,11 @@ def run_job(jobs: tuple[Job, ...], i: int, settings, models: Models, rows: list,
         n = next_prompts(jobs, i, left, settings.max_new_tokens, tps, len(rows), settings.max_prompts,
                          len({r.category for r in rows}))
         chosen = pick_prompts(rows, n)
+        from ...lm import cuda_graphs
+
+        cuda_graphs.reset_counts()
         result = run_bench(args, target, drafts, chosen, progress=progress)
+        graph_counts = cuda_graphs.counts()
     result["command"] = f"python -m decoding gpu-check --part bench (job {job.key})"
     out = settings.runs_dir / "bench" / job.key
     out.mkdir(parents=True, exist_ok=True)
@@ -206,7 +210,7 @@ def run_job(jobs: tuple[Job, ...], i: int, settings, models: Models, rows: list,
     except Exception as exc:  # noqa: BLE001 - the figures are measured and kept: only the job's own page is lost
         row["note"] = f"bench.md not written: {type(exc).__name__}: {exc}"
     row.update(status="ok", env=env, seconds=round(clock() - t0, 1), skipped_drafts=skipped, out=display_path(out),
-               probe_tps={k: round(v, 1) for k, v in measured.items()},
+               probe_tps={k: round(v, 1) for k, v in measured.items()}, graph_counts=graph_counts,
                backend_reported=getattr(target, "backend", None))
     if job.hf_compiled:
         row["hf_compiled"] = fast_peer_status(target.model)

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 # tokens/s assumed before anything is measured (an H100 with the static backend and CUDA graphs; HF eager)
 ASSUMED_TPS = {"graphs": 300.0, "dynamic": 33.0, "hf-eager": 50.0, "hf-compiled": 300.0}
 LOAD_S = 8.0  # loading a target and its drafters
-COMPILE_S = 60.0  # torch.compile(mode="reduce-overhead") of HF's decoding step, first call (a guess: not measured here)
+COMPILE_S = 45.0  # torch.compile(mode="reduce-overhead") of HF's decoding step, first call (33-38 s on an H200)
 PROBE_TOKENS_FACTOR = 2  # a probe decodes one prompt twice (the first captures graphs / warms up)
 # what the parts after the benchmark are kept (seconds): NVML windows of 2 s per method; the CUDA tests
 PART_RESERVE_S = {"bench": 0.0, "energy": 20.0, "tests": 70.0, "ppd": 0.0}

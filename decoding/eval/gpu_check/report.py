@@ -101,15 +101,16 @@ def _bench_jobs(r: dict) -> list[str]:
             + ", ".join(f"{k} {v:.0f}" for k, v in r.get("assumed_tps", {}).items())
             + " tokens/s; measured by the jobs' probes: "
             + (", ".join(f"{k} {v:.1f}" for k, v in (r.get("measured_tps") or {}).items()) or "none") + ".", "",
-            "| job | what | backend | planned prompts | prompts used | seconds | status |",
-            "|---|---|---|---|---|---|---|"]
+            "| job | what | backend | planned prompts | prompts used | seconds | CUDA graphs | status |",
+            "|---|---|---|---|---|---|---|---|"]
     planned = {p["job"]: p for p in r.get("plan", [])}
     for key, j in r["jobs"].items():
         plan = planned.get(key, {})
         backend = j.get("env") or {}
         out.append(f"| {key} | {j.get('title', '')} | {', '.join(f'{k}={v}' for k, v in backend.items()) or 'n/a'} "
                    f"| {plan.get('prompts', 'n/a')} (~{plan.get('estimate_s', 'n/a')} s) | {j.get('prompts', 0)} "
-                   f"| {j.get('seconds', 'n/a')} | {j['status']}" + (f": {scrub(j.get('why') or j.get('error'))}"
+                   f"| {j.get('seconds', 'n/a')} | {_graph_counts(j.get('graph_counts'))} | {j['status']}"
+                   + (f": {scrub(j.get('why') or j.get('error'))}"
                                                                        if j["status"] != "ok" else "") + " |")
     out += ["", "### The GPU backend's goals, checked on this run", "",
             "| goal | | value | detail |", "|---|---|---|---|"]
@@ -261,3 +262,11 @@ def write_report(info: dict, results: dict, out: Path, runs_dir: Path) -> str:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(render(data))
     return display_path(out)
+
+
+def _graph_counts(counts: dict | None) -> str:
+    """A job's CUDA-graph tallies (lm/cuda_graphs.counts) in words: captures (their ms), replays, eager passes."""
+    if not counts:
+        return "n/a"
+    return (f"{counts.get('captures', 0)} captured ({counts.get('capture_ms', 0):.0f} ms), "
+            f"{counts.get('replays', 0)} replays, {counts.get('eager_passes', 0)} eager passes")

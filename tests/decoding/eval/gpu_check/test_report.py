@@ -113,7 +113,7 @@ def test_the_report_has_the_category_table_the_goals_and_the_prompts_per_row():
             "| every model drafter faster than plain decoding (gamma 4 and auto) | **not met** |",
             "dynamic cache 32.0 tokens/s, static cache + CUDA graphs 320.0 tokens/s: **10.00x**",
             "compiled (torch.compile, mode reduce-overhead), static cache of 2100 tokens",
-            "| half-dynamic | half-dynamic | SPECDEC_BACKEND=dynamic, SPECDEC_CUDA_GRAPHS=0 | 6 (~50.0 s) | 6 | 12.0 | ok |",
+            "| half-dynamic | half-dynamic | SPECDEC_BACKEND=dynamic, SPECDEC_CUDA_GRAPHS=0 | 6 (~50.0 s) | 6 | 12.0 | n/a | ok |",
             "Fastest drafter in bfloat16 (job half-static): **hybrid-feature** at gamma auto, 1.70x",
             "greedy text equal to our plain decoding's in float32: speculative-hybrid-feature-g4 48/48, "
             "speculative-hybrid-feature-auto 47/48"):
@@ -138,3 +138,11 @@ def test_a_part_cut_short_and_failed_or_skipped_jobs_are_said_so():
 def test_a_part_the_budget_skipped_is_said_so():
     text = render(merge(None, INFO, {"ppd": {"status": "skipped", "seconds": 0.0, "why": "the time budget had 3 s left"}}))
     assert "Status: **skipped**" in text and "Skipped: the time budget had 3 s left" in text
+
+
+def test_a_jobs_graph_tallies_read_in_words():
+    from decoding.eval.gpu_check.report import _graph_counts
+
+    assert _graph_counts({"captures": 3, "capture_ms": 120.4, "replays": 50, "eager_passes": 4}) == \
+        "3 captured (120 ms), 50 replays, 4 eager passes"
+    assert _graph_counts(None) == _graph_counts({}) == "n/a"
