@@ -150,8 +150,9 @@ def _give(model_ref, key, cache, graphs) -> None:
 
 
 def describe(model) -> dict:
-    """{"backend": "dynamic" | "static" | "static+cuda-graphs", "backend_note": str | None} of the
-    last LM built on `model` (a capture failure shows as eager static passes with its reason)."""
+    """{"backend": "dynamic" | "static" | "static+cuda-graphs" (+ "+compiled" with SPECDEC_COMPILE=1),
+    "backend_note": str | None} of the last LM built on `model` (a capture or compile failure shows as
+    eager or uncompiled static passes with its reason)."""
     if model not in _used:
         return {"backend": "dynamic", "backend_note": None}
     name, note, graphs = _used[model]
@@ -160,6 +161,13 @@ def describe(model) -> dict:
             name = "static+cuda-graphs"
         else:
             note = graphs.failed
+    if name != "dynamic":
+        from . import compiled_body
+
+        if compiled_body.failure() is not None:
+            note = "; ".join(n for n in (note, compiled_body.failure()) if n)
+        elif compiled_body.wanted(graphs.device if graphs is not None else "cpu"):
+            name += "+compiled"
     return {"backend": name, "backend_note": note}
 
 

@@ -100,24 +100,25 @@ def _model_parts(model: torch.nn.Module) -> tuple[list, list]:
 
 
 @contextlib.contextmanager
-def short_pass_kernels(model: torch.nn.Module):
-    """For the body of one short pass: the model's attention layers use `slot_attention` and its RMS
-    norms `_fused_rms_norm`; everything is put back afterwards (see the module doc). SPECDEC_SHORT_KERNELS=0:
-    nothing is swapped."""
+def short_pass_kernels(model: torch.nn.Module, norms: bool = True):
+    """For the body of one short pass: the model's attention layers use `slot_attention` and (with `norms`)
+    its RMS norms `_fused_rms_norm`; everything is put back afterwards (see the module doc).
+    SPECDEC_SHORT_KERNELS=0: nothing is swapped."""
     if os.environ.get(ENV, "").strip().lower() in ("0", "false", "no", "off"):
         yield
         return
-    configs, norms = _model_parts(model)
+    configs, norm_modules = _model_parts(model)
+    norm_modules = norm_modules if norms else []
     with _lock:
         saved = [c._attn_implementation for c in configs]
         try:
             for config in configs:
                 config._attn_implementation = NAME
-            for norm in norms:
+            for norm in norm_modules:
                 norm.forward = types.MethodType(_fused_rms_norm, norm)
             yield
         finally:
             for config, name in zip(configs, saved):
                 config._attn_implementation = name
-            for norm in norms:
+            for norm in norm_modules:
                 norm.__dict__.pop("forward", None)

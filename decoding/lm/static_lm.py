@@ -27,7 +27,8 @@ cache holds, which is what CUDA graphs need (`cuda_graphs.py` captures them):
   device without graphs, runs eagerly on the same cache.
 - Passes of at most `MAX_GRAPH_TOKENS` tokens, eager or captured, run HF's modules with two of them
   swapped for cheaper kernels on this shape (`static_kernels.py`: slot attention instead of SDPA
-  over the whole buffer, fused RMS norms); longer passes run HF's modules as they are.
+  over the whole buffer, fused RMS norms); longer passes run HF's modules as they are. With
+  SPECDEC_COMPILE=1 the short passes go through `torch.compile` first (`compiled_body.py`).
 
 Cross-run batching (`batching.py`, the app's classes) concatenates DynamicCaches; a StaticLM never
 hands its calls to the batcher: `forward` always runs the pass alone (the factory, `backend.py`,
@@ -40,6 +41,7 @@ import torch
 from transformers.cache_utils import Cache, StaticLayer
 
 from .cached_lm import CachedLM
+from . import compiled_body
 from .cuda_graphs import count
 from .static_kernels import short_pass_kernels
 
@@ -82,8 +84,11 @@ class SlotCache(Cache):
         layer.values.index_copy_(2, self.slots, value_states)
         return layer.keys, layer.values
 
+    @torch.inference_mode()
     def grow(self, capacity: int, filled: int) -> None:
-        """Re-allocate every layer's buffers with `capacity` slots, keeping slots [0, filled)."""
+        """Re-allocate every layer's buffers with `capacity` slots, keeping slots [0, filled). Under
+        inference mode, as the first write's allocation is: buffers of one kind whoever allocates them
+        (a compiled pass, `compiled_body.py`, would otherwise recompile on the other kind)."""
         for layer in self.layers:
             if layer.is_initialized:
                 keys, values = layer.keys, layer.values
@@ -215,8 +220,11 @@ class StaticMixin:
         """A short pass, the one a graph captures: (1, n, hidden) final hidden states (see `_run`), with
         the short-pass kernels (`static_kernels.py`: slot attention, fused RMS norms)."""
         self.cache.slots = slots
-        with short_pass_kernels(self.model):
-            hidden, _ = self._body(inputs, positions, self.cache, mask)
+        compiling = compiled_body.wanted(self.device)
+        with short_pass_kernels(self.model, norms=not compiling):  # compiled: inductor fuses HF's norms itself
+            hidden = compiled_body.run(self, inputs, positions, self.cache, mask) if compiling else None
+            if hidden is None:
+                hidden, _ = self._body(inputs, positions, self.cache, mask)
         return hidden
 
     @torch.inference_mode()

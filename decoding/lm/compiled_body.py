@@ -1,0 +1,86 @@
+"""The static cache's short passes through `torch.compile` (opt-in: SPECDEC_COMPILE=1), still captured as
+our CUDA graphs (`cuda_graphs.py`).
+
+Why: a captured step replays every kernel HF's modules launch, about 37 a layer for the default
+target (norms, rotary embedding, residual adds, activation, projections); on an H200 the replay of
+one token's step costs about 3.1 ms for a model whose weights take well under a millisecond to read.
+Inductor fuses the elementwise chains into a few kernels per layer, which is what HF's own fastest
+`generate()` does (a static cache and `torch.compile(mode="reduce-overhead")`).
+
+How: one compiled function per process, `_short_body(lm, inputs, positions, cache, mask)`, calling
+the LM's own `_body` (so the target and the feature draft's layer both go through it), compiled with
+dynamic shapes (the pass length n and the capacity C are symbolic; n = 1 is specialised by dynamo, so
+a model compiles twice: one-token steps and longer passes). Inductor's default mode: no CUDA graphs
+of its own; ours capture the compiled kernels like any others (the first sighting of a shape runs
+eagerly, which is where compilation happens, outside any capture). The swapped slot attention
+(`static_kernels.py`) stays, since inductor does not rewrite SDPA's kernel choice; the RMS norms are
+left to inductor to fuse.
+
+Compiling takes tens of seconds per model on first use (once per process) and needs a working
+inductor backend (Triton on CUDA; a C++ compiler on the CPU). A compile that raises turns compiling
+off for the process with its reason (`failure()`, shown as the run's backend note), and the pass
+runs uncompiled: a run never fails on it. ZeroGPU does not support torch.compile: never there.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+
+import torch
+
+ENV = "SPECDEC_COMPILE"  # "1": compile the static cache's short passes
+RECOMPILE_LIMIT = 64  # compiled variants kept per code object (models x precisions x n = 1 / n > 1)
+
+_state: dict = {"fn": None, "failed": None}
+_lock = threading.Lock()
+
+
+def wanted(device) -> bool:
+    """SPECDEC_COMPILE=1, and not on ZeroGPU (SPACES_ZERO_GPU set), and no earlier compile failed."""
+    on = os.environ.get(ENV, "").strip().lower() in ("1", "true", "yes", "on")
+    zero_gpu = os.environ.get("SPACES_ZERO_GPU", "").strip().lower() not in ("", "0", "false", "no", "off")
+    return on and not zero_gpu and _state["failed"] is None
+
+
+def failure() -> str | None:
+    """Why compiling was turned off in this process, or None."""
+    return _state["failed"]
+
+
+def _short_body(lm, inputs: torch.Tensor, positions: torch.Tensor, cache, mask: torch.Tensor) -> torch.Tensor:
+    """The compiled function: the LM's decoder over inputs (1, n) or (1, n, width) -> (1, n, hidden)."""
+    hidden, _ = lm._body(inputs, positions, cache, mask)
+    return hidden
+
+
+def _compiled():
+    with _lock:
+        if _state["fn"] is None:
+            import torch._dynamo.config as dynamo_config
+
+            for name in ("recompile_limit", "cache_size_limit"):
+                if getattr(dynamo_config, name, RECOMPILE_LIMIT) < RECOMPILE_LIMIT:
+                    setattr(dynamo_config, name, RECOMPILE_LIMIT)
+            _state["fn"] = torch.compile(_short_body, dynamic=True)
+        return _state["fn"]
+
+
+def run(lm, inputs: torch.Tensor, positions: torch.Tensor, cache, mask: torch.Tensor) -> torch.Tensor | None:
+    """The compiled pass's (1, n, hidden), or None when compiling is off or has just failed (then the
+    caller runs the pass uncompiled; the cache is untouched by a compile that raised before running)."""
+    if not wanted(lm.device):
+        return None
+    try:
+        return _compiled()(lm, inputs, positions, cache, mask)
+    except Exception as error:  # noqa: BLE001 - any compile error means: run uncompiled, say why
+        _state["failed"] = f"torch.compile of the static passes failed ({type(error).__name__}: " \
+                           f"{str(error).splitlines()[0] if str(error) else ''}); uncompiled static passes"
+        return None
+
+
+def reset() -> None:
+    """Forget the compiled function and any failure (tests)."""
+    with _lock:
+        _state.update(fn=None, failed=None)
+        torch._dynamo.reset()

@@ -1,0 +1,59 @@
+"""The static cache's short passes through torch.compile (`decoding/lm/compiled_body.py`, SPECDEC_COMPILE=1),
+on the CPU with tiny float32 models: the same greedy tokens as the dynamic cache, plain and speculative with
+the feature draft (its layer compiles too), the run summary names it, and a compile that raises turns
+compiling off with its reason instead of failing the run. Compiling needs inductor's C++ compiler here."""
+
+import shutil
+
+import pytest
+
+from decoding.lm import backend, compiled_body
+from decoding.methods.base import RunConfig
+from decoding.rules.warp import SamplingConfig
+from decoding.run.pair import load_draft_value
+from decoding.run.runner import decode
+
+pytestmark = pytest.mark.skipif(shutil.which("g++") is None and shutil.which("c++") is None,
+                                reason="inductor needs a C++ compiler on the CPU")
+
+
+@pytest.fixture
+def compiling(monkeypatch):
+    monkeypatch.setenv(compiled_body.ENV, "1")
+    compiled_body.reset()
+    yield
+    backend.set_backend(None)
+    compiled_body.reset()
+
+
+def _tokens(target, draft, name, method):
+    backend.set_backend(name)
+    config = RunConfig(method=method, max_new_tokens=12, sampling=SamplingConfig(temperature=0.0), gamma=3,
+                       stop_at_eos=False)
+    ids = target.encode_prompt("hello world, the cat", chat=False)
+    return [t.token_id for r in decode(target, draft, ids, config) for t in r.emitted]
+
+
+def test_compiled_static_passes_give_the_dynamic_tokens(tiny_pair, tiny_feature_dir, compiling):
+    target = tiny_pair[0]
+    feature = load_draft_value(str(tiny_feature_dir), target, "float32")
+    for method, draft in (("autoregressive", None), ("speculative", feature)):
+        assert _tokens(target, draft, "static", method) == _tokens(target, draft, "dynamic", method)
+    _tokens(target, None, "static", "autoregressive")
+    assert compiled_body.failure() is None
+    assert backend.describe(target.model) == {"backend": "static+compiled", "backend_note": None}
+
+
+def test_a_compile_error_turns_compiling_off_and_says_why(tiny_pair, compiling, monkeypatch):
+    target = tiny_pair[0]
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("no backend here")
+
+    monkeypatch.setattr(compiled_body, "_compiled", lambda: broken)
+    want = _tokens(target, None, "dynamic", "autoregressive")
+    assert _tokens(target, None, "static", "autoregressive") == want
+    assert "torch.compile of the static passes failed (RuntimeError: no backend here)" in compiled_body.failure()
+    assert not compiled_body.wanted("cpu")
+    described = backend.describe(target.model)
+    assert described["backend"] == "static" and "no backend here" in described["backend_note"]
