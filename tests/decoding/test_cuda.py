@@ -377,3 +377,19 @@ def test_a_failed_capture_falls_back_to_eager_static_passes(tiny_target_dir, mon
     assert described["backend"] == "static" and "capture failed" in described["backend_note"]
     assert "capture is not allowed here" in cuda_graphs.failure(target.model)
     assert len(calls) == 1  # once per model
+
+
+def test_compiled_static_passes_give_the_same_greedy_tokens_with_and_without_graphs(cuda_pair, monkeypatch):
+    """SPECDEC_COMPILE=1 (lm/compiled_body.py): inductor's kernels, eager and captured, give plain decoding's
+    greedy tokens (prompt lookup: one model compiles, which keeps this test to tens of seconds)."""
+    from decoding.lm import compiled_body
+
+    monkeypatch.setenv(compiled_body.ENV, "1")
+    compiled_body.reset()
+    try:
+        out, plain = _graph_vs_eager_tokens(monkeypatch, cuda_pair[0], "prompt-lookup", 3)
+        assert compiled_body.failure() is None, compiled_body.failure()
+    finally:
+        compiled_body.reset()
+    assert out["1"] == out["0"] == plain and len(plain) == 40
+    assert out["1-backend"] == {"backend": "static+cuda-graphs+compiled", "backend_note": None}
