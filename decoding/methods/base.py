@@ -165,9 +165,13 @@ class RunState:
         if self.pending_logprobs is not None:
             fields["extra"] = {**fields.get("extra", {}), "target_logprobs": self.pending_logprobs}
             self.pending_logprobs = None
-        if self.meter is not None:
+        if self.meter is not None and (self.finished or not self.config.lean):
+            # a lean (timing) run reads the meter once, at its end: a reading can cost more than a step
+            # (NVML's energy counter on an H200: about 4 ms, where a captured step of the target takes 4 ms)
             reading = self.meter.read()
             joules, note = reading.joules, reading.note
+        elif self.meter is not None:
+            note = "a timing run reads its energy at its last iteration"
         record = IterationRecord(
             method=self.method,
             iteration=self.iteration,

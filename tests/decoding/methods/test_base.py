@@ -1,4 +1,7 @@
-"""What every method shares (`decoding/methods/base.py`): end-of-sequence stops a run and is included."""
+"""What every method shares (`decoding/methods/base.py`): end-of-sequence stops a run and is included; a timing
+run reads the energy meter once."""
+
+import pytest
 
 from decoding.methods.base import RunConfig
 from decoding.rules.warp import SamplingConfig
@@ -27,3 +30,36 @@ def test_eos_stops_and_is_included(tiny_pair):
             assert records[-1].finished and records[-1].stop_reason == "eos"
     finally:
         target.eos_token_ids = original
+
+
+class _CountingMeter:
+    """An energy meter that counts its readings: 1 J per reading."""
+
+    def __init__(self):
+        self.reads = 0
+
+    def begin(self):
+        self.reads = 0
+
+    def read(self):
+        from decoding.eval.energy import EnergyReading
+
+        self.reads += 1
+        return EnergyReading(float(self.reads), "counting meter")
+
+
+@pytest.mark.parametrize("lean", [False, True])
+def test_a_timing_run_reads_the_meter_once_at_its_end(tiny_pair, lean):
+    """A lean run (the benchmark's timing runs) reads the meter at its last iteration only, since a reading can
+    cost as much as a step; a shown run reads it every iteration (the live energy chart)."""
+    from decoding.run.runner import decode
+
+    target, draft = tiny_pair
+    meter = _CountingMeter()
+    config = RunConfig(method="speculative", max_new_tokens=10, gamma=2, lean=lean, stop_at_eos=False,
+                       sampling=SamplingConfig(temperature=0.0))
+    records = list(decode(target, draft, target.encode_prompt("hello", chat=False), config, meter))
+    assert len(records) > 1 and records[-1].finished
+    assert meter.reads == (1 if lean else len(records))
+    assert records[-1].energy_joules == meter.reads
+    assert all(r.energy_joules is None for r in records[:-1]) if lean else records[0].energy_joules == 1.0
