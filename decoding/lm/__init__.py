@@ -6,6 +6,8 @@
 - `kv_cache.py`      the cache's layers, grown in place rather than copied on every pass; PPD's compaction
 - `static_lm.py`     the same LM on a preallocated static-shape cache: every pass of n tokens runs fixed
                      shapes (writes at explicit slots, a 4D mask over the whole buffer), rollback moves a length
+- `static_kernels.py` cheaper kernels for the static LM's short passes (slot attention, fused RMS norms)
+- `compiled_body.py` those passes through torch.compile (opt-in, SPECDEC_COMPILE=1), still captured by ours
 - `cuda_graphs.py`   the static LM's passes captured as CUDA graphs, one per pass shape, replayed
 - `backend.py`       the one factory (`make_lm`) choosing the dynamic or the static path (SPECDEC_BACKEND,
                      --backend; static with graphs on CUDA by default), and what a run summary records of it
