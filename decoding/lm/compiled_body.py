@@ -16,7 +16,13 @@ eagerly, which is where compilation happens, outside any capture). The swapped s
 (`static_kernels.py`) stays, since inductor does not rewrite SDPA's kernel choice; the RMS norms are
 left to inductor to fuse.
 
-Compiling takes tens of seconds per model on first use (once per process) and needs a working
+Compiling layer by layer instead (regional compilation, one compiled layer shared by all 30) was tried
+and does not share here: HF's attention hands the cache its `layer_idx`, which dynamo specialises on,
+even with the cache's update left uncompiled (on the CPU, 10 graphs for a 2-layer model). A first
+pass into an empty cache (which allocates it) is never compiled.
+
+Compiling takes long on first use (once per process; the default target with dynamic shapes took over
+110 s on an H200) and needs a working
 inductor backend (Triton on CUDA; a C++ compiler on the CPU). A compile that raises turns compiling
 off for the process with its reason (`failure()`, shown as the run's backend note), and the pass
 runs uncompiled: a run never fails on it. ZeroGPU does not support torch.compile: never there.

@@ -220,7 +220,7 @@ class StaticMixin:
         """A short pass, the one a graph captures: (1, n, hidden) final hidden states (see `_run`), with
         the short-pass kernels (`static_kernels.py`: slot attention, fused RMS norms)."""
         self.cache.slots = slots
-        compiling = compiled_body.wanted(self.device)
+        compiling = compiled_body.wanted(self.device) and self.cache.layers[0].is_initialized  # a first pass allocates
         with short_pass_kernels(self.model, norms=not compiling):  # compiled: inductor fuses HF's norms itself
             hidden = compiled_body.run(self, inputs, positions, self.cache, mask) if compiling else None
             if hidden is None:
