@@ -26,8 +26,15 @@ def main(argv=None) -> int:
     ap.add_argument("--gamma-schedule", default="auto")
     ap.add_argument("--max-new-tokens", type=int, default=64)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--always-tree", action="store_true",
+                    help="a model source always draws the tree (the shape chooser replaced), to see what it costs")
     args = ap.parse_args(argv)
     import torch
+
+    if args.always_tree:
+        from decoding.drafters.shape_policy import ShapeChooser
+
+        ShapeChooser.choose = lambda self: "tree"
 
     from decoding.lm.prompt_files import read_prompt_rows
     from decoding.methods.base import RunConfig
@@ -53,17 +60,20 @@ def main(argv=None) -> int:
                 continue  # the prefill pass
             step = record.extra["tree_draft"]
             kind = step["shape"] if step["shape"] != "chain" else f"chain-{step['source']}"
-            for key in (kind, "all"):
+            for key in (kind, "all", f"{prompt.category}: {kind}"):
                 t = tally[key]
                 t["iterations"] += 1
                 t["emitted"] += len(record.emitted)
                 t["drafted"] += step["drafted"]
                 t["draft_s"] += record.timings.draft
                 t["verify_s"] += record.timings.verify
+                t["other_s"] += record.timings.other
     out = {k: {"iterations": t["iterations"], "share": t["iterations"] / tally["all"]["iterations"],
+               "tokens_per_second": t["emitted"] / (t["draft_s"] + t["verify_s"] + t["other_s"]),
                "tokens_per_call": t["emitted"] / t["iterations"], "drafted_per_call": t["drafted"] / t["iterations"],
                "draft_ms_per_call": 1000 * t["draft_s"] / t["iterations"],
-               "verify_ms_per_call": 1000 * t["verify_s"] / t["iterations"]} for k, t in sorted(tally.items())}
+               "verify_ms_per_call": 1000 * t["verify_s"] / t["iterations"],
+               "other_ms_per_call": 1000 * t["other_s"] / t["iterations"]} for k, t in sorted(tally.items())}
     print(json.dumps({"draft_tree": args.draft_tree, "prompts": len(picked), "shapes": out}, indent=1))
     return 0
 
