@@ -252,10 +252,13 @@ class FeatureDrafter(Drafter):
                 pairs = torch.cat([parents, embeds.to(dtype)], dim=-1)
             out = tree_pass(self.lm, pairs, [n - 2 + tree.depths[c] for c in fed], mask)
             features.update({c: out[j: j + 1] for j, c in enumerate(fed)})
-            return self.head.logits(out, self.vocab_width)
+            return scores(out)
 
-        root_logits = self.head.logits(root_feature, self.vocab_width)[-1]
-        tree = grow_tree(sequence[-1], root_logits, expand, nodes, depth, sampling, generator)
+        # the tree is grown over the head's K tokens (q = 0 elsewhere) where they all lie in the vocabulary
+        subset = self.head.max_id < self.vocab_width
+        scores = self.head.sub_logits if subset else (lambda hidden: self.head.logits(hidden, self.vocab_width))
+        tree = grow_tree(sequence[-1], scores(root_feature)[-1], expand, nodes, depth, sampling, generator,
+                         token_ids=self.head.token_ids if subset else None, vocab=self.vocab_width)
         self._crop(self.length)
         tree.catch_up_seconds = catch_up
         return tree

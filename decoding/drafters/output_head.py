@@ -41,9 +41,13 @@ class OutputHead:
     def weight_bytes(self) -> int:
         return self.weight.numel() * self.weight.element_size()
 
+    def sub_logits(self, hidden: torch.Tensor) -> torch.Tensor:
+        """Float32 logits (n, K) of the head's own tokens (column j scores token_ids[j]) from hidden (n, hidden)."""
+        return (hidden.to(self.weight.dtype) @ self.weight.T).float()
+
     def logits(self, hidden: torch.Tensor, width: int) -> torch.Tensor:
         """Full-width float32 logits from final hidden states (n, hidden): -inf outside the subset."""
-        sub = (hidden.to(self.weight.dtype) @ self.weight.T).float()
+        sub = self.sub_logits(hidden)
         out = torch.full((hidden.shape[0], width), float("-inf"), device=hidden.device)
         if self.max_id < width:  # every id inside the shared vocabulary: one index_copy_
             return out.index_copy_(1, self.token_ids, sub)

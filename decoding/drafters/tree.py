@@ -164,7 +164,8 @@ Expand = Callable[[list[int], DraftTree], torch.Tensor]
 
 def grow_tree(root: int, root_logits: torch.Tensor, expand: Expand, nodes: int, depth: int,
               sampling: SamplingConfig, generator: torch.Generator | None, width: int = 8,
-              max_children: int = MAX_CHILDREN) -> DraftTree:
+              max_children: int = MAX_CHILDREN, token_ids: torch.Tensor | None = None,
+              vocab: int | None = None) -> DraftTree:
     """Grow a tree of at most `nodes` draft nodes and `depth` levels from the draft's logits after
     the root (V,); after each level but the last, the `width` best new nodes by path score are fed to
     the draft in one `expand` call (only fed nodes can have children).
@@ -174,8 +175,14 @@ def grow_tree(root: int, root_logits: torch.Tensor, expand: Expand, nodes: int, 
     left while deeper levels remain, so a flat q does not spend it all at the top), then drawn without
     replacement. Temperature 0: EAGLE-2's way, every fed node gets its `max_children` likeliest tokens
     and the `nodes` best by path score are kept at the end (`best_subtree`).
-    q is warp_logits of the draft's logits (at temperature 0 its softmax)."""
+    q is warp_logits of the draft's logits (at temperature 0 its softmax).
+
+    `token_ids` (K,) with `vocab`: the logits (root (K,), expand's (m, K)) score only these vocabulary ids (a
+    head over a token subset, drafters/output_head.py: every other id has q = 0), so the tree is grown over K
+    columns instead of the whole vocabulary (the same q, softmax and top-k over a sixth of the width for the
+    shipped feature draft's 8192 of 49152) and its q_rows are spread to (n, vocab) at the end."""
     greedy = sampling.greedy
+    ids = token_ids.tolist() if token_ids is not None else None
 
     def q_of(logits: torch.Tensor) -> torch.Tensor:
         return torch.softmax(logits.float(), dim=-1) if greedy else warp_logits(logits, sampling)
@@ -189,23 +196,29 @@ def grow_tree(root: int, root_logits: torch.Tensor, expand: Expand, nodes: int, 
         if (left <= 0 and not greedy) or not frontier:
             break
         q_front = torch.stack([rows[v] for v in frontier])
-        if greedy:
-            counts = [min(max_children, int((q > 0).sum())) for q in q_front]
+        if greedy:  # every fed node's likeliest tokens, in one top-k over the frontier's rows
+            top = torch.topk(q_front, min(max_children, q_front.shape[-1]), dim=-1)
+            counts = (top.values > 0).sum(-1).tolist()
+            picks, logs = top.indices.tolist(), torch.log(top.values).tolist()
         else:
             cap = left if level == depth else max(1, (left + 1) // 2)
             counts = allocate_children([tree.scores[v] for v in frontier], q_front, cap, max_children, SLOT_FLOOR)
         added = []
-        for v, k in zip(frontier, counts):
+        for i, (v, k) in enumerate(zip(frontier, counts)):
             if not k:
                 continue
-            q = rows[v]
-            xs = torch.topk(q, k).indices.tolist() if greedy else gumbel_top_k(q, k, generator)
-            for x in xs:
+            if greedy:
+                xs, logq = picks[i][:k], logs[i][:k]
+            else:
+                q = rows[v]
+                xs = gumbel_top_k(q, k, generator)
+                logq = torch.log(q[xs]).tolist()
+            for x, lq in zip(xs, logq):
                 added.append(len(tree.parents))
                 tree.parents.append(v)
-                tree.tokens.append(x)
+                tree.tokens.append(ids[x] if ids is not None else x)
                 tree.depths.append(level)
-                tree.scores.append(tree.scores[v] + float(torch.log(q[x])))
+                tree.scores.append(tree.scores[v] + lq)
         if level == depth or (tree.size >= nodes and not greedy) or not added:
             break
         fed = sorted(added, key=lambda c: -tree.scores[c])[:width]
@@ -216,8 +229,12 @@ def grow_tree(root: int, root_logits: torch.Tensor, expand: Expand, nodes: int, 
         frontier = fed
     if greedy:
         tree = best_subtree(tree, nodes)  # (its q_rows are filled below from `rows`, by kept index)
-    tree.q_rows = torch.zeros(len(tree.parents), q_root.shape[-1], device=q_root.device)
+    width_q = q_root.shape[-1] if token_ids is None else vocab
+    tree.q_rows = torch.zeros(len(tree.parents), width_q, device=q_root.device)
     for new, old in enumerate(tree.kept if tree.kept is not None else range(len(tree.parents))):
         if old in rows:
-            tree.q_rows[new] = rows[old]
+            if token_ids is None:
+                tree.q_rows[new] = rows[old]
+            else:
+                tree.q_rows[new, token_ids] = rows[old]
     return tree

@@ -13,7 +13,7 @@ import time
 
 from ..methods.tree_tune import save_tuning
 
-SIZES = "8,4;12,5;16,6;24,7"
+SIZES = "4,2;6,3;8,3;8,4;12,5;16,6"  # the default (methods/tree_draft.py) among them
 
 
 def tune(target, draft, prompt_ids: list[list[int]], sizes: list[str], max_new_tokens: int = 48,

@@ -52,7 +52,7 @@ class SpeculativeSettings(ChainSettings):
     tree are its own."""
 
     draft_tree: str = knob(
-        "off", flag="--draft-tree", choices=("off", "auto", "8,4", "16,6", "24,7"), open_choices=True, label="Draft tree (off, auto, or N nodes[,D levels])", what="draft tree",
+        "off", flag="--draft-tree", choices=("off", "auto", "4,2", "6,3", "8,4", "16,6"), open_choices=True, label="Draft tree (off, auto, or N nodes[,D levels])", what="draft tree",
         help="speculative: draft a tree of the model's guesses instead of a chain: off, auto (this device's "
              "tuned size, else 16 nodes, 6 levels), N or N,D (nodes, depth); copies stay chains",
         info="off: one guess per position (a chain). A tree keeps several guesses per position, the likeliest "

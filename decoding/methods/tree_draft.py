@@ -40,7 +40,9 @@ from ..trace.record import (ACCEPTED, BONUS, CORRECTION, DraftToken, IterationRe
 from .base import RunConfig, RunState, raw_logprobs
 
 TUNED, DEFAULT, SET = "tuned", "default", "set"  # how an iteration's tree size was chosen
-DEFAULT_NODES, DEFAULT_DEPTH = 16, 6  # before a tune: a pass over 17 tokens costs ~1.35x a step in bf16 here
+# before a tune: each level costs a draft pass (~0.07 of a target step here) and a pass over N + 1 tokens costs more
+# with N (bf16: 7 tokens ~1.15x a step, 17 ~1.4x), so a shallow tree pays best: docs/bench/tree-diagnostic.md
+DEFAULT_NODES, DEFAULT_DEPTH = 6, 3
 MAX_NODES, MAX_DEPTH = 64, 16
 
 

@@ -223,7 +223,17 @@ def test_draft_tree_setting_is_checked():
     for bad in ("0", "many", "16,0", "4,9", "100"):
         with pytest.raises(ValueError, match="draft tree"):
             tree_draft.parse_draft_tree(bad)
-    assert tree_draft.parse_draft_tree("16") == (16, 6) and tree_draft.parse_draft_tree("auto") == "auto"
+    assert tree_draft.parse_draft_tree("16") == (16, tree_draft.DEFAULT_DEPTH)
+    assert tree_draft.parse_draft_tree("auto") == "auto"
+
+
+def test_the_default_size_is_one_the_tune_measures():
+    """`auto` before a tune takes the default; the tune's candidates include it, so a tune can confirm or replace it."""
+    from decoding.eval.tree_tune import SIZES
+
+    default = (tree_draft.DEFAULT_NODES, tree_draft.DEFAULT_DEPTH)
+    assert default in [tree_draft.parse_draft_tree(s) for s in SIZES.split(";")]
+    assert tree_draft.parse_draft_tree(f"{default[0]},{default[1]}") == default
 
 
 def test_trees_refuse_lenience(tiny_pair):
