@@ -46,7 +46,7 @@ def run(settings: CheckSettings) -> dict:
     command = [sys.executable, *PYTEST_ARGS]
     shown = "python " + " ".join(PYTEST_ARGS)
     try:
-        # the tests choose compiling themselves (one test compiles): a SPECDEC_COMPILE of the check's own runs is not theirs
+        # the tests choose compiling themselves (one test compiles): the check's own SPECDEC_COMPILE is not theirs
         env = {k: v for k, v in os.environ.items() if k != "SPECDEC_COMPILE"}
         proc = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=settings.tests_timeout_s,
                               env=env)
