@@ -75,9 +75,12 @@ def hybrids_with_peer(drafts: dict) -> set[str]:
             or (d.kind == HYBRID and (d.model.spec, d.head is None) in alone)}
 
 
-def run_bench(args, target, drafts: dict, prompts: list, progress: bool = True) -> dict:
+def run_bench(args, target, drafts: dict, prompts: list, progress: bool = True, deadline: float | None = None,
+              least: int = 1, clock=time.monotonic) -> dict:
     """Benchmark `args.methods` on `prompts` (`PromptRow`s or plain strings); `drafts` maps each
-    drafter's label to its `pair.Draft`."""
+    drafter's label to its `pair.Draft`. `deadline` (a `clock()` time): no new prompt is started after
+    it once `least` prompts are done; the run then covers the prompts done (all their repeats'
+    timing runs, quality runs and tables), and says so in "cut_short"."""
     from tqdm import tqdm
 
     texts = [getattr(p, "prompt", p) for p in prompts]
@@ -114,9 +117,15 @@ def run_bench(args, target, drafts: dict, prompts: list, progress: bool = True) 
             run(v, encoded[0], True)
             bar.update()
     timing: dict[str, dict[int, list[RunStats]]] = {v.key: {} for v in variants}
+    cut_short = None
     for r in range(args.repeats):
         order = variants[r % len(variants):] + variants[: r % len(variants)]
         for pi, ids in enumerate(encoded):
+            if r == 0 and deadline is not None and pi >= max(1, least) and clock() > deadline:
+                cut_short = {"prompts_done": pi, "prompts_planned": len(encoded),
+                             "why": "its time share was spent"}
+                texts, categories, encoded, prompts = texts[:pi], categories[:pi], encoded[:pi], prompts[:pi]
+                break
             for v in order:
                 bar.set_postfix_str(f"repeat {r + 1} prompt {pi + 1} {v.key}")
                 timing[v.key].setdefault(r, []).append(run(v, ids, True, with_meter=True))
@@ -158,6 +167,7 @@ def run_bench(args, target, drafts: dict, prompts: list, progress: bool = True) 
         "machine": machine_info(),
         "load_average_before": [round(x, 2) for x in load_before],
         "load_average_after": [round(x, 2) for x in os.getloadavg()],
+        "cut_short": cut_short,
         "bench_seconds": time.time() - started,
         "settings": {
             "prompts": len(texts), "prompts_file": display_path(args.prompts),

@@ -20,7 +20,7 @@ import time
 
 from ...paths import SHIPPED_DRAFT, display_path
 from .pairs import Pair, half_dtype
-from .plan import Job, next_prompts, pick_prompts, spent_before_prompts
+from .plan import Job, interleave_categories, later_least_s, next_prompts, pick_prompts, spent_before_prompts
 
 BACKEND_ENV = "SPECDEC_BACKEND"
 GRAPHS_ENV = "SPECDEC_CUDA_GRAPHS"
@@ -164,6 +164,7 @@ def compact(job: Job, result: dict) -> dict:
             "graphs": job.graphs, "prompts": s["prompts"],
             "prompt_categories": {c: s["prompt_categories"].count(c) for c in dict.fromkeys(s["prompt_categories"])},
             "max_new_tokens": s["max_new_tokens"], "date": result["date"], "variants": variants,
+            "cut_short": result.get("cut_short"),
             "per_prompt": per_prompt,
             "greedy_equal": {names.get(k, k): v for k, v in equal.items()} if equal else equal,
             "models": {"target": result["models"]["target"],
@@ -192,12 +193,15 @@ def run_job(jobs: tuple[Job, ...], i: int, settings, models: Models, rows: list,
         tps.update(measured)
         left = deadline - clock() + spent_before_prompts(job, settings.max_new_tokens, tps)  # loaded, probed
         n = next_prompts(jobs, i, left, settings.max_new_tokens, tps, len(rows), settings.max_prompts,
-                         len({r.category for r in rows}))
-        chosen = pick_prompts(rows, n)
+                         len({r.category for r in rows}))  # a plan; the run stops at its share (stop_at)
+        categories = len({r.category for r in rows})
+        chosen = interleave_categories(pick_prompts(rows, n))
+        stop_at = deadline - later_least_s(jobs, i, settings.max_new_tokens, tps, len(rows), settings.max_prompts)
         from ...lm import cuda_graphs
 
         cuda_graphs.reset_counts()
-        result = run_bench(args, target, drafts, chosen, progress=progress)
+        result = run_bench(args, target, drafts, chosen, progress=progress, deadline=stop_at,
+                           least=min(categories, len(chosen)), clock=clock)
         graph_counts = cuda_graphs.counts()
     result["command"] = f"python -m decoding gpu-check --part bench (job {job.key})"
     out = settings.runs_dir / "bench" / job.key

@@ -12,6 +12,9 @@ the most (up to its `want`) that fit in the time left once every later job's `le
 parts' reserves are kept, and never fewer than one per category (where even that does not fit, the
 job runs long: the later jobs are then skipped, the report says so). Prompts are spread over the
 Spec-Bench categories (`pick_prompts`), so a job with fewer prompts still covers every category.
+A plan is an estimate: a job that runs slower than planned is stopped when its share is spent (the
+time left less every later job's least cost), after its first prompt of each category, with its
+prompts taken category by category (`interleave_categories`), so the later jobs still run.
 Pure functions: the tests plan fake budgets."""
 
 from __future__ import annotations
@@ -136,11 +139,30 @@ def plan_jobs(jobs: tuple[Job, ...], seconds: float, tokens: int, tps: dict[str,
     return out
 
 
+def later_least_s(jobs: tuple[Job, ...], i: int, tokens: int, tps: dict[str, float], available: int,
+                  cap: int) -> float:
+    """Seconds kept for the jobs after job `i`: each one's least cost."""
+    return sum(job_cost(j, min(j.least, cap, available), tokens, tps) for j in jobs[i + 1:])
+
+
 def next_prompts(jobs: tuple[Job, ...], i: int, seconds_left: float, tokens: int, tps: dict[str, float],
                  available: int, cap: int, categories: int) -> int:
     """Prompts for job `i` with `seconds_left` for it and every later job (their least kept)."""
-    later = sum(job_cost(j, min(j.least, cap, available), tokens, tps) for j in jobs[i + 1:])
+    later = later_least_s(jobs, i, tokens, tps, available, cap)
     return fit_prompts(jobs[i], seconds_left - later, tokens, tps, available, cap, categories)
+
+
+def interleave_categories(rows: list) -> list:
+    """`rows` reordered one category after another in turn (the first of each category, then the
+    second of each, ...), so that a job stopped after any number of prompts still covers its categories
+    as evenly as it can (the benchmark stops a job whose time share is spent: `driver.run_bench`)."""
+    groups: dict[str, list] = {}
+    for row in rows:
+        groups.setdefault(getattr(row, "category", "") or "", []).append(row)
+    out, depth = [], max((len(g) for g in groups.values()), default=0)
+    for k in range(depth):
+        out += [g[k] for g in groups.values() if k < len(g)]
+    return out
 
 
 def pick_prompts(rows: list, n: int) -> list:

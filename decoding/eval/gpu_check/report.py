@@ -110,6 +110,8 @@ def _bench_jobs(r: dict) -> list[str]:
         out.append(f"| {key} | {j.get('title', '')} | {', '.join(f'{k}={v}' for k, v in backend.items()) or 'n/a'} "
                    f"| {plan.get('prompts', 'n/a')} (~{plan.get('estimate_s', 'n/a')} s) | {j.get('prompts', 0)} "
                    f"| {j.get('seconds', 'n/a')} | {_graph_counts(j.get('graph_counts'))} | {j['status']}"
+                   + (f" (stopped after {j['cut_short']['prompts_done']} of {j['cut_short']['prompts_planned']} "
+                      f"prompts: {j['cut_short']['why']})" if j.get("cut_short") else "")
                    + (f": {scrub(j.get('why') or j.get('error'))}"
                                                                        if j["status"] != "ok" else "") + " |")
     out += ["", "### The GPU backend's goals, checked on this run", "",

@@ -158,3 +158,24 @@ def test_rows_name_their_drafter():
     assert named("speculative-feature-auto", "feature") == "speculative-feature-auto"
     assert named("hf-assisted-default", "prompt-lookup") == "hf-assisted-prompt-lookup-default"
     assert named("autoregressive", None) == "autoregressive"
+
+
+def test_a_job_past_its_time_share_stops_after_one_prompt_per_category(tmp_path, tiny_target_dir, monkeypatch):
+    """The plan is an estimate: a job still running when its share is spent (here: the later jobs' least costs
+    take all the time) starts no new prompt once each category has one, and the report says so."""
+    from decoding.eval.gpu_check import jobs
+
+    pair = Pair("tiny pair", str(tiny_target_dir), "prompt-lookup", "tiny")
+    monkeypatch.setattr(bench_part, "check_pairs", lambda: ([pair], []))
+    monkeypatch.setattr(jobs, "later_least_s", lambda *args, **kwargs: 1e9)
+    report = tmp_path / "docs" / "gpu.md"
+    settings = _settings(tmp_path, jobs=("half-static",))
+    rc = run_check(["bench"], settings, INFO, report, choice_file=tmp_path / "choice.json")
+    bench = json.loads((tmp_path / "runs" / "gpu-check.json").read_text())["parts"]["bench"]
+    assert rc == 0
+    main = bench["jobs"]["half-static"]
+    assert main["status"] == "ok" and main["prompts"] == 3
+    assert main["prompt_categories"] == {"qa": 1, "rag": 1, "math_reasoning": 1}  # taken category by category
+    assert main["cut_short"] == {"prompts_done": 3, "prompts_planned": 6, "why": "its time share was spent"}
+    assert all(v["tokens"] == 3 * 6 for v in main["variants"].values())
+    assert "(stopped after 3 of 6 prompts: its time share was spent)" in report.read_text()

@@ -105,3 +105,13 @@ def test_prompts_are_spread_over_the_categories_in_file_order():
     assert pick_prompts(ROWS, 100) == ROWS and pick_prompts(ROWS, 0) == []
     uneven = [Row("a0", "a")] + [Row(f"b{i}", "b") for i in range(5)]
     assert [r.id for r in pick_prompts(uneven, 4)] == ["a0", "b0", "b1", "b3"]  # a category that runs out is passed
+
+
+def test_prompts_are_taken_category_by_category():
+    from types import SimpleNamespace
+
+    from decoding.eval.gpu_check.plan import interleave_categories
+
+    rows = [SimpleNamespace(category=c, i=i) for i, c in enumerate("aaabbc")]
+    assert [r.i for r in interleave_categories(rows)] == [0, 3, 5, 1, 4, 2]
+    assert interleave_categories([]) == []
