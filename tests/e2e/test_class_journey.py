@@ -16,6 +16,7 @@ import contextlib
 import os
 
 import pytest
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from _app_server import free_port
 from _axe import axe_source, run_axe, table
@@ -137,7 +138,10 @@ def _every_method(walk: Walk) -> None:
     for method in METHODS:
         pick(page, "method", method)
         click_run(page)  # asserts the status line says Done
-        if method not in page.inner_text("#stats"):
+        try:  # the panels follow the player, which may still be drawing the run's last iteration
+            page.wait_for_function("m => document.querySelector('#stats').innerText.includes(m)", arg=method,
+                                   timeout=15_000)
+        except PlaywrightTimeout:
             walk.problems.append(f"method {method}: the panels do not show its run")
         walk.check(f"method {method}", timeline=True)
 
