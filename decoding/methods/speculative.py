@@ -54,7 +54,7 @@ class SpeculativeSettings(ChainSettings):
     draft_tree: str = knob(
         "off", flag="--draft-tree", choices=("off", "auto", "4,2", "6,3", "8,4", "16,6"), open_choices=True, label="Draft tree (off, auto, or N nodes[,D levels])", what="draft tree",
         help="speculative: draft a tree of the model's guesses instead of a chain: off, auto (this device's "
-             "tuned size, else 6 nodes, 3 levels), N or N,D (nodes, depth); copies stay chains",
+             "tuned size, else 16 nodes, 6 levels), N or N,D (nodes, depth); copies stay chains",
         info="off: one guess per position (a chain). A tree keeps several guesses per position, the likeliest "
              "continuations of the draft, and the target checks them all in one pass. auto: a size measured for "
              "this computer; or write N or N,D (nodes, levels), e.g. 16,6.")
