@@ -33,13 +33,13 @@ import torch
 
 from . import batching
 from .cached_lm import CachedLM
+from .devices import ZERO_GPU_ENV, env_flag, on_zero_gpu  # noqa: F401 (ZERO_GPU_ENV: the env graphs_wanted reads)
 from .static_lm import static_class, supports_static
 
 BACKENDS = ("auto", "static", "dynamic")
 BACKEND_ENV = "SPECDEC_BACKEND"
 GRAPHS_ENV = "SPECDEC_CUDA_GRAPHS"  # "0": no CUDA graphs (eager static passes)
 ZEROGPU_GRAPHS_ENV = "SPECDEC_ZEROGPU_GRAPHS"  # "1": try CUDA graphs on ZeroGPU too
-ZERO_GPU_ENV = "SPACES_ZERO_GPU"  # set by Hugging Face's ZeroGPU hardware (as app/zerogpu.py reads it)
 POOLED = 4  # spare caches kept per model and class
 
 _setting: dict[str, str | None] = {"backend": None}
@@ -72,21 +72,16 @@ def requested_backend() -> str:
     return check_backend(name)
 
 
-def _flag(env: str, default: bool) -> bool:
-    value = os.environ.get(env, "").strip().lower()
-    return default if not value else value not in ("0", "false", "no", "off")
-
-
 def graphs_wanted(device) -> bool:
     """Capture CUDA graphs for static passes on `device`? (CUDA only; see the module doc.)"""
-    if torch.device(device).type != "cuda" or not _flag(GRAPHS_ENV, True):
+    if torch.device(device).type != "cuda" or not env_flag(GRAPHS_ENV, True):
         return False
-    return _flag(ZEROGPU_GRAPHS_ENV, False) if _flag(ZERO_GPU_ENV, False) else True
+    return env_flag(ZEROGPU_GRAPHS_ENV, False) if on_zero_gpu() else True
 
 
 def graphs_note(device) -> str | None:
     """Why a static LM on `device` runs without graphs where one might expect them (ZeroGPU), else None."""
-    if torch.device(device).type == "cuda" and _flag(ZERO_GPU_ENV, False) and _flag(GRAPHS_ENV, True) \
+    if torch.device(device).type == "cuda" and on_zero_gpu() and env_flag(GRAPHS_ENV, True) \
             and not graphs_wanted(device):
         return f"ZeroGPU: eager static passes (CUDA graphs are untested there; {ZEROGPU_GRAPHS_ENV}=1 tries them)"
     return None
@@ -164,9 +159,10 @@ def describe(model) -> dict:
     if name != "dynamic":
         from . import compiled_body
 
-        if compiled_body.failure() is not None:
-            note = "; ".join(n for n in (note, compiled_body.failure()) if n)
-        elif compiled_body.wanted(graphs.device if graphs is not None else "cpu"):
+        failed = compiled_body.failure()
+        if failed is not None:
+            note = "; ".join(n for n in (note, failed) if n)
+        elif compiled_body.wanted():
             name += "+compiled"
     return {"backend": name, "backend_note": note}
 

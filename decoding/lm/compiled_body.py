@@ -30,10 +30,11 @@ runs uncompiled: a run never fails on it. ZeroGPU does not support torch.compile
 
 from __future__ import annotations
 
-import os
 import threading
 
 import torch
+
+from .devices import env_flag, on_zero_gpu
 
 ENV = "SPECDEC_COMPILE"  # "1": compile the static cache's short passes
 RECOMPILE_LIMIT = 64  # compiled variants kept per code object (models x precisions x n = 1 / n > 1)
@@ -42,11 +43,9 @@ _state: dict = {"fn": None, "failed": None}
 _lock = threading.Lock()
 
 
-def wanted(device) -> bool:
+def wanted() -> bool:
     """SPECDEC_COMPILE=1, and not on ZeroGPU (SPACES_ZERO_GPU set), and no earlier compile failed."""
-    on = os.environ.get(ENV, "").strip().lower() in ("1", "true", "yes", "on")
-    zero_gpu = os.environ.get("SPACES_ZERO_GPU", "").strip().lower() not in ("", "0", "false", "no", "off")
-    return on and not zero_gpu and _state["failed"] is None
+    return env_flag(ENV, False) and not on_zero_gpu() and _state["failed"] is None
 
 
 def failure() -> str | None:
@@ -75,7 +74,7 @@ def _compiled():
 def run(lm, inputs: torch.Tensor, positions: torch.Tensor, cache, mask: torch.Tensor) -> torch.Tensor | None:
     """The compiled pass's (1, n, hidden), or None when compiling is off or has just failed (then the
     caller runs the pass uncompiled; the cache is untouched by a compile that raised before running)."""
-    if not wanted(lm.device):
+    if not wanted():
         return None
     try:
         return _compiled()(lm, inputs, positions, cache, mask)

@@ -1,5 +1,6 @@
-"""Devices and dtypes: which device a run uses, which precision a model loads in, and waiting for
-queued GPU work before a clock or an energy counter is read."""
+"""Devices and dtypes: which device a run uses, which precision a model loads in, waiting for
+queued GPU work before a clock or an energy counter is read, and the process's device switches
+(`env_flag`, ZeroGPU)."""
 
 from __future__ import annotations
 
@@ -11,7 +12,21 @@ import torch
 from ..errors import ModelLoadError
 
 __all__ = ["resolve_device", "resolve_dtype", "default_dtype", "default_draft_dtype", "resolve_draft_dtype", "sync",
-           "pick_device", "cpu_has_native_bf16", "dtype_name", "usable_cores", "DTYPE_ENV"]
+           "pick_device", "cpu_has_native_bf16", "dtype_name", "usable_cores", "DTYPE_ENV", "env_flag", "ZERO_GPU_ENV",
+           "on_zero_gpu"]
+
+ZERO_GPU_ENV = "SPACES_ZERO_GPU"  # set by Hugging Face's ZeroGPU hardware (as app/zerogpu.py reads it)
+
+
+def env_flag(env: str, default: bool) -> bool:
+    """An on/off environment switch: unset or empty gives `default`; 0, false, no, off are off; anything else on."""
+    value = os.environ.get(env, "").strip().lower()
+    return default if not value else value not in ("0", "false", "no", "off")
+
+
+def on_zero_gpu() -> bool:
+    """Whether this process runs on Hugging Face's ZeroGPU hardware (SPACES_ZERO_GPU set)."""
+    return env_flag(ZERO_GPU_ENV, False)
 
 
 def resolve_device(device: str | torch.device | None) -> torch.device:

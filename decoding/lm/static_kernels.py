@@ -30,7 +30,6 @@ that window computes the same functions through the same swapped code.
 from __future__ import annotations
 
 import contextlib
-import os
 import threading
 import types
 import weakref
@@ -40,9 +39,11 @@ import torch.nn.functional as F
 from transformers import AttentionInterface
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 
+from .devices import env_flag
+
 NAME = "specdec_slots"  # the attention implementation's registered name
 ENV = "SPECDEC_SHORT_KERNELS"  # "0": HF's modules as they are (to compare; static passes then run HF's SDPA)
-MAX_SHORT_TOKENS = 64  # passes of at most this many tokens use these kernels (static_lm.MAX_GRAPH_TOKENS)
+MAX_SHORT_TOKENS = 64  # passes of at most this many tokens use these kernels (static_lm.MAX_GRAPH_TOKENS is it)
 
 _parts: "weakref.WeakKeyDictionary[torch.nn.Module, tuple[list, list]]" = weakref.WeakKeyDictionary()
 _lock = threading.RLock()
@@ -104,7 +105,7 @@ def short_pass_kernels(model: torch.nn.Module, norms: bool = True):
     """For the body of one short pass: the model's attention layers use `slot_attention` and (with `norms`)
     its RMS norms `_fused_rms_norm`; everything is put back afterwards (see the module doc).
     SPECDEC_SHORT_KERNELS=0: nothing is swapped."""
-    if os.environ.get(ENV, "").strip().lower() in ("0", "false", "no", "off"):
+    if not env_flag(ENV, True):
         yield
         return
     configs, norm_modules = _model_parts(model)

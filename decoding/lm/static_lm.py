@@ -43,12 +43,12 @@ from transformers.cache_utils import Cache, StaticLayer
 from .cached_lm import CachedLM
 from . import compiled_body
 from .cuda_graphs import count
-from .static_kernels import short_pass_kernels
+from .static_kernels import MAX_SHORT_TOKENS, short_pass_kernels
 
 ROUND = 256  # capacities are multiples of this
 DEFAULT_CAPACITY = 1024  # tokens, when the caller gives no hint
 GRAPH_CAPACITY = 2048  # with graphs, the least capacity, and capacities are powers of two (see graph_capacity)
-MAX_GRAPH_TOKENS = 64  # passes of at most this many tokens may be captured (prefills are not)
+MAX_GRAPH_TOKENS = MAX_SHORT_TOKENS  # passes of at most this many tokens may be captured (prefills are not)
 
 
 def round_capacity(tokens: int) -> int:
@@ -220,7 +220,7 @@ class StaticMixin:
         """A short pass, the one a graph captures: (1, n, hidden) final hidden states (see `_run`), with
         the short-pass kernels (`static_kernels.py`: slot attention, fused RMS norms)."""
         self.cache.slots = slots
-        compiling = compiled_body.wanted(self.device) and self.cache.layers[0].is_initialized  # a first pass allocates
+        compiling = compiled_body.wanted() and self.cache.layers[0].is_initialized  # a first pass allocates
         with short_pass_kernels(self.model, norms=not compiling):  # compiled: inductor fuses HF's norms itself
             hidden = compiled_body.run(self, inputs, positions, self.cache, mask) if compiling else None
             if hidden is None:

@@ -192,9 +192,9 @@ def run_job(jobs: tuple[Job, ...], i: int, settings, models: Models, rows: list,
         measured = probe(job, target, drafts, encoded[0], args)
         tps.update(measured)
         left = deadline - clock() + spent_before_prompts(job, settings.max_new_tokens, tps)  # loaded, probed
-        n = next_prompts(jobs, i, left, settings.max_new_tokens, tps, len(rows), settings.max_prompts,
-                         len({r.category for r in rows}))  # a plan; the run stops at its share (stop_at)
         categories = len({r.category for r in rows})
+        n = next_prompts(jobs, i, left, settings.max_new_tokens, tps, len(rows), settings.max_prompts,
+                         categories)  # a plan; the run stops at its share (stop_at)
         chosen = interleave_categories(pick_prompts(rows, n))
         stop_at = deadline - later_least_s(jobs, i, settings.max_new_tokens, tps, len(rows), settings.max_prompts)
         from ...lm import cuda_graphs
