@@ -31,6 +31,7 @@ from .tree import DraftTree, grow_tree, tree_mask
 from ..lm.tree_pass import tree_pass
 from ..trace.source import MODEL_SOURCE, DraftSource
 from .output_head import OutputHead, load_head
+from ..rules.draw import draw
 from ..rules.warp import SamplingConfig, warp_logits
 
 KIND = "feature"
@@ -275,7 +276,7 @@ class FeatureDrafter(Drafter):
         for i in range(gamma):
             logits = self.head.logits(feature, self.vocab_width)[-1]
             q = warp_logits(logits, sampling)
-            x = int(torch.multinomial(q, 1, generator=generator)) if not sampling.greedy else int(q.argmax())
+            x = draw(q, generator) if not sampling.greedy else int(q.argmax())
             tokens.append(x)
             rows.append(q)
             if i + 1 == gamma:

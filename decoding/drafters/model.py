@@ -9,6 +9,7 @@ import torch
 from ..lm.backend import make_lm
 from ..lm.cached_lm import CachedLM
 from ..lm.tree_pass import tree_pass
+from ..rules.draw import draw
 from ..rules.warp import SamplingConfig, warp_logits
 from ..trace.source import MODEL_SOURCE, DraftSource
 from .base import CATCH_UP_TOKENS, Drafter, Proposal
@@ -56,7 +57,7 @@ class ModelDrafter(Drafter):
         catch_up = time.perf_counter() - started if new_tokens > CATCH_UP_TOKENS else 0.0
         for i in range(gamma):
             q = warp_logits(logits, sampling)
-            x = int(torch.multinomial(q, 1, generator=generator)) if not sampling.greedy else int(q.argmax())
+            x = draw(q, generator) if not sampling.greedy else int(q.argmax())
             tokens.append(x)
             rows.append(q)
             if i + 1 < gamma:

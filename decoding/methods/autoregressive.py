@@ -5,12 +5,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterator
 
-import torch
 
 from ..lm.backend import make_lm, run_capacity
 from ..lm.cached_lm import CachedLM
 from .settings import MethodSettings
 from ..trace.record import TARGET, IterationRecord
+from ..rules.draw import draw
 from ..rules.warp import warp_logits
 from .base import RunConfig, RunState, raw_logprobs
 
@@ -36,7 +36,7 @@ def _autoregressive(target, prompt_ids: list[int], config: RunConfig, meter) -> 
             logits = lm.extend(state.sequence, keep=1)[-1]
         # greedy lean runs need no distribution: p is only read by the trace's top-k lists
         p = None if config.lean and config.sampling.greedy else warp_logits(logits, config.sampling)
-        x = int(logits.argmax()) if config.sampling.greedy else int(torch.multinomial(p, 1, generator=state.generator))
+        x = int(logits.argmax()) if config.sampling.greedy else draw(p, state.generator)
         emitted = state.commit([state.token(x, TARGET)], raw_logprobs(logits[None], [x]))
         yield state.record(
             context_length=context_length,

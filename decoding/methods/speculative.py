@@ -25,6 +25,7 @@ from ..drafters.base import Drafter
 from ..drafters.gamma_policy import SCHEDULES, GammaPolicy
 from .settings import MethodSettings, knob
 from ..trace.record import ACCEPTED, BONUS, CORRECTION, DraftToken, IterationRecord, Residual, StepData, TreeNode
+from ..rules.draw import draw
 from ..rules.warp import warp_logits
 from .base import RunConfig, RunState, raw_logprobs
 
@@ -144,7 +145,7 @@ def chain_loop(name: str, verify: VerifyFn, target, drafter: Drafter, prompt_ids
             p_raw = torch.softmax(logits[:k], dim=-1)  # only draft rows are read
         n = verdict.n_accepted
         nxt = verdict.next_distribution
-        y = int(nxt.argmax()) if greedy else int(torch.multinomial(nxt, 1, generator=state.generator))
+        y = int(nxt.argmax()) if greedy else draw(nxt, state.generator)
 
         # Step 5: commit, roll both caches back to the committed prefix
         emitted = [state.token(x, ACCEPTED) for x in draft[:n]]

@@ -1,6 +1,7 @@
 """Layer 1, the rules: pure tensor maths over probability distributions (no models, no caches).
 
 - `warp.py`        temperature, top-k and top-p: logits -> the one distribution p or q is
+- `draw.py`        one token drawn from a probability row (inverse CDF; the decoding loops' draws)
 - `acceptance.py`  the strict and lenient acceptance rules, the residual, verifying a chain
 - `tree_acceptance.py`  verifying a draft tree: recursive rejection over siblings (exact at any temperature)
 - `mentored.py`    mentored decoding's rule: the most acceptance within a KL(target || output) bound

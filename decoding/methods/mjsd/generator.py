@@ -38,6 +38,7 @@ from .joint import MAX_BEAMS, beam_draft, joint_verify, likelihood_sampling
 from ..settings import MethodSettings, knob
 from ...trace.plain import ByName, MayBeInfinite
 from ...trace.record import ACCEPTED, BONUS, CORRECTION, DraftToken, IterationRecord, StepData, TreeNode
+from ...rules.draw import draw
 from ...rules.warp import warp_logits
 from ..base import RunConfig, RunState, raw_logprobs
 from ..speculative import _shared_width
@@ -123,7 +124,7 @@ def _mjsd(target, drafter: ModelDrafter, prompt_ids, config: RunConfig, meter,
             nxt = warp_logits(logits[eta], config.sampling)
         else:
             nxt = warp_logits(logits[eta], config.sampling)
-            y = int(torch.multinomial(nxt, 1, generator=state.generator))
+            y = draw(nxt, state.generator)
 
         # Step 5: commit and roll the target back (the draft's cache holds only the old context)
         emitted = [state.token(x, ACCEPTED) for x in draft[:eta]]

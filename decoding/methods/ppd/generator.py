@@ -43,6 +43,7 @@ from .engine import (
 from .prompts import load_prompt_tokens
 from .tree import dynamic_trees, tree_buffers
 from ...trace.record import ACCEPTED, BONUS, CORRECTION, TARGET, DraftToken, IterationRecord, StepData, TreeNode
+from ...rules.draw import draw
 from ...rules.warp import warp_logits
 from ..base import RunConfig, RunState, raw_logprobs
 
@@ -210,7 +211,7 @@ def _ppd(target, prompt_ids, config: RunConfig, meter, settings, prompts, trees)
             nxt = warp_logits(logits[last], config.sampling)
         else:
             nxt = probs[last]
-            y = int(torch.multinomial(nxt, 1, generator=state.generator))
+            y = draw(nxt, state.generator)
         accepted_ids = [tree_ids[c] for c in verdict.accepted]
         kind = CORRECTION if buffers.children(last) else (BONUS if buffers.n_candidates else TARGET)
         emitted = [state.token(x, ACCEPTED) for x in accepted_ids]
