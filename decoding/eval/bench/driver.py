@@ -5,6 +5,9 @@ Protocol:
   2. Timing runs: for each repeat, for each prompt, every variant in turn (interleaved, and the
      order rotated per repeat, so machine drift hits all alike). Fixed token counts: the
      end-of-sequence token is ignored (as benchmarks usually do) and the lean trace is used.
+     At a temperature, repeat r samples with seed `--seed` + r: a sampled text is one draw, and its
+     speedup depends on the draw (how often the text repeats itself, how long the accepted runs are),
+     so the repeats average over `--repeats` draws per prompt instead of timing one draw again.
   3. Quality runs (unless `--no-quality`): once per prompt and variant, stopping at
      end-of-sequence; the target perplexity of those outputs (raw target, temperature 1) and, for
      greedy decoding, whether the output equals our autoregressive output. Without them the
@@ -32,6 +35,12 @@ from .runs import run_variant
 from .variants import RunStats, build_variants, parse_gammas, parse_trees
 from .stats import category_table, finish_summary, goals, per_prompt_table, summarize_variant
 
+
+
+def repeat_seed(seed: int, repeat: int, sampling) -> int:
+    """The seed of timing repeat `repeat`: `seed` + repeat at a temperature (each repeat a new draw),
+    `seed` when greedy (the seed draws nothing)."""
+    return seed if sampling.greedy else seed + repeat
 
 def machine_info() -> dict:
     import platform
@@ -118,8 +127,10 @@ def run_bench(args, target, drafts: dict, prompts: list, progress: bool = True, 
             bar.update()
     timing: dict[str, dict[int, list[RunStats]]] = {v.key: {} for v in variants}
     cut_short = None
+    base_seed = args.seed
     for r in range(args.repeats):
         order = variants[r % len(variants):] + variants[: r % len(variants)]
+        args.seed = repeat_seed(base_seed, r, args.sampling)
         for pi, ids in enumerate(encoded):
             if r == 0 and deadline is not None and pi >= max(1, least) and clock() > deadline:
                 cut_short = {"prompts_done": pi, "prompts_planned": len(encoded),
@@ -130,6 +141,7 @@ def run_bench(args, target, drafts: dict, prompts: list, progress: bool = True, 
                 bar.set_postfix_str(f"repeat {r + 1} prompt {pi + 1} {v.key}")
                 timing[v.key].setdefault(r, []).append(run(v, ids, True, with_meter=True))
                 bar.update()
+    args.seed = base_seed
     quality: dict[str, list[RunStats]] = {v.key: [] for v in variants}
     if quality_runs:
         for ids in encoded:
@@ -176,6 +188,7 @@ def run_bench(args, target, drafts: dict, prompts: list, progress: bool = True, 
             "quality_runs": quality_runs,
             "temperature": args.sampling.temperature, "top_k": args.sampling.top_k, "top_p": args.sampling.top_p,
             "seed": args.seed, "chat": args.chat, "hf_peer": args.hf,
+            "repeat_seeds": [repeat_seed(args.seed, r, args.sampling) for r in range(args.repeats)],
             "hf_default_settings": "assistant model: its generation_config as shipped, unset fields from HF's global "
                                    "defaults (num_assistant_tokens 20, schedule constant, confidence threshold 0.4); "
                                    f"prompt lookup: prompt_lookup_num_tokens {HF_DEFAULT_PROMPT_LOOKUP_TOKENS}, "

@@ -47,6 +47,12 @@ def _charts_line(charts: dict) -> str:
     return f"Charts: `{charts['html']}`{png}{note}."
 
 
+def _seeds(settings: dict) -> str:
+    """' (seeds 0, 1, 2)' where the repeats sampled with seeds of their own, else ''."""
+    seeds = settings.get("repeat_seeds") or []
+    return f" (seeds {', '.join(map(str, seeds))})" if len(set(seeds)) > 1 else ""
+
+
 def markdown_report(result: dict, command: str | None = None) -> str:
     m, s = result["machine"], result["settings"]
     lines = [
@@ -59,7 +65,8 @@ def markdown_report(result: dict, command: str | None = None) -> str:
         f"Pair: target {result['models']['target']} ({result['models'].get('dtype')}), draft {result['models']['draft']}"
         + (f" ({result['models']['draft_dtype']})" if result["models"].get("draft_dtype") else "") + ". "
         f"{s['prompts']} prompts, {s['max_new_tokens']} new tokens (EOS ignored in timing runs), temperature "
-        f"{s['temperature']}, {s['repeats']} interleaved repeats after {s['warmup']} warm-up, chat={s['chat']}.", "",
+        f"{s['temperature']}, {s['repeats']} interleaved repeats{_seeds(s)} after {s['warmup']} warm-up, "
+        f"chat={s['chat']}.", "",
         markdown_table(result),
         "Speedup = total tokens / total time over the same for our autoregressive run in this run. "
         "mean accepted = accepted draft tokens per iteration with a draft; tokens/target call includes the "

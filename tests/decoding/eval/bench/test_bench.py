@@ -262,3 +262,32 @@ def test_bench_runs_a_feature_draft_without_an_hf_peer(feature_dir, tiny_target_
                                       f"speculative-hybrid-{label}-g2", "hf-generate"}
     assert result["models"]["drafts"][label]["params"] > 0
     assert all(v == "1/1" for v in result["greedy_equal_to_autoregressive"].values())
+
+
+def test_sampled_repeats_draw_with_seeds_of_their_own(tmp_path, tiny_target_dir, capsys, monkeypatch):
+    """At a temperature repeat r runs with seed + r (each repeat a new draw of every prompt's text); the
+    warm-up and quality runs keep the seed; greedy runs keep it everywhere."""
+    from decoding.eval.bench import driver
+
+    seen = []
+    real = driver.run_variant
+
+    def spy(v, target, draft, ids, args, timing, meter=None):
+        seen.append((timing, args.seed))
+        return real(v, target, draft, ids, args, timing, meter)
+
+    monkeypatch.setattr(driver, "run_variant", spy)
+    base = ["bench", "--prompts", str(_prompt_file(tmp_path)), "--target", str(tiny_target_dir), "--dtype", "float32",
+            "--methods", "autoregressive", "--max-new-tokens", "2", "--repeats", "3", "--warmup", "1", "--seed", "5",
+            "--no-memory", "--no-hf", "--json"]
+    assert main(base + ["--temperature", "0.8", "--out", str(tmp_path / "sampled")]) == 0
+    result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert result["settings"]["repeat_seeds"] == [5, 6, 7] and result["settings"]["seed"] == 5
+    # warm-up (seed 5), 3 repeats x 2 prompts (5, 5, 6, 6, 7, 7), quality runs (5, 5)
+    assert [s for _, s in seen] == [5, 5, 5, 6, 6, 7, 7, 5, 5]
+    assert "3 interleaved repeats (seeds 5, 6, 7)" in (tmp_path / "sampled" / "bench.md").read_text()
+    seen.clear()
+    assert main(base + ["--temperature", "0", "--out", str(tmp_path / "greedy")]) == 0
+    result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert result["settings"]["repeat_seeds"] == [5, 5, 5] and {s for _, s in seen} == {5}
+    assert "3 interleaved repeats after" in (tmp_path / "greedy" / "bench.md").read_text()
