@@ -84,17 +84,19 @@ def whole_run(prompts, copy_key, rule, cost, model_for, bench) -> dict:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--positions", default="docs/bench/tree-positions-48.json",
+    ap.add_argument("--positions", default="docs/bench/tree-ceiling/positions.json",
                     help="what experiments/tree_diagnostic.py --positions-out wrote")
-    ap.add_argument("--diagnostic", default="docs/bench/tree-diagnostic-48.json",
-                    help="what experiments/tree_diagnostic.py --out wrote on the same prompts: its timing costs")
+    ap.add_argument("--diagnostic", default=",".join(f"docs/bench/tree-ceiling/diagnostic{s}.json"
+                                                      for s in ("-short", "", "-long")),
+                    help="comma-separated JSON files of experiments/tree_diagnostic.py (--timing-only) on the same "
+                         "prompts: each one's timing (draft time over a target step at one cached context)")
     ap.add_argument("--bench", default="docs/bench/spec-bench-tree63-quiet-bfloat16/bench.json",
                     help="a benchmark run: per category the autoregressive time and its prefill share, and the "
                          "measured speedups the replay is checked against")
     ap.add_argument("--verify-cost", default="docs/bench/verify-cost.json,docs/bench/verify-cost-long.json")
     ap.add_argument("--draft-eval", default="docs/bench/feature-draft-gpu-spec-bench.json",
                     help="an eval-draft JSON: the alpha and c of copy_ceiling.py's `+ model` rows, shown for reference")
-    ap.add_argument("--top1", default="0.45,0.55,0.65",
+    ap.add_argument("--top1", default="0.40,0.45,0.50,0.55,0.65",
                     help="top-1 hit rates at depth 1 of the stronger drafts modelled")
     ap.add_argument("--width-scales", default="0.5,0",
                     help="cheaper verify passes modelled: the share kept of what a pass costs beyond a one-token step")
@@ -113,9 +115,13 @@ def main(argv=None) -> int:
     if any(not 0 <= g <= 1 for g in goals) or any(not 0 <= w <= 1 for w in widths):
         print("error: --top1 and --width-scales must lie in [0, 1]", file=sys.stderr)
         return 2
+    from decoding.eval.bench import ceiling as cl
+    from decoding.eval.bench import tree_ceiling as tc
+
     try:
         recorded = json.loads(Path(args.positions).read_text())
-        timing = json.loads(Path(args.diagnostic).read_text())["timing"]["over_step"]
+        timings = [json.loads(Path(f).read_text())["timing"] for f in args.diagnostic.split(",")]
+        draft_cost = tc.DraftCost({t["context"]: t["over_step"] for t in timings})
         bench = json.loads(Path(args.bench).read_text())
         evaluation = json.loads(Path(args.draft_eval).read_text())["results"][-1]
         from decoding.eval.bench.ceiling import VerifyCost
@@ -124,9 +130,6 @@ def main(argv=None) -> int:
     except (OSError, ValueError, KeyError, IndexError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    from decoding.eval.bench import ceiling as cl
-    from decoding.eval.bench import tree_ceiling as tc
-
     prompts = [Prompt(r) for r in recorded["prompts"]]
     missing = sorted({c for c in CATEGORIES if not any(p.category == c for p in prompts)})
     if missing:
@@ -134,27 +137,33 @@ def main(argv=None) -> int:
         return 2
     max_rank = recorded["max_rank"]
     shapes = [tuple(int(x) for x in s.split(",")) for s in recorded["shapes"]]
-    gammas = sorted(g for g in prompts[0].chain if f"chain{g}" in timing)
-    c_chain = {g: timing[f"chain{g}"] for g in gammas}
-    c_tree = {s: timing[f"tree{s[0]},{s[1]}"] for s in shapes}
+    timed = draft_cost.names()
+    gammas = sorted(g for g in prompts[0].chain if f"chain{g}" in timed)
+    missing = [s for s in shapes if f"tree{s[0]},{s[1]}" not in timed]
+    if missing:
+        print(f"error: no timing of the trees {missing} in {args.diagnostic}", file=sys.stderr)
+        return 2
+    c_name = {**{g: f"chain{g}" for g in gammas}, **{s: f"tree{s[0]},{s[1]}" for s in shapes}}
     positions = sum(len(p.ranks) for p in prompts)
     top1_now = sum(p.ranks[i][0] == 0 for p in prompts for i in range(len(p.ranks))) / positions
     started = time.time()
 
-    def measured(kind, size, c_scale=1.0):
+    def measured(kind, size, c_scale=1.0, cost=cost):
         """model_for(prompt): the draft's measured accepted length at each position, the measured draft cost."""
-        nodes, c = (size, c_chain[size]) if kind == "chain" else (size[0], c_tree[size])
+        nodes = size if kind == "chain" else size[0]
         key = str(size) if kind == "chain" else f"{size[0]},{size[1]}"
 
         def model_for(p):
             lengths = p.chain[size] if kind == "chain" else p.tree[key]
-            return lambda t: (cost.ms(nodes + 1, t) + c_scale * c * cost.ms(1, t),
-                              tc.point_survival(lengths[p.index(t)]))
+            def model(t):
+                c = c_scale * draft_cost.ratio(c_name[size], t)
+                return cost.ms(nodes + 1, t) + c * cost.ms(1, t), tc.point_survival(lengths[p.index(t)])
+            return model
         return model_for
 
     def modelled(kind, size, scale, verify, c_scale=1.0, trees=None):
         """model_for(prompt) from the rank vectors: a chain of `size`, or the static tree `trees[size]`."""
-        nodes, c = (size, c_chain[size]) if kind == "chain" else (size[0], c_tree[size])
+        nodes = size if kind == "chain" else size[0]
 
         def model_for(p):
             def model(t):
@@ -163,6 +172,7 @@ def main(argv=None) -> int:
                     survival = tc.chain_survival(ranks, size, scale)
                 else:
                     survival = tc.tree_survival(probabilities[(id(p), p.index(t), scale)], trees[size])
+                c = draft_cost.ratio(c_name[size], t)
                 return verify.ms(nodes + 1, t) + c_scale * c * verify.ms(1, t), survival
             return model
         return model_for
@@ -216,6 +226,22 @@ def main(argv=None) -> int:
     for s in shapes:
         add("check", lookup, f"best static tree {s[0]},{s[1]} from the rank vectors",
             modelled("tree", s, 1.0, cost, trees=static_trees["today"]), shape=f"{s[0]},{s[1]}", kind="tree")
+    # the replay of the benchmark's variants with the verify times measured in that run (one table for all
+    # contexts) in place of the verify-cost files: how much of the gap to the run the pass costs explain
+    in_run_verify = {}
+    for variant, method in bench["methods"].items():
+        if variant.startswith("speculative") and method.get("verify_ms_by_tokens"):
+            in_run_verify[variant] = {int(k): v for k, v in method["verify_ms_by_tokens"].items()}
+    hybrid = rules[2]
+    for variant, table in in_run_verify.items():
+        run_cost = cl.VerifyCost({0: table})
+        drafts = [("tree", s) for s in shapes if variant.endswith(f"tree{s[0]}x{s[1]}")] or [
+            ("chain", g) for g in gammas if g <= 3]
+        for kind, size in drafts:
+            label = f"chain {size}" if kind == "chain" else f"tree {size[0]},{size[1]}"
+            row = add("check-run", hybrid, f"{label}, the verify times of the run {variant}",
+                      measured(kind, size, cost=run_cost), kind=kind, variant=variant)
+            row["shape"] = str(size) if kind == "chain" else f"{size[0]},{size[1]}"
 
     # 3. what would close it: a stronger draft, free drafting, a cheaper verify; the best chain and tree of each
     verifies = {1.0: cost, **{w: tc.ScaledVerify(cost, w) for w in widths}}
@@ -251,8 +277,8 @@ def main(argv=None) -> int:
         "verify_cost": args.verify_cost, "dtype": recorded["dtype"], "max_new_tokens": recorded["max_new_tokens"],
         "prompts": len(prompts), "positions": positions, "categories": list(CATEGORIES),
         "top1_depth1": top1_now, "top1_depth1_by_category": top1_by_category,
-        "draft_c": {**{f"chain {g}": c for g, c in c_chain.items()},
-                    **{f"tree {n},{d}": c for (n, d), c in c_tree.items()}},
+        "draft_c": {f"{context:.0f}": {name: table[name] for name in c_name.values()}
+                    for context, table in draft_cost.tables.items()},
         "miss_scales": scales, "static_trees": {n: {f"{s[0]},{s[1]}": t for s, t in v.items()}
                                                for n, v in static_trees.items()},
         "prefill_share": {c: bench["categories"][c]["autoregressive"]["first_pass_share"] for c in CATEGORIES},
@@ -301,8 +327,10 @@ def markdown(r: dict) -> str:
            f"`{r['positions_file']}` (each prompt's greedy output and, at each of its {r['positions']} positions, "
            "the draft's rank vector and each chain's and tree's accepted length: "
            "`experiments/tree_diagnostic.py --positions-out`), the draft costs of that run's timing phase "
-           f"(`{r['diagnostic']}`, over a target step: "
-           + ", ".join(f"{k} {v:.3f}" for k, v in r["draft_c"].items())
+           f"(`{r['diagnostic']}`: draft time per call over a target step, at the mean cached context of each "
+           "file's timing, linear in the context between them: "
+           + "; ".join(f"{context} tokens: " + ", ".join(f"{k} {v:.2f}" for k, v in table.items())
+                       for context, table in r["draft_c"].items())
            + f"), the verify costs `{r['verify_cost']}` and each category's autoregressive time and prefill share "
            f"from `{r['bench']}`.", "",
            "**Measured** rows replay each position's measured accepted length with measured costs (the only model "
@@ -328,7 +356,8 @@ def markdown(r: dict) -> str:
                    + " | ".join(f"{v[c]:.2f}x / {v['tokens_per_call'][c]:.2f}" for c in cats) + " |")
     for row in r["rows"]:
         if row["section"] == "measured" and row["copy"].startswith("lookup after a 2-token match, 8") and (
-                row["draft"] in ("tree 6,3", "chain 2", "chain 3") or row.get("reference")):
+                row["draft"] in ("tree 6,3", "chain 2", "chain 3") or row.get("reference")) or (
+                row["section"] == "check-run"):
             out.append(f"| replay: {row['copy']} + {row['draft']} | **{row['overall']:.2f}x** | " + " | ".join(
                 f"{row['categories'][c]['whole_run']:.2f}x / {row['categories'][c]['tokens_per_iteration']:.2f}"
                 for c in cats) + " |")
@@ -337,8 +366,8 @@ def markdown(r: dict) -> str:
             "draft keeps each of today's top-1 misses (at every depth) with probability s and otherwise hits: every "
             "top-k miss rate is multiplied by s = (1 - top-1 goal) / (1 - top-1 today). Trees: the best static tree "
             "of each shape fitted to the scaled rank vectors; chains: fixed gamma. The best shape over all "
-            f"{r['prompts']} prompts is kept. Draft cost: measured (x1) or free (x0). Verify: a pass over n tokens costs a step plus "
-            "the stated share of what it costs beyond a step (1 = measured). "
+            f"{r['prompts']} prompts is kept. Draft cost: measured (x1) or free (x0). Verify: a pass over n tokens "
+            "costs a step plus the stated share of what it costs beyond a step (1 = measured). "
             f"Goal: all {GOAL_OVERALL}x, every category {GOAL_CATEGORY}x (both: yes).", ""]
     for copy in dict.fromkeys(row["copy"] for row in r["rows"] if row["section"] == "close"):
         out += [f"{copy} + model:", "",

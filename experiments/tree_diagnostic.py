@@ -111,6 +111,8 @@ def main(argv=None) -> int:
                     help="only the timing phase (on the first prompt), written into the existing --out JSON")
     ap.add_argument("--positions-out", default=None,
                     help="also write every position's ranks and accepted lengths here (compact JSON)")
+    ap.add_argument("--timing-prompt", type=int, default=0,
+                    help="with --timing-only: which of the picked prompts (0: the first) the timing runs on")
     ap.add_argument("--table", default=None, help="print the markdown tables of a JSON this script wrote, and stop")
     args = ap.parse_args(argv)
     if args.table:
@@ -136,7 +138,11 @@ def main(argv=None) -> int:
         if not args.out or not Path(args.out).is_file():
             print("error: --timing-only needs --out, a JSON this script wrote", file=sys.stderr)
             return 2
-        picked = picked[:1]
+        picked = picked[args.timing_prompt: args.timing_prompt + 1]
+        if not picked:
+            print(f"error: --timing-prompt {args.timing_prompt}: only {sum(seen.values())} prompts picked",
+                  file=sys.stderr)
+            return 2
     target, draft = load_pair("default", "feature", dtype=args.dtype)
     greedy = SamplingConfig(0.0)
     deepest = max([MAX_DEPTH] + [d for _, d in shapes])
@@ -345,7 +351,9 @@ def timing(target, draft, lm, seq: list[int], prompt_length: int, shapes, rounds
             samples[f"tree{nodes},{depth}"].append(time.perf_counter() - t0)
     ms = {k: 1000 * statistics.median(v) for k, v in samples.items()}
     step = ms["pass1"]
-    return {"rounds": rounds, "ms": ms, "over_step": {k: v / step for k, v in ms.items()}}
+    used = [spots[i % len(spots)] - 1 for i in range(rounds)]  # the cached tokens before each round's pass
+    return {"rounds": rounds, "context": sum(used) / len(used), "ms": ms,
+            "over_step": {k: v / step for k, v in ms.items()}}
 
 
 # docs/performance.md, "What a verify pass costs": bfloat16, 1 thread, a cache of 200 tokens (k new tokens: ratio)

@@ -96,6 +96,24 @@ def tree_survival(probabilities: dict, tree) -> list[float]:
     return out
 
 
+class DraftCost:
+    """A draft's time per call over a target one-token step, measured at a few cached contexts
+    (`experiments/tree_diagnostic.py`'s timing: {context: {"tree6,3": ratio, "chain2": ratio, ...}}),
+    linear in the context between them, clamped outside."""
+
+    def __init__(self, tables: dict[float, dict[str, float]]):
+        if not tables:
+            raise ValueError("DraftCost needs at least one measured context")
+        self.tables = dict(sorted(tables.items()))
+
+    def ratio(self, name: str, context: int) -> float:
+        return VerifyCost._along({c: table[name] for c, table in self.tables.items()}, context)
+
+    def names(self) -> set[str]:
+        """The drafts timed at every context."""
+        return set.intersection(*(set(t) for t in self.tables.values()))
+
+
 class ScaledVerify:
     """A cheaper verify: a pass over n tokens costs a one-token step plus `width_scale` times what the measured
     pass costs beyond it (0: any width at the price of one token). Same `ms` as `VerifyCost`."""

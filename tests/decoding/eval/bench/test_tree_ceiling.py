@@ -60,6 +60,16 @@ def test_tree_survival_under_a_stronger_draft():
     assert survival == pytest.approx([1.0, 0.25])
 
 
+def test_draft_cost_interpolates_in_the_context():
+    cost = tc.DraftCost({1000: {"tree6,3": 0.2, "chain2": 0.1}, 100: {"tree6,3": 0.4}})
+    assert cost.ratio("tree6,3", 100) == 0.4 and cost.ratio("tree6,3", 1000) == 0.2
+    assert cost.ratio("tree6,3", 550) == pytest.approx(0.3)
+    assert cost.ratio("tree6,3", 10) == 0.4 and cost.ratio("tree6,3", 5000) == 0.2  # clamped
+    assert cost.names() == {"tree6,3"}  # chain2 was timed at one context only
+    with pytest.raises(ValueError):
+        tc.DraftCost({})
+
+
 def test_scaled_verify_keeps_a_share_of_the_width_cost():
     cost = cl.VerifyCost({100: {1: 10.0, 5: 20.0}})
     assert tc.ScaledVerify(cost, 1.0).ms(5, 100) == 20.0
