@@ -122,3 +122,27 @@ def test_expected_replay_copies_first_then_the_model():
     # from t = 4 the copy finds nothing until t = 7: the model runs at 4, 5, 6 (no tokens accepted), then the copy
     out = tc.expected_replay(SEQ, 4, cl.lookup_rule(4), cost, lambda t: (11.0, []))
     assert (out.iterations, out.rule_ms) == (4.0, 3 * 11.0 + 10.0)
+
+
+def test_expected_replay_matches_a_simulation_of_the_stronger_draft():
+    """The exact expectation against sampling the rescue model itself: each rank > 0 becomes 0 with
+    probability 1 - s, the tree keeps the longest prefix among its nodes, the replay walks forward."""
+    import random
+
+    cost = cl.VerifyCost({0: {1: 10.0, 4: 12.0}})
+    seq = list(range(30))  # nothing repeats: the copy rule never fires
+    ranks = {t: [(t * 7 + d * 3) % 5 for d in range(3)] for t in range(30)}  # ranks 0..4, fixed per position
+    tree, s = [(0,), (1,), (0, 0), (0, 0, 0)], 0.6
+    expected = tc.expected_replay(seq, 3, cl.lookup_rule(4), cost,
+                                  lambda t: (12.0, tc.tree_survival(tc.prefix_probabilities(ranks[t], 3, 8, s), tree)))
+    rng, total, runs = random.Random(1), 0.0, 4000
+    for _ in range(runs):
+        t, last = 3, len(seq) - 1
+        while t < last:
+            r = [x if x == 0 or rng.random() < s else 0 for x in ranks[t]]
+            k = 0
+            while k < 3 and tuple(r[: k + 1]) in tree:
+                k += 1
+            total += 12.0
+            t += min(k, last - t - 1) + 1
+    assert total / runs == pytest.approx(expected.rule_ms, rel=0.01)
