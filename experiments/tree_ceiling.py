@@ -179,7 +179,11 @@ def main(argv=None) -> int:
 
     # prefix probabilities per position and draft strength, and the best static tree per shape fitted to them
     deepest = max(d for _, d in shapes)
-    scales = {"today": 1.0, **{f"{g:.2f}": tc.miss_scale_for(top1_now, g) for g in goals if g >= top1_now}}
+    if any(g < top1_now for g in goals):
+        print(f"error: --top1 goals must be at least today's top-1 ({top1_now:.3f}): the model only lifts a draft",
+              file=sys.stderr)
+        return 2
+    scales = {"today": 1.0, **{f"{g:.2f}": tc.miss_scale_for(top1_now, g) for g in goals}}
     probabilities, static_trees = {}, {}
     for name, scale in scales.items():
         counts = Counter()
