@@ -22,6 +22,11 @@ Times: the target's one-token step (the greedy generation), a target pass over 1
 mask), each shape's draft seconds per call; all on a shared CPU, so read them as rough ratios.
 
     PYTHONPATH=. .venv/bin/python experiments/tree_diagnostic.py --per-category 2 --out docs/bench/tree-diagnostic.json
+
+`--positions-out FILE` also writes every position's record (what experiments/tree_ceiling.py replays): per prompt its
+output (the prompt and `--max-new-tokens` tokens), and at every position of that output the rank vector, each chain's
+and each tree's accepted length. The target then decodes `--max-new-tokens` + 8 tokens, so that every position of the
+output has its 8 next tokens known (a copy or draft near the end may propose past the output; the replay caps it).
 """
 
 from __future__ import annotations
@@ -104,6 +109,10 @@ def main(argv=None) -> int:
                     help="interleaved rounds of the timing phase (medians: a target step, passes, each shape's draft)")
     ap.add_argument("--timing-only", action="store_true",
                     help="only the timing phase (on the first prompt), written into the existing --out JSON")
+    ap.add_argument("--positions-out", default=None,
+                    help="also write every position's ranks and accepted lengths here (compact JSON)")
+    ap.add_argument("--timing-prompt", type=int, default=0,
+                    help="with --timing-only: which of the picked prompts (0: the first) the timing runs on")
     ap.add_argument("--table", default=None, help="print the markdown tables of a JSON this script wrote, and stop")
     args = ap.parse_args(argv)
     if args.table:
@@ -129,7 +138,11 @@ def main(argv=None) -> int:
         if not args.out or not Path(args.out).is_file():
             print("error: --timing-only needs --out, a JSON this script wrote", file=sys.stderr)
             return 2
-        picked = picked[:1]
+        picked = picked[args.timing_prompt: args.timing_prompt + 1]
+        if not picked:
+            print(f"error: --timing-prompt {args.timing_prompt}: only {sum(seen.values())} prompts picked",
+                  file=sys.stderr)
+            return 2
     target, draft = load_pair("default", "feature", dtype=args.dtype)
     greedy = SamplingConfig(0.0)
     deepest = max([MAX_DEPTH] + [d for _, d in shapes])
@@ -146,6 +159,8 @@ def main(argv=None) -> int:
     step_sec, step_n, pass_sec = 0.0, 0, collections.defaultdict(list)
     per_category = collections.defaultdict(lambda: collections.defaultdict(list))
     started = time.time()
+    records = []  # --positions-out: one per prompt
+    extra = deepest if args.positions_out else 0  # decoded past the output so its last positions have a truth
     for prompt in picked:
         ids = target.encode_prompt(prompt.prompt, True)
         lm = CachedLM(target.model, target.device, min(target.vocab_size, draft.drafter(target).vocab_width))
@@ -153,7 +168,7 @@ def main(argv=None) -> int:
         seq = list(ids)
         logits = lm.extend(seq, keep=1)
         seq.append(int(logits[-1].argmax()))
-        for _ in range(args.max_new_tokens - 1):
+        for _ in range(args.max_new_tokens + extra - 1):
             t0 = time.perf_counter()
             logits = lm.extend(seq, keep=1)
             step_sec += time.perf_counter() - t0
@@ -173,6 +188,10 @@ def main(argv=None) -> int:
         fixed = FixedTarget(lm.features)
         drafter.target = fixed
         first = len(ids) + 1  # sequence = seq[:n]; the target has read n - 1 tokens; truth = seq[n:]
+        record = {"id": prompt.id, "category": prompt.category, "prompt_length": len(ids),
+                  "sequence": seq[: len(ids) + args.max_new_tokens], "first": first, "ranks": [],
+                  "chain": collections.defaultdict(list), "tree": collections.defaultdict(list)}
+        records.append(record)
         for n in range(first, len(seq) - deepest + 1) if not args.timing_only else ():
             fixed.length = n - 1
             sequence, truth = seq[:n], seq[n: n + deepest]
@@ -191,6 +210,7 @@ def main(argv=None) -> int:
                         feature = drafter._pass(feature, [x], n - 1 + d)[-1:]
             drafter._crop(drafter.length)
             rank_vectors.append(ranks)
+            record["ranks"].append(ranks)
             full_vectors.append(full)
             cat = per_category[prompt.category]
             cat["ranks"].append(ranks)
@@ -203,6 +223,7 @@ def main(argv=None) -> int:
                 while k < len(proposal.tokens) and proposal.tokens[k] == truth[k]:
                     k += 1
                 chain_acc[gamma].append(k)
+                record["chain"][gamma].append(k)
                 cat[f"chain{gamma}"].append(k)
             for shape in shapes:
                 t0 = time.perf_counter()
@@ -210,6 +231,7 @@ def main(argv=None) -> int:
                 tree_sec[shape] += time.perf_counter() - t0
                 k = tree_accepted(tree, truth)
                 tree_acc[shape].append(k)
+                record["tree"][f"{shape[0]},{shape[1]}"].append(k)
                 worse[shape] += k < chain_acc[shape[1]][-1]
                 cat[f"tree{shape[0]}x{shape[1]}"].append(k)
                 tree_depth1[shape] += sum(1 for d in tree.depths if d == 1)
@@ -225,6 +247,14 @@ def main(argv=None) -> int:
         return 0
     positions = len(rank_vectors)
     step = step_sec / step_n
+    if args.positions_out:
+        Path(args.positions_out).write_text(json.dumps({
+            "max_new_tokens": args.max_new_tokens, "dtype": args.dtype, "threads": args.threads,
+            "max_rank": MAX_RANK, "shapes": [f"{n},{d}" for n, d in shapes], "prompts": records,
+            "note": "per prompt: sequence = prompt + output; at position n (from `first`: the sequence so far is "
+                    "sequence[:n], the target has read n - 1 tokens) ranks[i] = the rank of each next true token "
+                    "at depths 1..8 along the true path (>= max_rank: outside the top 8 or the head), "
+                    "chain[gamma][i] and tree['N,D'][i] = the accepted lengths"}) + "\n")
 
     def hit_rates(vectors):
         """Per depth d: top-k hit share among positions whose true path to depth d - 1 is in the top-8."""
@@ -321,7 +351,9 @@ def timing(target, draft, lm, seq: list[int], prompt_length: int, shapes, rounds
             samples[f"tree{nodes},{depth}"].append(time.perf_counter() - t0)
     ms = {k: 1000 * statistics.median(v) for k, v in samples.items()}
     step = ms["pass1"]
-    return {"rounds": rounds, "ms": ms, "over_step": {k: v / step for k, v in ms.items()}}
+    used = [spots[i % len(spots)] - 1 for i in range(rounds)]  # the cached tokens before each round's pass
+    return {"rounds": rounds, "context": sum(used) / len(used), "ms": ms,
+            "over_step": {k: v / step for k, v in ms.items()}}
 
 
 # docs/performance.md, "What a verify pass costs": bfloat16, 1 thread, a cache of 200 tokens (k new tokens: ratio)

@@ -14,6 +14,8 @@ per prompt category and overall.
 - `cli.py`      the command line
 - `__main__.py` a memory child (`python -m decoding.eval.bench --memory-child`)
 - `ceiling.py`  how fast copying could make greedy decoding: a fixed output replayed under drafting rules
+- `tree_ceiling.py`  the same replay with a draft's chains or trees at each position, measured or modelled
+  (a stronger draft, a cheaper verify), its accepted length a distribution taken in exact expectation
 - `verify_cost.py`  `python -m decoding verify-cost`: one target pass over k new tokens against one token
 
 Figures per variant: tokens/s (median and range over repeats of total tokens / total time),
