@@ -39,7 +39,9 @@ from .devices import env_flag, on_zero_gpu
 ENV = "SPECDEC_COMPILE"  # "1": compile the static cache's short passes
 RECOMPILE_LIMIT = 64  # compiled variants kept per code object (models x precisions x n = 1 / n > 1)
 
-_state: dict = {"fn": None, "failed": None}
+BACKEND = "inductor"  # torch.compile's backend (tests count graphs with a counting backend)
+
+_state: dict = {"fn": None, "layer": None, "failed": None}
 _lock = threading.Lock()
 
 
@@ -59,16 +61,32 @@ def _short_body(lm, inputs: torch.Tensor, positions: torch.Tensor, cache, mask: 
     return hidden
 
 
-def _compiled():
+def _compile(key: str, fn):
+    """torch.compile(fn) once per process (kept under `key`), with dynamic shapes."""
     with _lock:
-        if _state["fn"] is None:
+        if _state[key] is None:
             import torch._dynamo.config as dynamo_config
 
             for name in ("recompile_limit", "cache_size_limit"):
                 if getattr(dynamo_config, name, RECOMPILE_LIMIT) < RECOMPILE_LIMIT:
                     setattr(dynamo_config, name, RECOMPILE_LIMIT)
-            _state["fn"] = torch.compile(_short_body, dynamic=True)
-        return _state["fn"]
+            _state[key] = torch.compile(fn, dynamic=True, backend=BACKEND)
+        return _state[key]
+
+
+def _compiled():
+    return _compile("fn", _short_body)
+
+
+def _compiled_layer():
+    from .lean_layer import layer_step
+
+    return _compile("layer", layer_step)
+
+
+def _failed(error: Exception) -> None:
+    _state["failed"] = f"torch.compile of the static passes failed ({type(error).__name__}: " \
+                       f"{str(error).splitlines()[0] if str(error) else ''}); uncompiled static passes"
 
 
 def run(lm, inputs: torch.Tensor, positions: torch.Tensor, cache, mask: torch.Tensor) -> torch.Tensor | None:
@@ -79,13 +97,29 @@ def run(lm, inputs: torch.Tensor, positions: torch.Tensor, cache, mask: torch.Te
     try:
         return _compiled()(lm, inputs, positions, cache, mask)
     except Exception as error:  # noqa: BLE001 - any compile error means: run uncompiled, say why
-        _state["failed"] = f"torch.compile of the static passes failed ({type(error).__name__}: " \
-                           f"{str(error).splitlines()[0] if str(error) else ''}); uncompiled static passes"
+        _failed(error)
+        return None
+
+
+def lean_run(lean, hidden: torch.Tensor, positions: torch.Tensor, cache, slots: torch.Tensor,
+             mask: torch.Tensor) -> torch.Tensor | None:
+    """`lean_layer.lean_body` with the compiled `layer_step` (regional compilation: one compiled layer for every
+    layer; the rotary embedding, the final norm and the loop stay uncompiled): (1, n, hidden), or None when
+    compiling is off or has just failed. A failure may come after some layers wrote their slots; the caller's
+    uncompiled rerun of the whole pass writes the same values at the same slots, so nothing is left half-done."""
+    if not wanted():
+        return None
+    from .lean_layer import lean_body
+
+    try:
+        return lean_body(lean, hidden, positions, cache, slots, mask, step=_compiled_layer())
+    except Exception as error:  # noqa: BLE001 - any compile error means: run uncompiled, say why
+        _failed(error)
         return None
 
 
 def reset() -> None:
     """Forget the compiled function and any failure (tests)."""
     with _lock:
-        _state.update(fn=None, failed=None)
+        _state.update(fn=None, layer=None, failed=None)
         torch._dynamo.reset()

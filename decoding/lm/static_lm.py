@@ -41,7 +41,7 @@ import torch
 from transformers.cache_utils import Cache, StaticLayer
 
 from .cached_lm import CachedLM
-from . import compiled_body
+from . import compiled_body, lean_layer
 from .cuda_graphs import count
 from .static_kernels import MAX_SHORT_TOKENS, short_pass_kernels
 
@@ -217,15 +217,31 @@ class StaticMixin:
         return hidden[0]
 
     def body_pass(self, inputs, positions, slots, mask) -> torch.Tensor:
-        """A short pass, the one a graph captures: (1, n, hidden) final hidden states (see `_run`), with
-        the short-pass kernels (`static_kernels.py`: slot attention, fused RMS norms)."""
+        """A short pass, the one a graph captures: (1, n, hidden) final hidden states (see `_run`): the lean
+        layer (`lean_layer.py`) where the model fits it, else HF's modules with the short-pass kernels
+        (`static_kernels.py`: slot attention, fused RMS norms)."""
         self.cache.slots = slots
+        hidden = self._lean_pass(inputs, positions, slots, mask)
+        if hidden is not None:
+            return hidden
         compiling = compiled_body.wanted() and self.cache.layers[0].is_initialized  # a first pass allocates
         with short_pass_kernels(self.model, norms=not compiling):  # compiled: inductor fuses HF's norms itself
             hidden = compiled_body.run(self, inputs, positions, self.cache, mask) if compiling else None
             if hidden is None:
                 hidden, _ = self._body(inputs, positions, self.cache, mask)
         return hidden
+
+    def _lean_pass(self, inputs, positions, slots, mask) -> torch.Tensor | None:
+        """The short pass through the lean layer, compiled with SPECDEC_COMPILE=1: (1, n, hidden); None when
+        SPECDEC_LEAN_LAYER=0, the model does not fit it, or the cache is not allocated yet (a first pass)."""
+        if not lean_layer.enabled() or not self.cache.layers[0].is_initialized:
+            return None
+        lean = lean_layer.lean_model(self._decoder())
+        if lean is None:
+            return None
+        hidden = self._first_hidden(inputs)
+        out = compiled_body.lean_run(lean, hidden, positions, self.cache, slots, mask)
+        return out if out is not None else lean_layer.lean_body(lean, hidden, positions, self.cache, slots, mask)
 
     @torch.inference_mode()
     def forward_alone(self, tokens, keep: int | None = None) -> torch.Tensor:
