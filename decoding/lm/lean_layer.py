@@ -128,6 +128,8 @@ def misfit(decoder: torch.nn.Module) -> str | None:
             return "its projections have biases"
         if not (_is_rms_norm(layer.input_layernorm) and _is_rms_norm(layer.post_attention_layernorm)):
             return "its norms are not RMS norms"
+        if layer.input_layernorm.variance_epsilon != layer.post_attention_layernorm.variance_epsilon:
+            return "its two norms of a layer have different epsilons"
         if type(getattr(mlp, "act_fn", None)).__name__ not in ("SiLU", "SiLUActivation") \
                 or getattr(mlp.config, "hidden_act", "silu") not in ("silu", "swish"):
             return "its MLP's activation is not SiLU"
@@ -169,9 +171,10 @@ def lean_model(decoder: torch.nn.Module) -> LeanModel | None:
                 attn, mlp = layer.self_attn, layer.mlp
                 qkv = _stacked([attn.q_proj, attn.k_proj, attn.v_proj])
                 gate_up = _stacked([mlp.gate_proj, mlp.up_proj])
-                layers.append(LayerWeights(layer.input_layernorm.weight.detach(), qkv, attn.o_proj.weight.detach(),
-                                           layer.post_attention_layernorm.weight.detach(), gate_up,
-                                           mlp.down_proj.weight.detach(), float(layer.input_layernorm.variance_epsilon)))
+                norm_in, norm_post = layer.input_layernorm, layer.post_attention_layernorm
+                layers.append(LayerWeights(norm_in.weight.detach(), qkv, attn.o_proj.weight.detach(),
+                                           norm_post.weight.detach(), gate_up, mlp.down_proj.weight.detach(),
+                                           float(norm_in.variance_epsilon)))
         found = LeanModel(layers, decoder.norm.weight.detach(), float(decoder.norm.variance_epsilon),
                           decoder.rotary_emb, layers[0].qkv)
         _models[decoder] = found
