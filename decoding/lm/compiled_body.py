@@ -7,7 +7,16 @@ one token's step costs about 3.1 ms for a model whose weights take well under a 
 Inductor fuses the elementwise chains into a few kernels per layer, which is what HF's own fastest
 `generate()` does (a static cache and `torch.compile(mode="reduce-overhead")`).
 
-How: one compiled function per process, `_short_body(lm, inputs, positions, cache, mask)`, calling
+How, where the lean layer fits the model (`lean_layer.py`, the default for Llama-shaped models): regional
+compilation. One compiled `lean_layer.layer_step` per process (`_compiled_layer`), called by every layer of every
+model: its arguments are tensors (the layer's weights among them), so no layer index reaches dynamo; with dynamic
+shapes it compiles twice (n = 1 and n > 1) and all layers replay those two graphs (tests/decoding/lm/
+test_lean_layer.py counts them; on the CPU the default target's two compiles took about 6 s each in float32,
+docs/experiments.md, lean_layer_cpu). The embedding, the rotary cos/sin, the layer loop and the final norm stay
+uncompiled.
+
+How, for models the lean layer does not fit: one compiled function per process, `_short_body(lm, inputs,
+positions, cache, mask)`, calling
 the LM's own `_body` (so the target and the feature draft's layer both go through it), compiled with
 dynamic shapes (the pass length n and the capacity C are symbolic; n = 1 is specialised by dynamo, so
 a model compiles twice: one-token steps and longer passes). Inductor's default mode: no CUDA graphs
@@ -16,13 +25,13 @@ eagerly, which is where compilation happens, outside any capture). The swapped s
 (`static_kernels.py`) stays, since inductor does not rewrite SDPA's kernel choice; the RMS norms are
 left to inductor to fuse.
 
-Compiling layer by layer instead (regional compilation, one compiled layer shared by all 30) was tried
-and does not share here: HF's attention hands the cache its `layer_idx`, which dynamo specialises on,
-even with the cache's update left uncompiled (on the CPU, 10 graphs for a 2-layer model). A first
-pass into an empty cache (which allocates it) is never compiled.
+Compiling HF's decoder layer by layer instead (regional compilation of HF's modules) does not share: HF's
+attention hands the cache its `layer_idx`, which dynamo specialises on, even with the cache's update left
+uncompiled (on the CPU, 10 graphs for a 2-layer model); the lean layer exists for that reason. A first pass
+into an empty cache (which allocates it) is never compiled.
 
-Compiling takes long on first use (once per process; the default target with dynamic shapes took over
-110 s on an H200) and needs a working
+Compiling takes long on first use (once per process; HF's whole body of the default target with dynamic shapes
+took over 110 s on an H200; the lean layer's compile is not measured on a GPU yet) and needs a working
 inductor backend (Triton on CUDA; a C++ compiler on the CPU). A compile that raises turns compiling
 off for the process with its reason (`failure()`, shown as the run's backend note), and the pass
 runs uncompiled: a run never fails on it. ZeroGPU does not support torch.compile: never there.

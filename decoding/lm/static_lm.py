@@ -25,10 +25,12 @@ cache holds, which is what CUDA graphs need (`cuda_graphs.py` captures them):
   at the old buffers); so a run never fails on capacity, it only re-captures once.
 - A prefill (a pass into an empty cache, or longer than `MAX_GRAPH_TOKENS`), and any pass on a
   device without graphs, runs eagerly on the same cache.
-- Passes of at most `MAX_GRAPH_TOKENS` tokens, eager or captured, run HF's modules with two of them
-  swapped for cheaper kernels on this shape (`static_kernels.py`: slot attention instead of SDPA
-  over the whole buffer, fused RMS norms); longer passes run HF's modules as they are. With
-  SPECDEC_COMPILE=1 the short passes go through `torch.compile` first (`compiled_body.py`).
+- Passes of at most `MAX_GRAPH_TOKENS` tokens, eager or captured, into an allocated cache run our own
+  decoder layer (`lean_layer.py`: fused q|k|v and gate|up matmuls, slot attention, fused RMS norms) where
+  the model is Llama-shaped, else (or with SPECDEC_LEAN_LAYER=0) HF's modules with two of them swapped
+  for cheaper kernels on this shape (`static_kernels.py`: slot attention instead of SDPA over the whole
+  buffer, fused RMS norms); longer passes run HF's modules as they are. With SPECDEC_COMPILE=1 the
+  lean layer's step, or else the whole short pass, goes through `torch.compile` (`compiled_body.py`).
 
 Cross-run batching (`batching.py`, the app's classes) concatenates DynamicCaches; a StaticLM never
 hands its calls to the batcher: `forward` always runs the pass alone (the factory, `backend.py`,
