@@ -84,7 +84,7 @@ def test_lean_logits_equal_hf_and_todays_static_path(monkeypatch, lean_calls):
     assert torch.allclose(lean[-2:], fresh, **CLOSE_HF)
 
 
-def test_the_weights_are_held_once_and_the_hf_path_is_unchanged(monkeypatch):
+def test_the_weights_are_held_once_and_the_hf_path_is_unchanged(monkeypatch, tmp_path):
     model = _llama()
     before = _passes(CachedLM(model, CPU, 100))
     storage = sum(p.untyped_storage().nbytes() for p in model.parameters())
@@ -100,6 +100,9 @@ def test_the_weights_are_held_once_and_the_hf_path_is_unchanged(monkeypatch):
                 for p in model.parameters()}.values()) == storage  # nothing held twice
     assert torch.equal(_passes(CachedLM(model, CPU, 100)), before)
     assert lean_layer.lean_model(model.get_decoder()) is lean  # read once
+    model.save_pretrained(tmp_path)  # the re-pointed projections still save and load as they were
+    loaded = LlamaForCausalLM.from_pretrained(tmp_path).eval()
+    assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), loaded.state_dict().values()))
     model.to(torch.float64)  # new weight tensors: read again
     again = lean_layer.lean_model(model.get_decoder())
     assert again is not lean and again.layers[0].qkv.dtype == torch.float64
