@@ -116,6 +116,8 @@ def misfit(decoder: torch.nn.Module) -> str | None:
     if layers is None or not len(layers) or not _is_rms_norm(getattr(decoder, "norm", None) or torch.nn.Module()) \
             or getattr(decoder, "rotary_emb", None) is None:
         return "not a Llama-shaped decoder (layers, final RMS norm, rotary embedding)"
+    if len(layers) != getattr(getattr(decoder, "config", None), "num_hidden_layers", len(layers)):
+        return "it runs fewer layers than it holds"
     for layer in layers:
         if type(layer).__name__ not in LAYER_CLASSES:
             return f"its layers are {type(layer).__name__}, not {' or '.join(LAYER_CLASSES)}"
