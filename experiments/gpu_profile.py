@@ -21,7 +21,8 @@ dynamic cache's in the run's dtype (max |difference|, argmax equal).
 
 The one command a GPU session runs (a few minutes, not yet timed on a GPU; a part that would start past --budget-s
 is skipped and says so;
-`--skip-compile` and `--skip-hf` drop the two slow parts):
+`--skip-compile` and `--skip-hf` drop the two slow parts; `--whole-body-compile` adds `short+compile`, HF's whole
+short pass compiled, which took over 110 s on an H200 before):
 
     PYTHONPATH=. python experiments/gpu_profile.py --dtype bfloat16 --budget-s 420
 
@@ -59,6 +60,8 @@ CONFIGS = {  # name -> env switches
     "short": {"SPECDEC_SHORT_KERNELS": "1", "SPECDEC_LEAN_LAYER": "0", "SPECDEC_COMPILE": "0"},
     "lean": {"SPECDEC_SHORT_KERNELS": "1", "SPECDEC_LEAN_LAYER": "1", "SPECDEC_COMPILE": "0"},
     "lean+compile": {"SPECDEC_SHORT_KERNELS": "1", "SPECDEC_LEAN_LAYER": "1", "SPECDEC_COMPILE": "1"},
+    # only with --whole-body-compile: HF's whole short pass compiled (over 110 s on an H200 in an earlier session)
+    "short+compile": {"SPECDEC_SHORT_KERNELS": "1", "SPECDEC_LEAN_LAYER": "0", "SPECDEC_COMPILE": "1"},
 }
 PROMPT_TOKENS = 48
 NEW_TOKENS = 64
@@ -245,6 +248,8 @@ def main(argv=None) -> int:
     ap.add_argument("--budget-s", type=float, default=420.0, help="skip parts that would start past this")
     ap.add_argument("--skip-compile", action="store_true", help="leave out lean+compile")
     ap.add_argument("--skip-hf", action="store_true", help="leave out HF's compiled generate()")
+    ap.add_argument("--whole-body-compile", action="store_true",
+                    help="also compile HF's whole short pass (the lean layer off; slow to compile)")
     ap.add_argument("--out-dir", type=Path, default=Path("runs/gpu-profile"))
     args = ap.parse_args(argv)
     import torch
@@ -266,7 +271,8 @@ def main(argv=None) -> int:
     print(f"gpu_profile: {torch.cuda.get_device_name()}, torch {torch.__version__}, {args.dtype}, random weights of "
           f"the default target's shape, prompt {PROMPT_TOKENS} tokens", flush=True)
     for name in CONFIGS:
-        if name.endswith("compile") and args.skip_compile:
+        whole = name == "short+compile" and not args.whole_body_compile
+        if whole or (name.endswith("compile") and args.skip_compile):
             continue
         profiler.part(name, lambda name=name: profiler.configuration(name), least_s=60 if "compile" in name else 10)
     if not args.skip_hf:
