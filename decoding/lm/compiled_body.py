@@ -11,13 +11,12 @@ How, where the lean layer fits the model (`lean_layer.py`, the default for Llama
 compilation. One compiled `lean_layer.layer_step` per process (`_compiled_layer`), called by every layer of every
 model: its arguments are tensors (the layer's weights among them), so no layer index reaches dynamo; with dynamic
 shapes it compiles twice (n = 1 and n > 1) and all layers replay those two graphs (tests/decoding/lm/
-test_lean_layer.py counts them; on the CPU the default target's two compiles took about 6 s each in float32,
+test_lean_layer.py counts them; on the CPU the default target's two compiles took 6-10 s each, cold,
 docs/experiments.md, lean_layer_cpu). The embedding, the rotary cos/sin, the layer loop and the final norm stay
 uncompiled.
 
-How, for models the lean layer does not fit: one compiled function per process, `_short_body(lm, inputs,
-positions, cache, mask)`, calling
-the LM's own `_body` (so the target and the feature draft's layer both go through it), compiled with
+How, for models the lean layer does not fit (or SPECDEC_LEAN_LAYER=0): one compiled function per process,
+`_short_body(lm, inputs, positions, cache, mask)`, calling the LM's own `_body` (so the target and the feature draft's layer both go through it), compiled with
 dynamic shapes (the pass length n and the capacity C are symbolic; n = 1 is specialised by dynamo, so
 a model compiles twice: one-token steps and longer passes). Inductor's default mode: no CUDA graphs
 of its own; ours capture the compiled kernels like any others (the first sighting of a shape runs
