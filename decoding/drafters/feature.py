@@ -64,9 +64,13 @@ class FeatureDraftModel(torch.nn.Module):
         self.fc = torch.nn.Linear(2 * d, d, bias=True)
         self.body = LlamaModel(config)
 
+    def pairs(self, features: torch.Tensor, embeds: torch.Tensor) -> torch.Tensor:
+        """fc([f_t ; e(x_{t+1})]): features and embeds (..., d) -> what enters the body's first layer (..., d)."""
+        return self.fc(torch.cat([features.to(self.fc.weight.dtype), embeds.to(self.fc.weight.dtype)], dim=-1))
+
     def forward(self, features: torch.Tensor, embeds: torch.Tensor, position_ids: torch.Tensor,
                 past_key_values=None, attention_mask=None, use_cache: bool = False):
-        x = self.fc(torch.cat([features.to(self.fc.weight.dtype), embeds.to(self.fc.weight.dtype)], dim=-1))
+        x = self.pairs(features, embeds)
         out = self.body(inputs_embeds=x, position_ids=position_ids, past_key_values=past_key_values,
                         attention_mask=attention_mask, use_cache=use_cache)
         return out.last_hidden_state, out.past_key_values
@@ -152,6 +156,14 @@ class FeatureDraftLM(CachedLM):
         d = inputs.shape[-1] // 2
         return self.model(inputs[..., :d], inputs[..., d:], position_ids, past_key_values=cache,
                           attention_mask=attention_mask, use_cache=True)
+
+    def _decoder(self) -> torch.nn.Module:
+        return self.model.body
+
+    def _first_hidden(self, inputs: torch.Tensor) -> torch.Tensor:
+        """fc over the (batch, n, 2 x hidden) pairs: (batch, n, hidden) entering the body's first layer."""
+        d = inputs.shape[-1] // 2
+        return self.model.pairs(inputs[..., :d], inputs[..., d:])
 
 
 class FeatureDrafter(Drafter):

@@ -68,6 +68,15 @@ class CachedLM:
                                        position_ids=position_ids, attention_mask=attention_mask)
         return out.last_hidden_state, out.past_key_values
 
+    def _decoder(self) -> torch.nn.Module:
+        """The decoder stack `_body` runs (layers, final norm, rotary embedding): the static path's lean layer
+        (`lean_layer.py`) runs its layers itself."""
+        return self.model.get_decoder()
+
+    def _first_hidden(self, inputs: torch.Tensor) -> torch.Tensor:
+        """What enters the decoder's first layer for `inputs` (as `_body` takes them): (batch, n, hidden)."""
+        return inputs if inputs.is_floating_point() else self.model.get_input_embeddings()(inputs)
+
     def _inputs(self, tokens) -> torch.Tensor:
         """A call's tokens as one row of the model's input: (1, n) ids."""
         return torch.tensor([list(tokens)], dtype=torch.long, device=self.device)

@@ -61,14 +61,23 @@ def slot_attention(module, query: torch.Tensor, key: torch.Tensor, value: torch.
             or kwargs.get("output_attentions") or (dropout and module.training)):
         return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout, scaling=scaling,
                                       **kwargs)
+    return grouped_slot_attention(query, key, value, attention_mask, d ** -0.5 if scaling is None else scaling), None
+
+
+def grouped_slot_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: torch.Tensor,
+                           scale: float) -> torch.Tensor:
+    """softmax(q k^T * scale + mask) v with the heads of a key/value group folded into the rows (module doc):
+    query (b, h, n, d), key/value (b, kvh, C, d), mask (b, 1, n, C) additive -> (b, n, h, d), contiguous.
+    The body of `slot_attention`, and the lean layer's attention (`lean_layer.py`)."""
+    b, h, n, d = query.shape
+    kvh = key.shape[1]
     g = h // kvh
-    scale = d ** -0.5 if scaling is None else scaling
     rows = (query * scale).reshape(b, kvh, g * n, d)
     scores = torch.matmul(rows, key.transpose(2, 3))  # (b, kvh, g*n, C)
-    scores = scores.view(b, kvh, g, n, -1) + attention_mask[:, :, None]  # mask (b, 1, 1, n, C)
+    scores = scores.view(b, kvh, g, n, -1) + mask[:, :, None]  # mask (b, 1, 1, n, C)
     probs = torch.softmax(scores, dim=-1, dtype=torch.float32).to(query.dtype)
     out = torch.matmul(probs.view(b, kvh, g * n, -1), value)  # (b, kvh, g*n, d)
-    return out.view(b, h, n, d).transpose(1, 2).contiguous(), None
+    return out.view(b, h, n, d).transpose(1, 2).contiguous()
 
 
 AttentionInterface.register(NAME, slot_attention)
@@ -77,9 +86,14 @@ AttentionInterface.register(NAME, slot_attention)
 def _fused_rms_norm(self, hidden_states: torch.Tensor) -> torch.Tensor:
     """LlamaRMSNorm.forward with torch's fused rms_norm: weight * (x * rsqrt(mean(x^2) + eps)) in
     float32, cast to x's dtype before the weight, as HF does."""
-    dtype = hidden_states.dtype
-    normed = F.rms_norm(hidden_states.float(), (hidden_states.shape[-1],), eps=self.variance_epsilon)
-    return self.weight * normed.to(dtype)
+    return rms_norm(hidden_states, self.weight, self.variance_epsilon)
+
+
+def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    """weight * (x * rsqrt(mean(x^2) + eps)): x (..., d), weight (d,); the normalisation in float32 by torch's
+    fused rms_norm, cast back to x's dtype before the weight, as HF's LlamaRMSNorm does."""
+    normed = F.rms_norm(x.float(), (x.shape[-1],), eps=eps)
+    return weight * normed.to(x.dtype)
 
 
 def _is_rms_norm(module: torch.nn.Module) -> bool:

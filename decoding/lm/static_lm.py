@@ -25,10 +25,12 @@ cache holds, which is what CUDA graphs need (`cuda_graphs.py` captures them):
   at the old buffers); so a run never fails on capacity, it only re-captures once.
 - A prefill (a pass into an empty cache, or longer than `MAX_GRAPH_TOKENS`), and any pass on a
   device without graphs, runs eagerly on the same cache.
-- Passes of at most `MAX_GRAPH_TOKENS` tokens, eager or captured, run HF's modules with two of them
-  swapped for cheaper kernels on this shape (`static_kernels.py`: slot attention instead of SDPA
-  over the whole buffer, fused RMS norms); longer passes run HF's modules as they are. With
-  SPECDEC_COMPILE=1 the short passes go through `torch.compile` first (`compiled_body.py`).
+- Passes of at most `MAX_GRAPH_TOKENS` tokens, eager or captured, into an allocated cache run our own
+  decoder layer (`lean_layer.py`: fused q|k|v and gate|up matmuls, slot attention, fused RMS norms) where
+  the model is Llama-shaped, else (or with SPECDEC_LEAN_LAYER=0) HF's modules with two of them swapped
+  for cheaper kernels on this shape (`static_kernels.py`: slot attention instead of SDPA over the whole
+  buffer, fused RMS norms); longer passes run HF's modules as they are. With SPECDEC_COMPILE=1 the
+  lean layer's step, or else the whole short pass, goes through `torch.compile` (`compiled_body.py`).
 
 Cross-run batching (`batching.py`, the app's classes) concatenates DynamicCaches; a StaticLM never
 hands its calls to the batcher: `forward` always runs the pass alone (the factory, `backend.py`,
@@ -41,7 +43,7 @@ import torch
 from transformers.cache_utils import Cache, StaticLayer
 
 from .cached_lm import CachedLM
-from . import compiled_body
+from . import compiled_body, lean_layer
 from .cuda_graphs import count
 from .static_kernels import MAX_SHORT_TOKENS, short_pass_kernels
 
@@ -217,15 +219,31 @@ class StaticMixin:
         return hidden[0]
 
     def body_pass(self, inputs, positions, slots, mask) -> torch.Tensor:
-        """A short pass, the one a graph captures: (1, n, hidden) final hidden states (see `_run`), with
-        the short-pass kernels (`static_kernels.py`: slot attention, fused RMS norms)."""
+        """A short pass, the one a graph captures: (1, n, hidden) final hidden states (see `_run`): the lean
+        layer (`lean_layer.py`) where the model fits it, else HF's modules with the short-pass kernels
+        (`static_kernels.py`: slot attention, fused RMS norms)."""
         self.cache.slots = slots
+        hidden = self._lean_pass(inputs, positions, slots, mask)
+        if hidden is not None:
+            return hidden
         compiling = compiled_body.wanted() and self.cache.layers[0].is_initialized  # a first pass allocates
         with short_pass_kernels(self.model, norms=not compiling):  # compiled: inductor fuses HF's norms itself
             hidden = compiled_body.run(self, inputs, positions, self.cache, mask) if compiling else None
             if hidden is None:
                 hidden, _ = self._body(inputs, positions, self.cache, mask)
         return hidden
+
+    def _lean_pass(self, inputs, positions, slots, mask) -> torch.Tensor | None:
+        """The short pass through the lean layer, compiled with SPECDEC_COMPILE=1: (1, n, hidden); None when
+        SPECDEC_LEAN_LAYER=0, the model does not fit it, or the cache is not allocated yet (a first pass)."""
+        if not lean_layer.enabled() or not self.cache.layers[0].is_initialized:
+            return None
+        lean = lean_layer.lean_model(self._decoder())
+        if lean is None:
+            return None
+        hidden = self._first_hidden(inputs)
+        out = compiled_body.lean_run(lean, hidden, positions, self.cache, slots, mask)
+        return out if out is not None else lean_layer.lean_body(lean, hidden, positions, self.cache, slots, mask)
 
     @torch.inference_mode()
     def forward_alone(self, tokens, keep: int | None = None) -> torch.Tensor:

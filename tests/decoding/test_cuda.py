@@ -255,8 +255,11 @@ def test_graph_replay_equals_the_eager_static_pass_bfloat16(tiny_target_dir):
     _same_passes(model, {"atol": 0.1, "rtol": 0.02})
 
 
-def test_static_cache_equals_the_dynamic_cache_on_cuda(cuda_pair):
-    """The static LM (graphed) against today's dynamic CachedLM over the same passes."""
+@pytest.mark.parametrize("lean", ["1", "0"], ids=["lean-layer", "hf-modules"])
+def test_static_cache_equals_the_dynamic_cache_on_cuda(cuda_pair, monkeypatch, lean):
+    """The static LM (graphed) against today's dynamic CachedLM over the same passes, its short passes on the
+    lean layer (lm/lean_layer.py, the default) and on HF's modules (SPECDEC_LEAN_LAYER=0)."""
+    monkeypatch.setenv("SPECDEC_LEAN_LAYER", lean)
     model = cuda_pair[0]
     graphed, _ = _static_lms(model)
     dynamic = CachedLM(model.model, model.device, model.vocab_size)
@@ -379,11 +382,14 @@ def test_a_failed_capture_falls_back_to_eager_static_passes(tiny_target_dir, mon
     assert len(calls) == 1  # once per model
 
 
-def test_compiled_static_passes_give_the_same_greedy_tokens_with_and_without_graphs(cuda_pair, monkeypatch):
+@pytest.mark.parametrize("lean", ["1", "0"], ids=["lean-layer", "whole-body"])
+def test_compiled_static_passes_give_the_same_greedy_tokens_with_and_without_graphs(cuda_pair, monkeypatch, lean):
     """SPECDEC_COMPILE=1 (lm/compiled_body.py): inductor's kernels, eager and captured, give plain decoding's
-    greedy tokens (prompt lookup: one model compiles, which keeps this test to tens of seconds)."""
+    greedy tokens (prompt lookup: one model compiles, which keeps this test to tens of seconds); compiled is the
+    lean layer's step (regional) or, with SPECDEC_LEAN_LAYER=0, the whole short pass."""
     from decoding.lm import compiled_body
 
+    monkeypatch.setenv("SPECDEC_LEAN_LAYER", lean)
     monkeypatch.setenv(compiled_body.ENV, "1")
     compiled_body.reset()
     try:

@@ -34,13 +34,18 @@ def _tokens(target, draft, name, method):
     return [t.token_id for r in decode(target, draft, ids, config) for t in r.emitted]
 
 
-def test_compiled_static_passes_give_the_dynamic_tokens(tiny_pair, tiny_feature_dir, compiling):
+@pytest.mark.parametrize("lean", ["1", "0"], ids=["lean-layer", "whole-body"])
+def test_compiled_static_passes_give_the_dynamic_tokens(tiny_pair, tiny_feature_dir, compiling, monkeypatch, lean):
+    """With the lean layer (`lean_layer.py`) its layer_step is compiled; without it, the whole body."""
+    monkeypatch.setenv("SPECDEC_LEAN_LAYER", lean)
     target = tiny_pair[0]
     feature = load_draft_value(str(tiny_feature_dir), target, "float32")
     for method, draft in (("autoregressive", None), ("speculative", feature)):
         assert _tokens(target, draft, "static", method) == _tokens(target, draft, "dynamic", method)
     _tokens(target, None, "static", "autoregressive")
     assert compiled_body.failure() is None
+    assert (compiled_body._state["layer"] is not None) == (lean == "1")
+    assert (compiled_body._state["fn"] is not None) == (lean == "0")
     assert backend.describe(target.model) == {"backend": "static+compiled", "backend_note": None}
 
 
@@ -50,7 +55,8 @@ def test_a_compile_error_turns_compiling_off_and_says_why(tiny_pair, compiling, 
     def broken(*args, **kwargs):
         raise RuntimeError("no backend here")
 
-    monkeypatch.setattr(compiled_body, "_compiled", lambda: broken)
+    monkeypatch.setattr(compiled_body, "_compiled", lambda: broken)  # the whole body (a model the lean layer misses)
+    monkeypatch.setattr(compiled_body, "_compiled_layer", lambda: broken)  # the lean layer's step
     want = _tokens(target, None, "dynamic", "autoregressive")
     assert _tokens(target, None, "static", "autoregressive") == want
     assert "torch.compile of the static passes failed (RuntimeError: no backend here)" in compiled_body.failure()

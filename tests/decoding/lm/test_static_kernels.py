@@ -120,7 +120,9 @@ def grouped_target(tmp_path_factory, tiny_tokenizer):
 
 
 @pytest.mark.parametrize("method,draft", [("autoregressive", None), ("speculative", "prompt-lookup")])
-def test_grouped_heads_give_the_dynamic_tokens_on_the_static_cache(grouped_target, method, draft):
+def test_grouped_heads_give_the_dynamic_tokens_on_the_static_cache(grouped_target, method, draft, monkeypatch):
+    """HF's modules with the swapped kernels (the lean layer off: tests/decoding/lm/test_lean_layer.py has it)."""
+    monkeypatch.setenv("SPECDEC_LEAN_LAYER", "0")
     ids = grouped_target.encode_prompt("the cat sat on the mat", chat=False)
     config = RunConfig(method=method, max_new_tokens=24, sampling=SamplingConfig(temperature=0.0), stop_at_eos=False)
     tokens, calls = {}, []

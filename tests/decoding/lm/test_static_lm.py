@@ -60,9 +60,14 @@ def _cases():
             yield from ((name, kind) for kind in ("model", "feature", "prompt-lookup"))
 
 
-@pytest.mark.parametrize("sampling", [GREEDY, SAMPLED], ids=["greedy", "seeded-sampling"])
+@pytest.mark.parametrize("sampling,lean", [(GREEDY, "1"), (SAMPLED, "1"), (GREEDY, "0")],
+                         ids=["greedy", "seeded-sampling", "greedy-hf-modules"])
 @pytest.mark.parametrize("method,drafter", list(_cases()))
-def test_static_gives_the_dynamic_tokens(tiny_pair, tiny_feature_dir, use_backend, method, drafter, sampling):
+def test_static_gives_the_dynamic_tokens(tiny_pair, tiny_feature_dir, use_backend, monkeypatch, method, drafter,
+                                         sampling, lean):
+    """Short static passes run the lean layer (`lean_layer.py`, the default) or, with SPECDEC_LEAN_LAYER=0, HF's
+    modules with the short-pass kernels: the same tokens either way."""
+    monkeypatch.setenv("SPECDEC_LEAN_LAYER", lean)
     target = tiny_pair[0]
     draft = _drafts(tiny_pair, tiny_feature_dir)[drafter] if drafter else None
     config = RunConfig(method=method, max_new_tokens=24, sampling=sampling, gamma=3, stop_at_eos=False, seed=7)
@@ -105,18 +110,21 @@ def test_rollback_equals_a_fresh_pass(tiny_pair):
     assert lm.length == len(ids) + 3
 
 
-def test_same_pass_size_runs_the_same_shapes(tiny_pair):
+@pytest.mark.parametrize("lean", ["1", "0"], ids=["lean-layer", "hf-modules"])
+def test_same_pass_size_runs_the_same_shapes(tiny_pair, monkeypatch, lean):
     """A pass of n tokens hands attention the whole buffer and an (1, 1, n, C) mask at any length."""
+    monkeypatch.setenv("SPECDEC_LEAN_LAYER", lean)
     target = tiny_pair[0]
     lm = backend.make_lm(CachedLM, target.model, target.device, target.vocab_size, backend="static")
     shapes = []
-    real = lm._body
+    real = lm.body_pass  # every pass of at most MAX_GRAPH_TOKENS tokens, the shapes a graph captures
 
-    def spy(inputs, positions, cache, mask):
+    def spy(inputs, positions, slots, mask):
         shapes.append((tuple(inputs.shape), tuple(positions.shape), tuple(mask.shape)))
-        return real(inputs, positions, cache, mask)
+        assert slots.shape == inputs.shape[1:2]
+        return real(inputs, positions, slots, mask)
 
-    lm._body = spy
+    lm.body_pass = spy
     lm.forward([3, 4, 5, 6, 7])
     lm.forward([8])
     lm.forward([9])
@@ -259,9 +267,10 @@ def test_a_static_cache_is_reused_after_its_lm_is_gone(tiny_pair):
     assert again.cache is cache and again.length == 0
 
 
-def test_static_gives_the_dynamic_tokens_on_the_default_target(embedded_target, use_backend):
+def test_static_gives_the_dynamic_tokens_on_the_default_target(embedded_target, use_backend, monkeypatch):
     """SmolLM2-135M-Instruct in float32, 32 greedy tokens: plain decoding and the hybrid with the shipped
-    feature draft give the same tokens on the static cache as on the dynamic one."""
+    feature draft give the same tokens on the static cache (its short passes on the lean layer, and with
+    SPECDEC_LEAN_LAYER=0 on HF's modules) as on the dynamic one."""
     target = embedded_target
     hybrid = load_draft_value("feature", target, "float32").hybrid()
     ids = target.encode_prompt("Explain why the sky is blue in two sentences.", chat=True)
@@ -269,11 +278,13 @@ def test_static_gives_the_dynamic_tokens_on_the_default_target(embedded_target, 
         config = RunConfig(method=method, max_new_tokens=32, sampling=GREEDY, gamma=4, chat=True, lean=True,
                            stop_at_eos=False)
         runs = {}
-        for name in ("dynamic", "static"):
+        for name, lean in (("dynamic", "1"), ("static", "1"), ("static", "0")):
+            monkeypatch.setenv("SPECDEC_LEAN_LAYER", lean)
             use_backend(name)
-            runs[name] = [t.token_id for r in decode(target, draft, ids, config) for t in r.emitted]
+            runs[name, lean] = [t.token_id for r in decode(target, draft, ids, config) for t in r.emitted]
             assert backend.describe(target.model)["backend"] == name
-        assert runs["static"] == runs["dynamic"] and len(runs["static"]) == 32, method
+        want = runs["dynamic", "1"]
+        assert runs["static", "1"] == want and runs["static", "0"] == want and len(want) == 32, method
 
 
 class _FakeGraph:
