@@ -1,5 +1,6 @@
 """Our own forward of a Llama decoder layer for the static cache's short passes (`static_lm.py`, n <= 64 tokens),
-run instead of HF's modules layer by layer (switch: SPECDEC_LEAN_LAYER=0 keeps HF's modules, to compare).
+run instead of HF's modules layer by layer (switch: SPECDEC_LEAN_LAYER=0 keeps HF's modules, to compare; on CUDA
+it is off unless SPECDEC_LEAN_LAYER=1, since no GPU run has measured it yet).
 
 Why: a captured one-token step of the default target replays about 37 kernels a layer (measured on an H200:
 3.09 ms for 30 layers; docs/spaces-and-gpus.md), most of them small: separate q, k, v and gate, up
@@ -78,9 +79,11 @@ class LeanModel(NamedTuple):
     source: torch.Tensor  # layer 0's q weight when read (re-read when the model's weight is another tensor)
 
 
-def enabled() -> bool:
-    """SPECDEC_LEAN_LAYER unset or on."""
-    return env_flag(ENV, True)
+def enabled(device) -> bool:
+    """SPECDEC_LEAN_LAYER on, or unset on a CPU: there it was measured faster than HF's modules
+    (docs/bench/lean-layer-cpu.json); on CUDA it stays off until a GPU run measures it
+    (experiments/gpu_profile.py sets the switch per configuration)."""
+    return env_flag(ENV, torch.device(device).type == "cpu")
 
 
 def rotate_half(x: torch.Tensor) -> torch.Tensor:
