@@ -160,12 +160,15 @@ def best_subtree(tree: "DraftTree", nodes: int) -> "DraftTree":
 
 # expand(new_nodes, tree_so_far) -> draft logits (len(new_nodes), V) after each new node's path
 Expand = Callable[[list[int], DraftTree], torch.Tensor]
+# keep_growing(level, best_score) -> whether to grow level + 1, asked after level `level` was drawn with the
+# log path probability of its best new node (gamma_policy.GammaPolicy.tree_stopper)
+KeepGrowing = Callable[[int, float], bool]
 
 
 def grow_tree(root: int, root_logits: torch.Tensor, expand: Expand, nodes: int, depth: int,
               sampling: SamplingConfig, generator: torch.Generator | None, width: int = 8,
               max_children: int = MAX_CHILDREN, token_ids: torch.Tensor | None = None,
-              vocab: int | None = None) -> DraftTree:
+              vocab: int | None = None, keep_growing: KeepGrowing | None = None) -> DraftTree:
     """Grow a tree of at most `nodes` draft nodes and `depth` levels from the draft's logits after
     the root (V,); after each level but the last, the `width` best new nodes by path score are fed to
     the draft in one `expand` call (only fed nodes can have children).
@@ -180,7 +183,12 @@ def grow_tree(root: int, root_logits: torch.Tensor, expand: Expand, nodes: int, 
     `token_ids` (K,) with `vocab`: the logits (root (K,), expand's (m, K)) score only these vocabulary ids (a
     head over a token subset, drafters/output_head.py: every other id has q = 0), so the tree is grown over K
     columns instead of the whole vocabulary (the same q, softmax and top-k over a sixth of the width for the
-    shipped feature draft's 8192 of 49152) and its q_rows are spread to (n, vocab) at the end."""
+    shipped feature draft's 8192 of 49152) and its q_rows are spread to (n, vocab) at the end.
+
+    `keep_growing(level, best_score)`: asked after each level but the last with the log path probability
+    of the level's best new node; False ends the tree there (no draft pass for the next level). It reads
+    the draft side only (nodes already drawn), and a child's presence still never depends on its own
+    value, so the rule stays exact."""
     greedy = sampling.greedy
     ids = token_ids.tolist() if token_ids is not None else None
 
@@ -220,6 +228,8 @@ def grow_tree(root: int, root_logits: torch.Tensor, expand: Expand, nodes: int, 
                 tree.depths.append(level)
                 tree.scores.append(tree.scores[v] + lq)
         if level == depth or (tree.size >= nodes and not greedy) or not added:
+            break
+        if keep_growing is not None and not keep_growing(level, max(tree.scores[c] for c in added)):
             break
         fed = sorted(added, key=lambda c: -tree.scores[c])[:width]
         fed.sort()
