@@ -65,6 +65,9 @@ class TreeDraftStep(StepData):
     drafted: int | None = None  # draft nodes actually in this iteration's tree (<= nodes)
     greedy: bool | None = None  # temperature 0: no coins, a child is accepted iff it is the target's argmax
     shape: str | None = None  # what was drafted this iteration: "tree" | "chain" | "plain"
+    # a chain's source as the gamma policy buckets it (trace/source.py's DraftSource.key: "model", "lookup",
+    # "lookup-short", "corpus"); None for a tree or a plain step
+    source_key: str | None = None
 
 
 def parse_draft_tree(value: str) -> tuple[int, int] | str:
@@ -190,7 +193,8 @@ def tree_loop(name: str, target, drafter: Drafter, prompt_ids: list[int], config
             tree=_tree_nodes(state, parents, tokens, verdict, tree),
             target_calls=lm.calls,
             extra={TreeDraftStep.KEY: TreeDraftStep(nodes, depth, chosen, _source_word(tree),
-                                                     n_nodes - 1, greedy, shape).to_dict()},
+                                                     n_nodes - 1, greedy, shape,
+                                                     source.key if shape == "chain" else None).to_dict()},
         )
         if shape == "tree":
             end_has_children = any(parent == verdict.last for parent in tree.parents)
