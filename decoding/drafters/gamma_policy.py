@@ -35,13 +35,14 @@ Selected by the chain methods' `gamma_schedule` setting (CLI: `--gamma-schedule`
   A tree iteration also feeds the shared verify-cost fit (its pass is a target pass like a chain's),
   and its per-level acceptance: at each level the path reached (the accepted path's nodes, then the
   level under its end where that node has children), 1 if a child was accepted, else 0.
-  The tree stopper (`tree_stopper`, the chain stopper's counterpart): after a level is drawn, the next
-  one is grown only while rate * P >= (t_level + b) / t_verify(1), where P is the best new node's path
-  probability (the product of draft probabilities along it: about the chance that node is on the
-  accepted path), rate the chance a reached node gets one of its children accepted (the tree's
-  measured per-level rate after the first level; before any tree, the model's alpha), t_level the
-  tree's draft seconds per level and b the verify-time growth per token: the next level's expected
-  accepted tokens, each worth a plain step, must pay for its draft pass and the wider verify pass.
+  The tree stopper (`tree_stopper`, the chain stopper's counterpart): before a level is drawn, it is
+  made the last unless rate * P >= (t_level + b) / t_verify(1), where P is the path probability of the
+  best node the level can hold (its parent's path probability times the parent's largest q: about the
+  chance that node is on the accepted path), rate the chance a reached node gets one of its children
+  accepted (the tree's measured per-level rate after the first level; before any tree, the model's
+  alpha), t_level the tree's draft seconds per level and b the verify-time growth per token: the next
+  level's expected accepted tokens, each worth a plain step, must pay for its draft pass and the wider
+  verify pass. A last level gets the whole node budget left (drafters/tree.py's grow_tree).
   The model shape that loses is still drafted every `probe_every` model iterations so its estimate
   keeps moving; an unmeasured tree is tried the first time the model can draft.
   Sources: a drafter that can draft in more than one way (the hybrid: the model, or a copy of the
@@ -252,9 +253,9 @@ class GammaPolicy:
         return (t_l + (fit[1] if fit else 0.0)) / t_1
 
     def tree_stopper(self):
-        """`keep_growing(level, best_score)` for drafters/tree.py's `grow_tree`, or None: asked after
-        level `level` (1 = the root's children) was drawn, with the log path probability of its best
-        node; True grows the next level (see the module docstring for the rule)."""
+        """`keep_growing(level, best_score)` for drafters/tree.py's `grow_tree`, or None: asked before
+        level `level` (1 = the root's children) is drawn, with the log path probability of the best node
+        it can hold; True grows the level after it (see the module docstring for the rule)."""
         threshold = self.tree_threshold()
         if threshold is None:
             return None

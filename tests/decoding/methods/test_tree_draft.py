@@ -190,25 +190,26 @@ def test_two_token_chi_square_with_trees(tiny_close_pair, monkeypatch, temperatu
 
 
 def test_trees_cut_by_the_stopper_keep_the_target_distribution(tiny_close_pair, monkeypatch):
-    """The chi-square of the first two tokens when the tree's growth stops after its first level wherever the
-    best drawn child's path probability is low (the stopper's form, gamma_policy.tree_stopper, with a fixed
-    threshold): whether the second level exists depends on the drawn first level, never on a node's own value."""
+    """The chi-square of the first two tokens when a tree's second level is made its last (so it gets the whole
+    budget left, one more child, and no third level) wherever the best path it can hold is unlikely (the
+    stopper's form, gamma_policy.tree_stopper, with a fixed threshold): that depends on the drawn first level,
+    never on a node's own value."""
     from decoding.drafters.gamma_policy import GammaPolicy
 
     target, draft = tiny_close_pair
     sampling = SamplingConfig(temperature=1.2, top_k=6)
     monkeypatch.setattr(GammaPolicy, "tree_stopper",
-                        lambda self: (lambda level, best_score: math.exp(best_score) >= 0.3))
+                        lambda self: (lambda level, best_score: math.exp(best_score) >= 0.2))
     prompt_ids = target.encode_prompt(PROMPT, chat=False)
     exact = test_speculative._exact_two_token_distribution(target, prompt_ids, sampling)
-    runs, counts, depths = 1500, {}, {1: 0, 2: 0}
+    runs, counts, depths = 1500, {}, {1: 0, 2: 0, 3: 0}
     for seed in range(runs):
-        config = _tree_config("5,2", max_new_tokens=3, sampling=sampling, seed=seed, lean=True)
+        config = _tree_config("6,3", max_new_tokens=4, sampling=sampling, seed=seed, lean=True)
         records = list(decode(target, draft, prompt_ids, config))
         depths[records[0].gamma] += 1
         ids = tuple(_emitted(records)[:2])
         counts[ids] = counts.get(ids, 0) + 1
-    assert depths[1] >= 50 and depths[2] >= 50, depths  # cut and grown trees both
+    assert depths[2] >= 30 and depths[3] >= 30, depths  # cut and grown trees both
     assert _chi_square_pvalue(counts, exact, runs) > 1e-3
 
 
