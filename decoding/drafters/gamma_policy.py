@@ -44,10 +44,7 @@ Selected by the chain methods' `gamma_schedule` setting (CLI: `--gamma-schedule`
   level's expected accepted tokens, each worth a plain step, must pay for its draft pass and the wider
   verify pass. A last level gets the whole node budget left (drafters/tree.py's grow_tree).
   The model shape that loses is still drafted every `probe_every` model iterations so its estimate
-  keeps moving; an unmeasured tree is tried the first time the model can draft. Since a tree's value is
-  measured and a chain's predicted, choose_shape scales each chain's value by how that source's chains
-  fared against their predictions in this run (`calibration`: a model chain's prediction runs high, a
-  copy's is close).
+  keeps moving; an unmeasured tree is tried the first time the model can draft.
   Sources: a drafter that can draft in more than one way (the hybrid: the model, or a copy of the
   continuation of the context's suffix match) offers its sources for each iteration, found from the
   context alone, and auto scores each with that source's own estimates and picks the best source and
@@ -185,9 +182,6 @@ class GammaPolicy:
         self._idle = 0  # iterations in a row at gamma 0
         self.tree = TreeEstimate(self.decay, *self._prior)  # the model's trees (`choose_shape`)
         self._passed_over = {"tree": 0, "chain": 0}  # model iterations since each model shape was drafted
-        # choose_shape only: per source key, decayed sums of realized and predicted values of its chains
-        self._calibration: dict[str, tuple[float, float]] = {}
-        self._predicted: tuple[str, float] | None = None  # the last chain choose_shape drafted: (key, value)
 
     # --- estimates ---------------------------------------------------------------------------
     def estimate(self, key: str = "model") -> SourceEstimate:
@@ -291,24 +285,11 @@ class GammaPolicy:
             return sources[0], self.gamma
         return self._settle(*self._best_chain(sources)[1:])
 
-    def _best_chain(self, sources: list[DraftSource], calibrated: bool = False) -> tuple[float, DraftSource, int]:
-        """(expected improvement, source, gamma) of the best source and chain length (gamma 0: a plain step);
-        `calibrated`: each source's value times its `calibration`."""
+    def _best_chain(self, sources: list[DraftSource]) -> tuple[float, DraftSource, int]:
+        """(expected improvement, source, gamma) of the best source and chain length (gamma 0: a plain step)."""
         scored = [(self._auto_choice(source), source) for source in sources]
-        if calibrated:
-            scored = [((value * self.calibration(source.key) if gamma else value, gamma), source)
-                      for (value, gamma), source in scored]
         (value, choice), source = max(scored, key=lambda item: item[0][0])
         return value, source, choice
-
-    def calibration(self, key: str) -> float:
-        """How this run's chains from `key` fared against their predicted value: decayed sums of realized
-        over predicted (t_verify(1) * (accepted + 1) / (draft + verify seconds) against the value they were
-        chosen with), starting from 1 with the weight of two iterations. A model chain's prediction runs
-        high (it counts gamma tokens drafted where the stopper often drafts fewer, and leaves out the
-        selection of the best-looking choice); a tree's value is measured, so comparing the two needs it."""
-        num, den = self._calibration.get(key, (0.0, 0.0))
-        return min(4.0, max(0.25, (num + 2.0) / (den + 2.0)))
 
     def _settle(self, source: DraftSource, choice: int) -> tuple[DraftSource, int]:
         """The auto choice, with a one-token probe every `probe_every` iterations in a row at gamma 0."""
@@ -334,8 +315,7 @@ class GammaPolicy:
             if source is None or not gamma:
                 return source, gamma, "plain"
             return source, gamma, "tree" if trees and source.kind == "model" else "chain"
-        value, source, gamma = self._best_chain(sources, calibrated=True)
-        self._predicted = None
+        value, source, gamma = self._best_chain(sources)
         model = next((s for s in sources if s.kind == "model"), None)
         if model is not None:
             tree = self.tree_value()
@@ -347,10 +327,7 @@ class GammaPolicy:
         source, gamma = self._settle(source, gamma)
         if not gamma:
             return source, 0, "plain"
-        chosen = self._drafted(source, "chain", gamma)
-        if chosen[2] == "chain" and self.t_verify(1) is not None:
-            self._predicted = (source.key, self._auto_choice(source)[0])
-        return chosen
+        return self._drafted(source, "chain", gamma)
 
     def _drafted(self, source: DraftSource, shape: str, gamma: int) -> tuple[DraftSource, int, str]:
         """`shape` chosen for `source`, or for the model the other shape where it is due a probe."""
@@ -405,12 +382,6 @@ class GammaPolicy:
             return
         if self.schedule != "auto":
             return
-        predicted, self._predicted = self._predicted, None
-        t_1 = self.t_verify(1)
-        if predicted is not None and predicted[0] == source and drafted and not prefill and t_1 is not None:
-            num, den = self._calibration.get(source, (0.0, 0.0))
-            realized = t_1 * (accepted + 1) / max(t_draft + t_verify, 1e-9)
-            self._calibration[source] = (0.9 * num + realized, 0.9 * den + predicted[1])
         self.estimate(source).learn(overlaps, drafted, t_draft)
         if not prefill and fed_tokens == 1:
             self._t1_num = self.decay * self._t1_num + t_verify
@@ -448,5 +419,4 @@ class GammaPolicy:
             "stop_threshold": self.stop_threshold(),
             "sources": {key: est.to_dict() for key, est in self.sources.items()},
             "tree": {**self.tree.to_dict(), "value": self.tree_value(), "stop_threshold": self.tree_threshold()},
-            "calibration": {key: self.calibration(key) for key in self._calibration},
         }

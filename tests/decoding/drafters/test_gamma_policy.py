@@ -223,24 +223,3 @@ def test_tree_stopper_threshold_and_rule():
     high, low = 1.5 * threshold / rate, 0.5 * threshold / rate
     assert keep(1, math.log(high)) and keep(2, math.log(high))
     assert not keep(1, math.log(low)) and not keep(2, math.log(low))
-
-
-def test_choose_shape_scales_a_chain_by_how_its_predictions_fared():
-    """A model chain predicted at ~1.3 plain steps' worth that realizes half of it loses to a tree measured at
-    1.1; the plain choose() (chain_loop) keeps its uncalibrated rule."""
-    from decoding.trace.source import MODEL_SOURCE
-
-    p = _costed_policy(probe_every=100)
-    for _ in range(3):
-        _tree_iteration(p, 2, 0.010, 0.026)  # 2 tokens for 36 ms: 1.11
-    predicted = p._best_chain([MODEL_SOURCE])[0]
-    assert predicted > p.tree_value() > 1.0 and p.calibration("model") == 1.0
-    assert p.choose_shape([MODEL_SOURCE])[2] == "chain"
-    for _ in range(12):  # each chain: nothing accepted, 30 ms
-        source, gamma, shape = p.choose_shape([MODEL_SOURCE])
-        if shape == "chain":
-            p.update(gamma, gamma, 0, [0.4], 0.002 * gamma, 0.028, gamma + 1, False)
-    assert p.calibration("model") < 0.9  # until the calibrated chain fell below the tree
-    assert p.choose_shape([MODEL_SOURCE])[2] == "tree"
-    assert p.choose([MODEL_SOURCE])[0] == MODEL_SOURCE and p.choose([MODEL_SOURCE])[1] >= 1
-    assert p.snapshot()["calibration"]["model"] == pytest.approx(p.calibration("model"))
