@@ -1,7 +1,8 @@
 """Which shape the tree run actually drafts: per iteration of `--draft-tree N,D` with the automatic gamma (the
 hybrid with the feature draft, greedy), the share of iterations that drew a tree, a model chain, a copy or
-nothing, and the tokens each emitted per target call. The automatic schedule picks the source, then
-drafters/shape_policy.py picks tree or chain for a model source from the measured speed of each.
+nothing, the tokens each emitted per target call and the levels drafted (a tree stops growing where its next
+level does not pay). The automatic schedule (drafters/gamma_policy.py's choose_shape) picks the source and, for
+the model, a tree or a chain, by expected tokens per second.
 
     PYTHONPATH=. .venv/bin/python experiments/tree_shape_usage.py --per-category 2 --draft-tree 16,6
 """
@@ -27,14 +28,21 @@ def main(argv=None) -> int:
     ap.add_argument("--max-new-tokens", type=int, default=64)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--always-tree", action="store_true",
-                    help="a model source always draws the tree (the shape chooser replaced), to see what it costs")
+                    help="a model source always draws the tree (the schedule's shape choice overridden), to see "
+                         "what it costs")
     args = ap.parse_args(argv)
     import torch
 
     if args.always_tree:
-        from decoding.drafters.shape_policy import ShapeChooser
+        from decoding.drafters.gamma_policy import GammaPolicy
 
-        ShapeChooser.choose = lambda self: "tree"
+        choose_shape = GammaPolicy.choose_shape
+
+        def always_tree(self, sources, trees=True):
+            source, gamma, shape = choose_shape(self, sources, trees)
+            return source, gamma, "tree" if shape == "chain" and source.kind == "model" else shape
+
+        GammaPolicy.choose_shape = always_tree
 
     from decoding.lm.prompt_files import read_prompt_rows
     from decoding.methods.base import RunConfig
@@ -65,12 +73,14 @@ def main(argv=None) -> int:
                 t["iterations"] += 1
                 t["emitted"] += len(record.emitted)
                 t["drafted"] += step["drafted"]
+                t["levels"] += record.gamma
                 t["draft_s"] += record.timings.draft
                 t["verify_s"] += record.timings.verify
                 t["other_s"] += record.timings.other
     out = {k: {"iterations": t["iterations"], "share": t["iterations"] / tally["all"]["iterations"],
                "tokens_per_second": t["emitted"] / (t["draft_s"] + t["verify_s"] + t["other_s"]),
                "tokens_per_call": t["emitted"] / t["iterations"], "drafted_per_call": t["drafted"] / t["iterations"],
+               "levels_per_call": t["levels"] / t["iterations"],
                "draft_ms_per_call": 1000 * t["draft_s"] / t["iterations"],
                "verify_ms_per_call": 1000 * t["verify_s"] / t["iterations"],
                "other_ms_per_call": 1000 * t["other_s"] / t["iterations"]} for k, t in sorted(tally.items())}

@@ -10,9 +10,10 @@
 - `hybrid.py`        a copy where the context repeats a long enough span, the model elsewhere
 - `feature.py`       a feature draft that drafts from the target's own hidden states (EAGLE)
 - `output_head.py`   a draft's output head restricted to the tokens the target writes (FR-Spec)
-- `gamma_policy.py`  how many tokens to draft next: fixed, automatic (per source) or HF's heuristic
+- `gamma_policy.py`  how many tokens to draft next: fixed, automatic (per source, and for the model a
+                     tree or a chain, by expected tokens per second) or HF's heuristic; when a
+                     chain or a tree stops growing
 - `tree.py`          draft trees as plain data: growth by path confidence, tree masks, Gumbel-top-k
-- `shape_policy.py`  tree or chain for the next model draft, by this run's measured tokens per second
 
 `DraftSource` (one way to draft an iteration) lives in the trace layer (`decoding/trace/source.py`),
 since the run statistics group by it too. Imports only the trace, rules and lm layers.

@@ -151,9 +151,10 @@ class Drafter(abc.ABC):
     # --- for draft trees (methods/tree_draft.py): the only members with default bodies, since only the
     # model drafters (and the hybrid, through its model) draw trees --------------------------------------
     def propose_tree(self, sequence: list[int], nodes: int, depth: int, sampling: SamplingConfig,
-                     generator: torch.Generator | None):
+                     generator: torch.Generator | None, keep_growing=None):
         """A drafters.tree.DraftTree of at most `nodes` draft nodes and `depth` levels after `sequence`
-        (None where it cannot draft now); only where `supports_tree`."""
+        (None where it cannot draft now); only where `supports_tree`. `keep_growing(level, best_score)`
+        (drafters/tree.py's `grow_tree`): False ends the tree after that level."""
         raise ValueError(f"{self.name} does not draw draft trees")
 
     def fixed_source(self, sequence: list[int], source: DraftSource) -> DraftSource:

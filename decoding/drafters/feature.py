@@ -240,7 +240,7 @@ class FeatureDrafter(Drafter):
         return feature, catch_up
 
     def propose_tree(self, sequence: list[int], nodes: int, depth: int, sampling: SamplingConfig,
-                     generator: torch.Generator | None) -> DraftTree | None:
+                     generator: torch.Generator | None, keep_growing=None) -> DraftTree | None:
         """A draft tree after `sequence` (drafters/tree.py's `grow_tree`; None where it cannot draft).
         Node c's pair (the predicted feature of its parent, its token) is fed at position
         len(sequence) - 2 + depth(c) in one tree pass per level (it sees the true pairs and its
@@ -271,7 +271,8 @@ class FeatureDrafter(Drafter):
         subset = self.head.max_id < self.vocab_width
         scores = self.head.sub_logits if subset else (lambda hidden: self.head.logits(hidden, self.vocab_width))
         tree = grow_tree(sequence[-1], scores(root_feature)[-1], expand, nodes, depth, sampling, generator,
-                         token_ids=self.head.token_ids if subset else None, vocab=self.vocab_width)
+                         token_ids=self.head.token_ids if subset else None, vocab=self.vocab_width,
+                         keep_growing=keep_growing)
         self._crop(self.length)
         tree.catch_up_seconds = catch_up
         return tree

@@ -26,6 +26,25 @@ Selected by the chain methods' `gamma_schedule` setting (CLI: `--gamma-schedule`
   of one more token, b. So drafting goes on while alpha * prod(c) >= (t_draft + b) / t_verify(1)
   (the same idea as transformers' assistant confidence threshold, with the threshold derived from
   this run's costs instead of a constant 0.4).
+  Trees (methods/tree_draft.py, `--draft-tree`): where the model drafts, it may draft a tree instead
+  of a chain. A tree's expected tokens are not a function of one per-position rate, so the model's
+  trees keep their own estimate (`TreeEstimate`), measured per tree iteration: tokens emitted and
+  seconds spent (draft less the catch-up, plus verify), exponentially weighted, so its score is
+  t_verify(1) * tokens / seconds, the same expected tokens per second (over a plain step's) that a
+  chain, a copy and a plain step (1) are scored by; `choose_shape` picks the best of all of them.
+  A tree iteration also feeds the shared verify-cost fit (its pass is a target pass like a chain's),
+  and its per-level acceptance: at each level the path reached (the accepted path's nodes, then the
+  level under its end where that node has children), 1 if a child was accepted, else 0.
+  The tree stopper (`tree_stopper`, the chain stopper's counterpart): before a level is drawn, it is
+  made the last unless rate * P >= (t_level + b) / t_verify(1), where P is the path probability of the
+  best node the level can hold (its parent's path probability times the parent's largest q: about the
+  chance that node is on the accepted path), rate the chance a reached node gets one of its children
+  accepted (the tree's measured per-level rate after the first level; before any tree, the model's
+  alpha), t_level the tree's draft seconds per level and b the verify-time growth per token: the next
+  level's expected accepted tokens, each worth a plain step, must pay for its draft pass and the wider
+  verify pass. A last level gets the whole node budget left (drafters/tree.py's grow_tree).
+  The model shape that loses is still drafted every `probe_every` model iterations so its estimate
+  keeps moving; an unmeasured tree is tried the first time the model can draft.
   Sources: a drafter that can draft in more than one way (the hybrid: the model, or a copy of the
   continuation of the context's suffix match) offers its sources for each iteration, found from the
   context alone, and auto scores each with that source's own estimates and picks the best source and
@@ -48,6 +67,7 @@ all schedules reproduce greedy autoregressive decoding exactly.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from ..rules import theory
@@ -117,6 +137,32 @@ class SourceEstimate:
                 "t_draft": self.t_draft()}
 
 
+@dataclass
+class TreeEstimate(SourceEstimate):
+    """The model's trees (see the module docstring): SourceEstimate's rates hold the per-level
+    acceptance (0 or 1 for each level the accepted path reached) and its draft time is per level;
+    `tokens` and `seconds` are the emitted tokens and model seconds of tree iterations, both decayed
+    by `shape_decay` per tree iteration."""
+
+    shape_decay: float = 0.9
+    tokens: float = 0.0
+    seconds: float = 0.0
+    iterations: int = 0
+
+    def tokens_per_second(self) -> float | None:
+        return self.tokens / self.seconds if self.seconds > 0 else None
+
+    def learn_tree(self, emitted: int, accepted: int, examined: int, levels: int, t_draft: float,
+                   t_verify: float) -> None:
+        self.learn([1.0] * accepted + [0.0] * (examined - accepted), levels, t_draft)
+        self.tokens = self.shape_decay * self.tokens + emitted
+        self.seconds = self.shape_decay * self.seconds + t_draft + t_verify
+        self.iterations += 1
+
+    def to_dict(self) -> dict:
+        return {**super().to_dict(), "tokens_per_second": self.tokens_per_second(), "iterations": self.iterations}
+
+
 class GammaPolicy:
     """Chooses the draft source and length of each iteration and learns from each finished one."""
 
@@ -134,6 +180,8 @@ class GammaPolicy:
         self._t1_num = self._t1_den = 0.0
         self._sn = self._sx = self._sy = self._sxx = self._sxy = 0.0
         self._idle = 0  # iterations in a row at gamma 0
+        self.tree = TreeEstimate(self.decay, *self._prior)  # the model's trees (`choose_shape`)
+        self._passed_over = {"tree": 0, "chain": 0}  # model iterations since each model shape was drafted
 
     # --- estimates ---------------------------------------------------------------------------
     def estimate(self, key: str = "model") -> SourceEstimate:
@@ -194,6 +242,30 @@ class GammaPolicy:
 
         return keep_going
 
+    def tree_threshold(self) -> float | None:
+        """(t_level + b) / t_verify(1): the expected accepted tokens below which one more tree level does
+        not pay (auto only; None until a level's cost and a plain step's are known). t_level: the trees'
+        draft seconds per level, before any tree the model's per-token draft time."""
+        t_l, t_1 = self.tree.t_draft() or self.t_draft(), self.t_verify(1)
+        if self.schedule != "auto" or t_l is None or t_1 is None:
+            return None
+        fit = self.verify_fit()
+        return (t_l + (fit[1] if fit else 0.0)) / t_1
+
+    def tree_stopper(self):
+        """`keep_growing(level, best_score)` for drafters/tree.py's `grow_tree`, or None: asked before
+        level `level` (1 = the root's children) is drawn, with the log path probability of the best node
+        it can hold; True grows the level after it (see the module docstring for the rule)."""
+        threshold = self.tree_threshold()
+        if threshold is None:
+            return None
+        rate = self.tree.alpha_next if self.tree.iterations else self.alpha
+
+        def keep_growing(level: int, best_score: float) -> bool:
+            return rate * math.exp(best_score) >= threshold
+
+        return keep_growing
+
     def c(self) -> float | None:
         """Leviathan's c from this run's estimates (`metrics.c_step`)."""
         return c_step(self.t_draft(), self.t_verify(1))
@@ -211,8 +283,16 @@ class GammaPolicy:
             return None, 0
         if self.schedule != "auto":
             return sources[0], self.gamma
+        return self._settle(*self._best_chain(sources)[1:])
+
+    def _best_chain(self, sources: list[DraftSource]) -> tuple[float, DraftSource, int]:
+        """(expected improvement, source, gamma) of the best source and chain length (gamma 0: a plain step)."""
         scored = [(self._auto_choice(source), source) for source in sources]
-        (_, choice), source = max(scored, key=lambda item: item[0][0])
+        (value, choice), source = max(scored, key=lambda item: item[0][0])
+        return value, source, choice
+
+    def _settle(self, source: DraftSource, choice: int) -> tuple[DraftSource, int]:
+        """The auto choice, with a one-token probe every `probe_every` iterations in a row at gamma 0."""
         if choice == 0:
             self._idle += 1
             if self._idle >= self.probe_every:
@@ -222,6 +302,49 @@ class GammaPolicy:
             self._idle = 0
         self.gamma = choice
         return source, choice
+
+    def choose_shape(self, sources: list[DraftSource], trees: bool = True) -> tuple[DraftSource | None, int, str]:
+        """(source, gamma, shape) for the next iteration of a drafter whose model can draft trees; shape
+        "tree" (the model's tree; gamma is then the model's best chain length, at least 1, which a probe
+        of the chain drafts), "chain" or "plain" (gamma 0). fixed/heuristic: a model source is a tree, a
+        copy a chain. auto: the best of every source's best chain and, for the model, its tree, by expected
+        tokens per second over a plain step's (`tree_value`; a plain step scores 1); an unmeasured tree is
+        tried first, and the losing model shape is drafted once every `probe_every` model iterations."""
+        if self.schedule != "auto" or not trees or not sources:
+            source, gamma = self.choose(sources)
+            if source is None or not gamma:
+                return source, gamma, "plain"
+            return source, gamma, "tree" if trees and source.kind == "model" else "chain"
+        value, source, gamma = self._best_chain(sources)
+        model = next((s for s in sources if s.kind == "model"), None)
+        if model is not None:
+            tree = self.tree_value()
+            if tree is None or tree > value * (1.0 + 1e-9):
+                self._idle = 0
+                model_gamma = max(1, self._auto_choice(model)[1])
+                self.gamma = model_gamma
+                return self._drafted(model, "tree", model_gamma)
+        source, gamma = self._settle(source, gamma)
+        if not gamma:
+            return source, 0, "plain"
+        return self._drafted(source, "chain", gamma)
+
+    def _drafted(self, source: DraftSource, shape: str, gamma: int) -> tuple[DraftSource, int, str]:
+        """`shape` chosen for `source`, or for the model the other shape where it is due a probe."""
+        if source.kind == "model":
+            other = "chain" if shape == "tree" else "tree"
+            self._passed_over[other] += 1
+            self._passed_over[shape] = 0
+            if self._passed_over[other] >= self.probe_every:
+                self._passed_over[other] = 0
+                shape = other
+        return source, gamma, shape
+
+    def tree_value(self) -> float | None:
+        """A model tree's expected tokens per second over a plain step's: t_verify(1) * tokens / seconds
+        of this run's tree iterations (None before the first, or before a plain step's cost is known)."""
+        rate, t_1 = self.tree.tokens_per_second(), self.t_verify(1)
+        return None if rate is None or t_1 is None else rate * t_1
 
     def _auto_choice(self, source: DraftSource) -> tuple[float, int]:
         """(expected improvement, gamma) of the best draft length from `source`; gamma 0 (plain
@@ -271,6 +394,18 @@ class GammaPolicy:
             self._sxx += x * x
             self._sxy += x * t_verify
 
+    def update_tree(self, emitted: int, accepted: int, examined: int, levels: int, t_draft: float, t_verify: float,
+                    fed_tokens: int, prefill: bool) -> None:
+        """One finished tree iteration of the model: `emitted` tokens (accepted + 1), `accepted` draft
+        tokens on the accepted path, `examined` levels the path reached (accepted, plus 1 where the
+        path's end has children), `levels` drafted (the tree's depth), its draft seconds (less the
+        catch-up) and verify seconds, and the tokens its verify pass fed."""
+        if self.schedule != "auto":
+            return
+        if not prefill:
+            self.tree.learn_tree(emitted, accepted, examined, levels, t_draft, t_verify)
+        self.update(0, 0, 0, [], 0.0, t_verify, fed_tokens, prefill, source="model")  # the verify-cost fit only
+
     def snapshot(self) -> dict:
         """Plain data for the trace: the estimates the next choice rests on."""
         fit = self.verify_fit()
@@ -283,4 +418,5 @@ class GammaPolicy:
             "t_verify_per_extra_token": None if fit is None else fit[1],
             "stop_threshold": self.stop_threshold(),
             "sources": {key: est.to_dict() for key, est in self.sources.items()},
+            "tree": {**self.tree.to_dict(), "value": self.tree_value(), "stop_threshold": self.tree_threshold()},
         }

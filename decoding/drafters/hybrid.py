@@ -164,9 +164,9 @@ class HybridDrafter(Drafter):
         """Its model's positions can become trees (its copies stay chains)."""
         return self.model.supports_tree
 
-    def propose_tree(self, sequence, nodes, depth, sampling, generator):
+    def propose_tree(self, sequence, nodes, depth, sampling, generator, keep_growing=None):
         """Its model's draft tree (drafters/tree.py); the caller drafts copies as chains (`propose`)."""
-        return self.model.propose_tree(sequence, nodes, depth, sampling, generator)
+        return self.model.propose_tree(sequence, nodes, depth, sampling, generator, keep_growing)
 
     def rollback(self, length: int) -> None:
         """Roll its model back (a copy keeps no state)."""

@@ -70,7 +70,7 @@ class ModelDrafter(Drafter):
                         catch_up_seconds=catch_up)
 
     def propose_tree(self, sequence: list[int], nodes: int, depth: int, sampling: SamplingConfig,
-                     generator: torch.Generator | None) -> DraftTree:
+                     generator: torch.Generator | None, keep_growing=None) -> DraftTree:
         """A draft tree after `sequence` (drafters/tree.py's `grow_tree`): one pass catches the cache up
         to the sequence (its last row gives the root's q), then one tree pass per level over the level's
         fed nodes (node c at position len(sequence) - 1 + depth(c), seeing the committed prefix and
@@ -88,7 +88,8 @@ class ModelDrafter(Drafter):
             mask = tree_mask(tree.parents, fed, slots, n, base + len(fed))
             return tree_pass(self.lm, [tree.tokens[c] for c in fed], [n - 1 + tree.depths[c] for c in fed], mask)
 
-        tree = grow_tree(sequence[-1], root_logits, expand, nodes, depth, sampling, generator)
+        tree = grow_tree(sequence[-1], root_logits, expand, nodes, depth, sampling, generator,
+                         keep_growing=keep_growing)
         self.lm.rollback(n)
         tree.catch_up_seconds = catch_up
         return tree

@@ -21,6 +21,7 @@ right after the root is c - 1.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -160,12 +161,15 @@ def best_subtree(tree: "DraftTree", nodes: int) -> "DraftTree":
 
 # expand(new_nodes, tree_so_far) -> draft logits (len(new_nodes), V) after each new node's path
 Expand = Callable[[list[int], DraftTree], torch.Tensor]
+# keep_growing(level, best_score) -> whether to grow level + 1, asked before level `level` is drawn with the log
+# path probability of the best node it can hold (gamma_policy.GammaPolicy.tree_stopper)
+KeepGrowing = Callable[[int, float], bool]
 
 
 def grow_tree(root: int, root_logits: torch.Tensor, expand: Expand, nodes: int, depth: int,
               sampling: SamplingConfig, generator: torch.Generator | None, width: int = 8,
               max_children: int = MAX_CHILDREN, token_ids: torch.Tensor | None = None,
-              vocab: int | None = None) -> DraftTree:
+              vocab: int | None = None, keep_growing: KeepGrowing | None = None) -> DraftTree:
     """Grow a tree of at most `nodes` draft nodes and `depth` levels from the draft's logits after
     the root (V,); after each level but the last, the `width` best new nodes by path score are fed to
     the draft in one `expand` call (only fed nodes can have children).
@@ -180,7 +184,14 @@ def grow_tree(root: int, root_logits: torch.Tensor, expand: Expand, nodes: int, 
     `token_ids` (K,) with `vocab`: the logits (root (K,), expand's (m, K)) score only these vocabulary ids (a
     head over a token subset, drafters/output_head.py: every other id has q = 0), so the tree is grown over K
     columns instead of the whole vocabulary (the same q, softmax and top-k over a sixth of the width for the
-    shipped feature draft's 8192 of 49152) and its q_rows are spread to (n, vocab) at the end."""
+    shipped feature draft's 8192 of 49152) and its q_rows are spread to (n, vocab) at the end.
+
+    `keep_growing(level, best_score)`: asked before each level but the last is drawn, with the log path
+    probability of the best node that level can hold (its best slot: a frontier node's score plus the log of
+    its largest q, known before the draw; at temperature 0 the level's best node itself); False makes that
+    level the last: it gets the whole budget left (no half kept for deeper levels) and no draft pass follows
+    it. It reads the draft side only, from before the level's draw, so a child's presence still never
+    depends on its own value and the rule stays exact."""
     greedy = sampling.greedy
     ids = token_ids.tolist() if token_ids is not None else None
 
@@ -196,12 +207,16 @@ def grow_tree(root: int, root_logits: torch.Tensor, expand: Expand, nodes: int, 
         if (left <= 0 and not greedy) or not frontier:
             break
         q_front = torch.stack([rows[v] for v in frontier])
+        last = level == depth
+        if not last and keep_growing is not None:  # the best path this level can hold, before it is drawn
+            best_q = q_front.max(dim=-1).values.tolist()
+            last = not keep_growing(level, max(tree.scores[v] + math.log(b) for v, b in zip(frontier, best_q) if b > 0))
         if greedy:  # every fed node's likeliest tokens, in one top-k over the frontier's rows
             top = torch.topk(q_front, min(max_children, q_front.shape[-1]), dim=-1)
             counts = (top.values > 0).sum(-1).tolist()
             picks, logs = top.indices.tolist(), torch.log(top.values).tolist()
         else:
-            cap = left if level == depth else max(1, (left + 1) // 2)
+            cap = left if last else max(1, (left + 1) // 2)
             counts = allocate_children([tree.scores[v] for v in frontier], q_front, cap, max_children, SLOT_FLOOR)
         added = []
         for i, (v, k) in enumerate(zip(frontier, counts)):
@@ -219,7 +234,7 @@ def grow_tree(root: int, root_logits: torch.Tensor, expand: Expand, nodes: int, 
                 tree.tokens.append(ids[x] if ids is not None else x)
                 tree.depths.append(level)
                 tree.scores.append(tree.scores[v] + lq)
-        if level == depth or (tree.size >= nodes and not greedy) or not added:
+        if last or (tree.size >= nodes and not greedy) or not added:
             break
         fed = sorted(added, key=lambda c: -tree.scores[c])[:width]
         fed.sort()

@@ -29,7 +29,6 @@ import torch
 from ..drafters.base import Drafter
 from ..errors import keyed
 from ..drafters.gamma_policy import GammaPolicy
-from ..drafters.shape_policy import ShapeChooser
 from ..drafters.tree import DraftTree, chain_tree, tree_mask
 from ..lm.cached_lm import CachedLM
 from ..lm.tree_pass import compact, tree_pass
@@ -67,6 +66,9 @@ class TreeDraftStep(StepData):
     drafted: int | None = None  # draft nodes actually in this iteration's tree (<= nodes)
     greedy: bool | None = None  # temperature 0: no coins, a child is accepted iff it is the target's argmax
     shape: str | None = None  # what was drafted this iteration: "tree" | "chain" | "plain"
+    # a chain's source as the gamma policy buckets it (trace/source.py's DraftSource.key: "model", "lookup",
+    # "lookup-short", "corpus"); None for a tree or a plain step
+    source_key: str | None = None
 
 
 def parse_draft_tree(value: str) -> tuple[int, int] | str:
@@ -114,10 +116,10 @@ def tree_loop(name: str, target, drafter: Drafter, prompt_ids: list[int], config
     drafter.attach_target(lm)
     greedy = config.sampling.greedy
     nodes, depth, chosen = tree_size(settings.draft_tree, target, drafter)
-    # the gamma policy picks the source (model or copy) and a copy's length; a model source becomes a tree
+    # the gamma policy picks the source (model or copy), the shape (a tree or a chain for the model) and a
+    # chain's length; fixed and heuristic schedules: a model source becomes a tree
     policy = GammaPolicy(settings.gamma_schedule, config.gamma, max_gamma=settings.max_gamma)
     auto = policy.schedule == "auto"
-    chooser = ShapeChooser()
 
     while not state.finished:
         state.start_iteration()
@@ -125,19 +127,22 @@ def tree_loop(name: str, target, drafter: Drafter, prompt_ids: list[int], config
         room = max(0, state.room() - 1)
 
         # Step 1: draft a tree (a model source) or a chain (a copy; with the automatic schedule also a model
-        # chain where chains have been faster: drafters/shape_policy.py). Sources, lengths and shapes are
-        # chosen from earlier iterations and the context only.
+        # chain where chains are expected to be faster, and nothing where a plain step is:
+        # drafters/gamma_policy.py's choose_shape). Sources, lengths and shapes are chosen from earlier
+        # iterations and the context only; a tree stops growing where its next level does not pay.
         with state.timed("draft"):
-            source, asked = policy.choose(drafter.sources(state.sequence))
+            source, asked, shape = policy.choose_shape(drafter.sources(state.sequence))
             if source is not None and not auto:
                 source = drafter.fixed_source(state.sequence, source)  # the hybrid's fixed rule: copy or model
+                shape = "tree" if source.kind == "model" else "chain"
             gamma = max(0, min(asked, room))
-            tree, shape, proposal = None, "plain", None
-            if source is not None and gamma:
-                shape = ("chain" if source.kind != "model" else chooser.choose() if auto else "tree")
+            tree, proposal = None, None
+            if source is None or not gamma:
+                shape = "plain"
+            else:
                 if shape == "tree":
                     tree = drafter.propose_tree(state.sequence, nodes, min(depth, room), config.sampling,
-                                                state.generator)
+                                                state.generator, policy.tree_stopper())
                 else:
                     stopper = policy.draft_stopper() if source.kind == "model" else None
                     proposal = drafter.propose(state.sequence, gamma, config.sampling, state.generator, stopper, source,
@@ -147,7 +152,7 @@ def tree_loop(name: str, target, drafter: Drafter, prompt_ids: list[int], config
                              for i in range(len(proposal.tokens))]
                     tree = chain_tree(state.sequence[-1], proposal.tokens, proposal.q_rows,
                                       "draft" if proposal.source == "model" else "lookup", kinds)
-        if tree is not None and tree.size == 0:
+        if tree is None or tree.size == 0:  # nothing drafted (a feature draft before the target's first pass)
             tree, shape = None, "plain"
         n_nodes = 1 + (tree.size if tree is not None else 0)
 
@@ -189,11 +194,14 @@ def tree_loop(name: str, target, drafter: Drafter, prompt_ids: list[int], config
             tree=_tree_nodes(state, parents, tokens, verdict, tree),
             target_calls=lm.calls,
             extra={TreeDraftStep.KEY: TreeDraftStep(nodes, depth, chosen, _source_word(tree),
-                                                     n_nodes - 1, greedy, shape).to_dict()},
+                                                     n_nodes - 1, greedy, shape,
+                                                     source.key if shape == "chain" else None).to_dict()},
         )
-        if shape != "plain" and source is not None and source.kind == "model":
-            chooser.update(shape, len(emitted), record.timings.draft + record.timings.verify + record.timings.other)
-        if policy.schedule != "fixed" and shape != "tree":
+        if shape == "tree":
+            end_has_children = any(parent == verdict.last for parent in tree.parents)
+            policy.update_tree(len(emitted), len(path), len(path) + int(end_has_children), tree.depth,
+                               record.timings.draft - tree.catch_up_seconds, record.timings.verify, fed, prefill)
+        elif policy.schedule != "fixed":
             # as chain_loop: the chosen source's own tokens only (a copy that continued a model draft is extra)
             k = len(proposal.tokens) if proposal is not None else 0
             own = k - (proposal.copied if proposal is not None else 0)
@@ -202,7 +210,7 @@ def tree_loop(name: str, target, drafter: Drafter, prompt_ids: list[int], config
                           record.timings.draft - (proposal.catch_up_seconds if proposal is not None else 0.0),
                           record.timings.verify, fed, prefill, source.key if source is not None else "model")
         if policy.schedule != "fixed":
-            record.extra["gamma_policy"] = {**policy.snapshot(), **chooser.snapshot()}
+            record.extra["gamma_policy"] = policy.snapshot()
         yield record
 
 

@@ -26,7 +26,8 @@ the gamma policy and the app all compute their figures here.
   readers pass `per_position=False` (`MethodSpec.chain_draft`).
 - by draft source (a drafter with several sources, the hybrid): per source, its share of the
   iterations after the prefill, tokens drafted, draft tokens accepted and tokens emitted per
-  iteration, and wall time per iteration (`SourceTally`).
+  iteration, and wall time per iteration (`SourceTally`); with a draft tree the model's trees are a
+  source of their own ("model-tree", its drafted tokens the tree's nodes).
 - two cost ratios, never mixed up:
   `c_step`   = time of one draft step / time of one target step (Leviathan et al.'s c; the
                benchmark times the target step on its own autoregressive run);
@@ -110,7 +111,15 @@ def position_alphas(record) -> list[float]:
 def source_key(record) -> str | None:
     """Where an iteration's draft came from, as the gamma policy buckets it: "model", "lookup" (a
     copy after a suffix match of at least the hybrid's minimum), "lookup-short" (after a shorter
-    one) or "none" (a plain target step); None for a record of a method without draft sources."""
+    one) or "none" (a plain target step); with a draft tree (`--draft-tree`), "model-tree" for an iteration
+    that drafted the model's tree; None for a record of a method without draft sources."""
+    tree = record.extra.get("tree_draft") if record.extra else None
+    if tree is not None:
+        if tree.get("shape") == "tree":
+            return "model-tree"
+        if tree.get("shape") != "chain":
+            return "none"
+        return tree.get("source_key") or tree.get("source") or "none"  # a trace written before source_key
     chain = record.extra.get("chain") if record.extra else None
     if chain is None:
         return None
@@ -263,7 +272,9 @@ class RunCounts:
         for r in timed:
             key = source_key(r)
             if key is not None:
-                out.by_source.add(key, len(r.draft), r.accepted_length, len(r.emitted),
+                tree = r.extra.get("tree_draft")  # a tree's `draft` is its accepted path: count its nodes
+                drafted = tree["drafted"] if tree is not None and tree.get("drafted") is not None else len(r.draft)
+                out.by_source.add(key, drafted, r.accepted_length, len(r.emitted),
                                   r.timings.draft + r.timings.verify + r.timings.other)
         return out
 

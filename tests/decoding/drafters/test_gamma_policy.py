@@ -102,3 +102,124 @@ def test_auto_policy_weighs_each_source_by_its_own_estimates():
     assert p.snapshot()["sources"]["lookup"]["alpha_next"] > 0.95
     fixed = GammaPolicy("fixed", 4)
     assert fixed.choose([copy, MODEL_SOURCE]) == (copy, 4) and fixed.choose([]) == (None, 0)
+
+
+# ---- trees (choose_shape, update_tree, tree_stopper) ------------------------------------------------------
+
+def _costed_policy(**kw) -> GammaPolicy:
+    """auto, with verify passes of 20 ms for one token and 21 ms + 0.5 ms per token beyond two, and model chains
+    that draft at 2 ms a token with 40% of their first tokens right."""
+    p = GammaPolicy("auto", 4, max_gamma=8, **kw)
+    p.update(0, 0, 0, [], 0.0, 0.020, 1, False)
+    for n in (2, 3, 5):
+        p.update(n - 1, n - 1, 0, [0.4] + [0.4] * (n - 2), 0.002 * (n - 1), 0.021 + 0.0005 * (n - 2), n, False)
+    return p
+
+
+def _tree_iteration(p: GammaPolicy, emitted: int, seconds_draft: float, seconds_verify: float, levels: int = 3,
+                    fed: int = 7) -> None:
+    p.update_tree(emitted, emitted - 1, emitted, levels, seconds_draft, seconds_verify, fed, False)
+
+
+def test_choose_shape_tries_a_tree_first_then_picks_it_while_its_tokens_per_second_are_best():
+    from decoding.trace.source import MODEL_SOURCE
+
+    p = _costed_policy(probe_every=8)
+    source, _, shape = p.choose_shape([MODEL_SOURCE])
+    assert (source, shape) == (MODEL_SOURCE, "tree")  # no tree measured yet: try one
+    chain_value = p._best_chain([MODEL_SOURCE])[0]
+    assert 1.0 < chain_value < 1.5
+    # trees: 2.6 tokens for 6 ms of drafting and 24 ms of verifying: 2.6 / 0.030 * 0.020 = 1.73 plain steps' worth
+    for _ in range(5):
+        _tree_iteration(p, 3, 0.006, 0.024)
+        _tree_iteration(p, 2, 0.006, 0.024)
+        _tree_iteration(p, 3, 0.006, 0.024)
+    assert p.tree_value() == pytest.approx(0.020 * p.tree.tokens / p.tree.seconds)
+    assert p.tree_value() > chain_value
+    shapes = [p.choose_shape([MODEL_SOURCE])[2] for _ in range(18)]
+    # the tree, with the model's chain drafted once every probe_every model iterations so its estimate moves
+    assert shapes.count("chain") == 2 and shapes.count("tree") == 16, shapes
+    assert p.snapshot()["tree"]["value"] == pytest.approx(p.tree_value())
+
+
+def test_choose_shape_leaves_the_tree_when_its_measured_tokens_per_second_are_not_best():
+    from decoding.trace.source import MODEL_SOURCE, DraftSource
+
+    p = _costed_policy(probe_every=100)
+    # trees that emit 1.2 tokens for 12 + 30 ms: 0.57 plain steps' worth, below a chain and below a plain step
+    for _ in range(10):
+        _tree_iteration(p, 1, 0.012, 0.030)
+        _tree_iteration(p, 2, 0.012, 0.030)
+        _tree_iteration(p, 1, 0.012, 0.030)
+        _tree_iteration(p, 1, 0.012, 0.030)
+        _tree_iteration(p, 1, 0.012, 0.030)
+    assert p.tree_value() < 1.0
+    source, gamma, shape = p.choose_shape([MODEL_SOURCE])
+    assert (source, shape) == (MODEL_SOURCE, "chain") and gamma >= 1
+    # a copy that nearly always matches beats both model shapes
+    copy = DraftSource("lookup", match_length=4, start=3, available=8)
+    for _ in range(10):
+        p.update(8, 8, 8, [1.0] * 8, 1e-5, 0.024, 9, False, source="lookup")
+    assert p.choose_shape([copy, MODEL_SOURCE])[::2] == (copy, "chain")
+    # a model that never matches and drafts at a plain step's cost: neither shape pays, a plain step
+    slow = GammaPolicy("auto", 4, max_gamma=8, probe_every=100)
+    slow.update(0, 0, 0, [], 0.0, 0.020, 1, False)
+    for n in (2, 3, 5):
+        slow.update(n - 1, n - 1, 0, [0.0], 0.02 * (n - 1), 0.021 + 0.0005 * (n - 2), n, False)
+    for _ in range(5):
+        _tree_iteration(slow, 1, 0.040, 0.030)
+    assert slow.choose_shape([MODEL_SOURCE]) == (MODEL_SOURCE, 0, "plain")
+
+
+def test_tree_iterations_feed_the_verify_fit_and_the_per_level_rates():
+    p = GammaPolicy("auto", 4, prior_alpha=0.5, prior_weight=1.0)
+    p.update(0, 0, 0, [], 0.0, 0.020, 1, False)
+    for n in (3, 5, 7, 9):  # tree passes only: 21 ms + 1 ms per token beyond two
+        p.update_tree(2, 1, 2, 3, 0.009, 0.021 + 0.001 * (n - 2), n, False)
+    a, b = p.verify_fit()
+    assert a == pytest.approx(0.021) and b == pytest.approx(0.001)
+    assert p.tree.t_draft() == pytest.approx(0.003)  # 9 ms over 3 levels
+    # each iteration: the first level accepted, the second reached and rejected
+    assert p.tree.alpha_first > 0.7 and p.tree.alpha_next < 0.3
+    assert p.estimate("model").t_draft() is None  # the chains' per-token draft time is not touched
+    # the prefill pass teaches nothing about trees
+    before = (p.tree.tokens, p.tree.seconds)
+    p.update_tree(2, 1, 2, 3, 0.009, 0.5, 40, True)
+    assert (p.tree.tokens, p.tree.seconds) == before
+    fixed = GammaPolicy("fixed", 4)
+    fixed.update_tree(2, 1, 2, 3, 0.009, 0.03, 7, False)
+    assert fixed.tree.iterations == 0 and fixed.tree_stopper() is None
+
+
+def test_fixed_schedule_shapes_a_model_source_as_a_tree_and_a_copy_as_a_chain():
+    from decoding.trace.source import MODEL_SOURCE, DraftSource
+
+    copy = DraftSource("lookup", match_length=3, start=1, available=5)
+    fixed = GammaPolicy("fixed", 4)
+    assert fixed.choose_shape([MODEL_SOURCE]) == (MODEL_SOURCE, 4, "tree")
+    assert fixed.choose_shape([copy, MODEL_SOURCE]) == (copy, 4, "chain")
+    assert fixed.choose_shape([]) == (None, 0, "plain")
+    assert _costed_policy().choose_shape([MODEL_SOURCE], trees=False)[2] == "chain"
+
+
+def test_tree_stopper_threshold_and_rule():
+    import math
+
+    p = _costed_policy(prior_alpha=0.5, prior_weight=1.0)
+    # before any tree: the level cost is the model's per-token draft time (2 ms), the rate the model's alpha
+    assert p.tree_threshold() == pytest.approx((0.002 + 0.0005) / 0.020)
+    keep = p.tree_stopper()
+    assert keep(1, math.log(0.9)) is (p.alpha * 0.9 >= p.tree_threshold())
+    # trees at 4 ms a level whose later levels are accepted 60% of the times they are reached
+    for _ in range(20):
+        p.update_tree(3, 2, 3, 3, 0.012, 0.024, 7, False)
+        p.update_tree(3, 2, 2, 3, 0.012, 0.024, 7, False)
+    threshold = (0.004 + p.verify_fit()[1]) / 0.020
+    assert p.tree_threshold() == pytest.approx(threshold)
+    rate = p.tree.alpha_next
+    assert 0.5 < rate < 0.9
+    keep = p.tree_stopper()
+    # the next level is grown while rate * (the best new node's path probability) pays for it
+    high, low = 1.5 * threshold / rate, 0.5 * threshold / rate
+    assert keep(1, math.log(high)) and keep(2, math.log(high))
+    assert not keep(1, math.log(low)) and not keep(2, math.log(low))

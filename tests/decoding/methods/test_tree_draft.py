@@ -5,6 +5,8 @@ the same test, and the target's compacted cache equal to a fresh pass over the a
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 from scipy.stats import chisquare
@@ -185,6 +187,50 @@ def test_two_token_chi_square_with_trees(tiny_close_pair, monkeypatch, temperatu
         assert pvalue > 1e-3, pvalue
     else:
         assert pvalue < 1e-4, (rule, pvalue)
+
+
+def test_trees_cut_by_the_stopper_keep_the_target_distribution(tiny_close_pair, monkeypatch):
+    """The chi-square of the first two tokens when a tree's second level is made its last (so it gets the whole
+    budget left, one more child, and no third level) wherever the best path it can hold is unlikely (the
+    stopper's form, gamma_policy.tree_stopper, with a fixed threshold): that depends on the drawn first level,
+    never on a node's own value."""
+    from decoding.drafters.gamma_policy import GammaPolicy
+
+    target, draft = tiny_close_pair
+    sampling = SamplingConfig(temperature=1.2, top_k=6)
+    monkeypatch.setattr(GammaPolicy, "tree_stopper",
+                        lambda self: (lambda level, best_score: math.exp(best_score) >= 0.2))
+    prompt_ids = target.encode_prompt(PROMPT, chat=False)
+    exact = test_speculative._exact_two_token_distribution(target, prompt_ids, sampling)
+    runs, counts, depths = 1500, {}, {1: 0, 2: 0, 3: 0}
+    for seed in range(runs):
+        config = _tree_config("6,3", max_new_tokens=4, sampling=sampling, seed=seed, lean=True)
+        records = list(decode(target, draft, prompt_ids, config))
+        depths[records[0].gamma] += 1
+        ids = tuple(_emitted(records)[:2])
+        counts[ids] = counts.get(ids, 0) + 1
+    assert depths[2] >= 30 and depths[3] >= 30, depths  # cut and grown trees both
+    assert _chi_square_pvalue(counts, exact, runs) > 1e-3
+
+
+def test_greedy_trees_cut_by_the_stopper_equal_plain_decoding(tiny_pair, feature, monkeypatch):
+    """float32, greedy, the automatic schedule, with trees cut wherever the best new node's path probability is
+    below a half: the text is plain decoding's, and trees of one level and deeper ones both occur."""
+    from decoding.drafters.gamma_policy import GammaPolicy
+
+    target, draft = tiny_pair
+    monkeypatch.setattr(GammaPolicy, "tree_stopper",
+                        lambda self: (lambda level, best_score: math.exp(best_score) >= 0.5))
+    depths = set()
+    for prompt in (PROMPT, REPEATING):
+        ids = target.encode_prompt(prompt, chat=False)
+        base = RunConfig(method="autoregressive", max_new_tokens=30, sampling=GREEDY, stop_at_eos=False)
+        expected = _emitted(decode(target, None, ids, base))
+        for d in (draft, feature.hybrid()):
+            records = list(decode(target, d, ids, _tree_config("6,3", "auto", max_new_tokens=30)))
+            assert _emitted(records) == expected, (d, prompt)
+            depths |= {r.gamma for r in records if TreeDraftStep.of(r).shape == "tree"}
+    assert 1 in depths and max(depths) >= 2, depths
 
 
 # ---- the target's cache after compaction -------------------------------------------------------------

@@ -87,6 +87,24 @@ def test_source_key_buckets_lookups_by_match_length():
     assert source_key(SimpleNamespace(draft=[], extra={})) is None  # a method without draft sources
 
 
+def test_source_key_of_a_tree_run_names_the_trees_and_the_chains_by_their_bucket():
+    from types import SimpleNamespace
+
+    from decoding.trace.metrics import source_key
+
+    def record(shape, source=None, key=None):
+        step = {"shape": shape, "source": source, "drafted": 6}
+        if key is not None:
+            step["source_key"] = key
+        return SimpleNamespace(draft=[1], extra={"tree_draft": step})
+
+    assert source_key(record("tree", "model")) == "model-tree"
+    assert source_key(record("chain", "model", "model")) == "model"
+    assert source_key(record("chain", "lookup", "lookup-short")) == "lookup-short"
+    assert source_key(record("chain", "lookup")) == "lookup"  # a trace written before source_key
+    assert source_key(record("plain")) == "none"
+
+
 def test_speed_after_the_first_pass_leaves_the_prefill_out():
     from decoding.trace.metrics import RunCounts
 
