@@ -218,7 +218,10 @@ class GammaPolicy:
             return None if fit is None else max(fit[0] - fit[1], 1e-9)
         if fit is None:
             return t1  # no multi-token pass seen yet: taken flat (optimistic, so drafting gets tried)
-        return fit[0] + fit[1] * (n_tokens - 2)
+        fitted = fit[0] + fit[1] * (n_tokens - 2)
+        # a pass over more tokens never costs less than a one-token step: early in a run two noisy pass
+        # sizes can fit a steep slope whose intercept clamps to ~0, which would price a short copy at nothing
+        return fitted if t1 is None else max(fitted, t1)
 
     def stop_threshold(self) -> float | None:
         """(t_draft + b) / t_verify(1): the confidence mass below which one more model-drafted

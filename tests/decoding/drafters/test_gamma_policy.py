@@ -223,3 +223,16 @@ def test_tree_stopper_threshold_and_rule():
     high, low = 1.5 * threshold / rate, 0.5 * threshold / rate
     assert keep(1, math.log(high)) and keep(2, math.log(high))
     assert not keep(1, math.log(low)) and not keep(2, math.log(low))
+
+
+def test_a_steep_early_fit_never_prices_a_pass_below_a_one_token_step():
+    """Two noisy pass sizes early in a run can fit a slope whose intercept clamps to ~0; a verify pass of
+    n >= 2 tokens is still priced at least at the measured one-token step."""
+    p = GammaPolicy("auto", 4)
+    p.update(0, 0, 0, [], t_draft=0.0, t_verify=0.020, fed_tokens=1, prefill=False)  # a plain step: t_verify(1)
+    p.update(1, 1, 1, [0.9], t_draft=0.002, t_verify=0.001, fed_tokens=2, prefill=False)  # 2 tokens, timed too fast
+    p.update(4, 4, 4, [0.9] * 4, t_draft=0.008, t_verify=0.060, fed_tokens=5, prefill=False)  # 5 tokens, slow
+    a, b = p.verify_fit()
+    assert a + 0 * b < 0.020  # the raw fit prices a 2-token pass below a step
+    assert p.t_verify(2) == pytest.approx(0.020)
+    assert p.t_verify(5) == pytest.approx(a + 3 * b) and p.t_verify(5) > 0.020
