@@ -12,7 +12,8 @@ Selected by the chain methods' `gamma_schedule` setting (CLI: `--gamma-schedule`
     t_verify   wall time of one target pass over n tokens, from this run's verify passes: the mean
                single-token pass for n = 1, and a line a + b (n - 2) fitted to the multi-token passes
                for n >= 2 (on a CPU the step from 1 to 2 tokens is a jump, a different kernel path,
-               after which the cost grows slowly; Theorem 3.8's c alone misleads there).
+               after which the cost grows slowly; Theorem 3.8's c alone misleads there), never
+               below t_verify(1) (an early fit over two noisy sizes can clamp a to ~0).
   The score of gamma g is `theory.measured_improvement(alpha, g, t_draft, t_verify(1),
   t_verify(g + 1))`, with alpha split into two rates (see Sources below); before two distinct
   pass sizes have been seen the verify cost is taken flat (t_verify(n) = t_verify(1)) and the
