@@ -109,7 +109,7 @@ def main(argv=None) -> int:
         return 2
     import torch
 
-    from decoding.eval.bench.ceiling import Replay, markdown, needed_decode_speedup, replay, runs_by_match, with_prefill
+    from decoding.eval.bench.ceiling import Replay, markdown, needed_decode_speedup, replay, runs_by_match, whole_runs
     from decoding.run.pair import load_pair
     from decoding.lm.prompt_files import read_prompt_rows
     from decoding.run.runner import decode
@@ -133,21 +133,10 @@ def main(argv=None) -> int:
 
     table = []
     for key, name, rule, model in rules(evaluation["alpha"], evaluation["c"], extra):
-        ar_total = rule_total = 0.0
-        per_category = {}
-        for category in CATEGORIES:
-            part = Replay()
-            for cat, sequence, prompt_length in outputs:
-                if cat == category:
-                    part.add(replay(sequence, prompt_length, rule, cost, model))
-            measured = bench["categories"][category]["autoregressive"]
-            share, seconds = measured["first_pass_share"], measured["seconds"]
-            whole = with_prefill(part.speedup, share)
-            ar_total += seconds
-            rule_total += seconds / whole
-            per_category[category] = {"after_prefill": part.speedup, "whole_run": whole,
-                                      "tokens_per_iteration": part.tokens_per_iteration}
-        table.append({"key": key, "rule": name, "overall": ar_total / rule_total, "categories": per_category})
+        parts = {category: Replay() for category in CATEGORIES}
+        for cat, sequence, prompt_length in outputs:
+            parts[cat].add(replay(sequence, prompt_length, rule, cost, model))
+        table.append({"key": key, "rule": name, **whole_runs(parts, bench)})
     needed = {c: needed_decode_speedup(1.7, bench["categories"][c]["autoregressive"]["first_pass_share"])
               for c in ("summarization", "rag")}
     result = {

@@ -297,20 +297,11 @@ def main(argv=None) -> int:
 
 
 def combine(parts: dict, bench: dict) -> dict:
-    """Per-category Replays -> the whole-run figures (as `whole_run`)."""
-    from decoding.eval.bench.ceiling import with_prefill
+    """Per-category Replays -> ceiling.whole_runs' figures and the lowest category's whole-run speedup."""
+    from decoding.eval.bench.ceiling import whole_runs
 
-    ar_total = rule_total = 0.0
-    per_category = {}
-    for category, part in parts.items():
-        measured = bench["categories"][category]["autoregressive"]
-        whole = with_prefill(part.speedup, measured["first_pass_share"])
-        ar_total += measured["seconds"]
-        rule_total += measured["seconds"] / whole
-        per_category[category] = {"after_prefill": part.speedup, "whole_run": whole,
-                                  "tokens_per_iteration": part.tokens_per_iteration}
-    return {"overall": ar_total / rule_total, "categories": per_category,
-            "lowest_category": min(v["whole_run"] for v in per_category.values())}
+    out = whole_runs(parts, bench)
+    return {**out, "lowest_category": min(v["whole_run"] for v in out["categories"].values())}
 
 
 def markdown(r: dict) -> str:

@@ -289,6 +289,22 @@ def with_prefill(decode_speedup: float, prefill_share: float) -> float:
     return 1.0 / (prefill_share + (1.0 - prefill_share) / decode_speedup)
 
 
+def whole_runs(parts: dict, bench: dict) -> dict:
+    """Per-category Replays (category -> Replay) -> {"overall", "categories"}: each category's speedup after
+    the prefill and over its whole run (prefill included at the benchmark's share), and the overall whole-run
+    speedup weighted by each category's autoregressive seconds in `bench` (a benchmark JSON)."""
+    ar_total = rule_total = 0.0
+    per_category = {}
+    for category, part in parts.items():
+        measured = bench["categories"][category]["autoregressive"]
+        whole = with_prefill(part.speedup, measured["first_pass_share"])
+        ar_total += measured["seconds"]
+        rule_total += measured["seconds"] / whole
+        per_category[category] = {"after_prefill": part.speedup, "whole_run": whole,
+                                  "tokens_per_iteration": part.tokens_per_iteration}
+    return {"overall": ar_total / rule_total, "categories": per_category}
+
+
 def needed_decode_speedup(goal: float, prefill_share: float) -> float | None:
     """The speedup after the prefill that makes the whole run `goal` times faster (None: unreachable)."""
     rest = 1.0 / goal - prefill_share

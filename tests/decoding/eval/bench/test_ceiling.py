@@ -160,3 +160,19 @@ def test_runs_by_match_groups_positions_by_the_match_length():
     text = cl.markdown({"categories": [], "prompts": 1, "rows": [], "needed_after_prefill_for_1_7x": {},
                         "runs_by_match": rows})
     assert "| 1 | 1 | 1.00 | 2.00 |" in text and "| 2+ | 2 | 0.50 | 0.50 |" in text
+
+
+def test_whole_runs_weights_categories_by_their_autoregressive_seconds():
+    from types import SimpleNamespace
+
+    from decoding.eval.bench.ceiling import whole_runs
+
+    bench = {"categories": {"a": {"autoregressive": {"first_pass_share": 0.0, "seconds": 10.0}},
+                            "b": {"autoregressive": {"first_pass_share": 0.5, "seconds": 30.0}}}}
+    parts = {"a": SimpleNamespace(speedup=2.0, tokens_per_iteration=2.0),
+             "b": SimpleNamespace(speedup=3.0, tokens_per_iteration=3.0)}
+    out = whole_runs(parts, bench)
+    assert out["categories"]["a"]["whole_run"] == pytest.approx(2.0)
+    assert out["categories"]["b"]["whole_run"] == pytest.approx(1 / (0.5 + 0.5 / 3))  # 1.5x: the prefill is paid
+    assert out["categories"]["b"]["after_prefill"] == 3.0
+    assert out["overall"] == pytest.approx(40 / (10 / 2.0 + 30 / 1.5))  # 1.6x
