@@ -287,11 +287,15 @@ class GammaPolicy:
             return None, 0
         if self.schedule != "auto":
             return sources[0], self.gamma
-        return self._settle(*self._best_chain(sources)[1:])
+        return self._settle(*self._best_chain(self._scored(sources))[1:])
 
-    def _best_chain(self, sources: list[DraftSource]) -> tuple[float, DraftSource, int]:
-        """(expected improvement, source, gamma) of the best source and chain length (gamma 0: a plain step)."""
-        scored = [(self._auto_choice(source), source) for source in sources]
+    def _scored(self, sources: list[DraftSource]) -> list[tuple[tuple[float, int], DraftSource]]:
+        """Each source's best chain, `_auto_choice`'s (expected improvement, gamma), beside the source."""
+        return [(self._auto_choice(source), source) for source in sources]
+
+    @staticmethod
+    def _best_chain(scored: list[tuple[tuple[float, int], DraftSource]]) -> tuple[float, DraftSource, int]:
+        """(expected improvement, source, gamma) of the best of `_scored`'s chains (gamma 0: a plain step)."""
         (value, choice), source = max(scored, key=lambda item: item[0][0])
         return value, source, choice
 
@@ -319,13 +323,15 @@ class GammaPolicy:
             if source is None or not gamma:
                 return source, gamma, "plain"
             return source, gamma, "tree" if trees and source.kind == "model" else "chain"
-        value, source, gamma = self._best_chain(sources)
-        model = next((s for s in sources if s.kind == "model"), None)
+        scored = self._scored(sources)
+        value, source, gamma = self._best_chain(scored)
+        model = next(((choice, s) for choice, s in scored if s.kind == "model"), None)
         if model is not None:
             tree = self.tree_value()
             if tree is None or tree > value * (1.0 + 1e-9):
                 self._idle = 0
-                model_gamma = max(1, self._auto_choice(model)[1])
+                (_, model_chain), model = model
+                model_gamma = max(1, model_chain)
                 self.gamma = model_gamma
                 return self._drafted(model, "tree", model_gamma)
         source, gamma = self._settle(source, gamma)

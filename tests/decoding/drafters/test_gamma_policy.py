@@ -127,7 +127,7 @@ def test_choose_shape_tries_a_tree_first_then_picks_it_while_its_tokens_per_seco
     p = _costed_policy(probe_every=8)
     source, _, shape = p.choose_shape([MODEL_SOURCE])
     assert (source, shape) == (MODEL_SOURCE, "tree")  # no tree measured yet: try one
-    chain_value = p._best_chain([MODEL_SOURCE])[0]
+    chain_value = p._best_chain(p._scored([MODEL_SOURCE]))[0]
     assert 1.0 < chain_value < 1.5
     # trees: 2.6 tokens for 6 ms of drafting and 24 ms of verifying: 2.6 / 0.030 * 0.020 = 1.73 plain steps' worth
     for _ in range(5):
