@@ -16,7 +16,8 @@ docs/experiments.md, lean_layer_cpu). The embedding, the rotary cos/sin, the lay
 uncompiled.
 
 How, for models the lean layer does not fit (or SPECDEC_LEAN_LAYER=0): one compiled function per process,
-`_short_body(lm, inputs, positions, cache, mask)`, calling the LM's own `_body` (so the target and the feature draft's layer both go through it), compiled with
+`_short_body(lm, inputs, positions, cache, mask)`, calling the LM's own `_body` (so the target and the feature
+draft's layer both go through it), compiled with
 dynamic shapes (the pass length n and the capacity C are symbolic; n = 1 is specialised by dynamo, so
 a model compiles twice: one-token steps and longer passes). Inductor's default mode: no CUDA graphs
 of its own; ours capture the compiled kernels like any others (the first sighting of a shape runs

@@ -235,7 +235,8 @@ class StaticMixin:
 
     def _lean_pass(self, inputs, positions, slots, mask) -> torch.Tensor | None:
         """The short pass through the lean layer, compiled with SPECDEC_COMPILE=1: (1, n, hidden); None when
-        the switch is off (SPECDEC_LEAN_LAYER; off on CUDA unless set), the model does not fit it, or the cache is not allocated yet (a first pass)."""
+        the switch is off (SPECDEC_LEAN_LAYER; off on CUDA unless set), the model does not fit it, or the cache
+        is not allocated yet (a first pass)."""
         if not lean_layer.enabled(self.device) or not self.cache.layers[0].is_initialized:
             return None
         lean = lean_layer.lean_model(self._decoder())

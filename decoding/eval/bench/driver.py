@@ -36,11 +36,11 @@ from .variants import RunStats, build_variants, parse_gammas, parse_trees
 from .stats import category_table, finish_summary, goals, per_prompt_table, summarize_variant
 
 
-
 def repeat_seed(seed: int, repeat: int, sampling) -> int:
     """The seed of timing repeat `repeat`: `seed` + repeat at a temperature (each repeat a new draw),
     `seed` when greedy (the seed draws nothing)."""
     return seed if sampling.greedy else seed + repeat
+
 
 def machine_info() -> dict:
     import platform
@@ -128,9 +128,10 @@ def run_bench(args, target, drafts: dict, prompts: list, progress: bool = True, 
     timing: dict[str, dict[int, list[RunStats]]] = {v.key: {} for v in variants}
     cut_short = None
     base_seed = args.seed
+    seeds = [repeat_seed(base_seed, r, args.sampling) for r in range(args.repeats)]
     for r in range(args.repeats):
         order = variants[r % len(variants):] + variants[: r % len(variants)]
-        args.seed = repeat_seed(base_seed, r, args.sampling)
+        args.seed = seeds[r]
         for pi, ids in enumerate(encoded):
             if r == 0 and deadline is not None and pi >= max(1, least) and clock() > deadline:
                 cut_short = {"prompts_done": pi, "prompts_planned": len(encoded),
@@ -188,7 +189,7 @@ def run_bench(args, target, drafts: dict, prompts: list, progress: bool = True, 
             "quality_runs": quality_runs,
             "temperature": args.sampling.temperature, "top_k": args.sampling.top_k, "top_p": args.sampling.top_p,
             "seed": args.seed, "chat": args.chat, "hf_peer": args.hf,
-            "repeat_seeds": [repeat_seed(args.seed, r, args.sampling) for r in range(args.repeats)],
+            "repeat_seeds": seeds,
             "hf_default_settings": "assistant model: its generation_config as shipped, unset fields from HF's global "
                                    "defaults (num_assistant_tokens 20, schedule constant, confidence threshold 0.4); "
                                    f"prompt lookup: prompt_lookup_num_tokens {HF_DEFAULT_PROMPT_LOOKUP_TOKENS}, "
