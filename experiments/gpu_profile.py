@@ -19,9 +19,8 @@ cache, torch.compile mode reduce-overhead; `decoding/eval/bench/hf_fast.py`) on 
 first call (compiles) and tokens/s of the next two. Last, parity: the lean graphs' verify logits against the
 dynamic cache's in the run's dtype (max |difference|, argmax equal).
 
-The one command a GPU session runs (a few minutes, not yet timed on a GPU; a part that would start past --budget-s
-is skipped and says so;
-`--skip-compile` and `--skip-hf` drop the two slow parts; `--whole-body-compile` adds `short+compile`, HF's whole
+The one command a GPU session runs (71 s on an H200 with `--budget-s 150 --skip-hf`; a part that would start past
+--budget-s is skipped and says so; `--skip-compile` and `--skip-hf` drop the two slow parts; `--whole-body-compile` adds `short+compile`, HF's whole
 short pass compiled, which took over 110 s on an H200 before):
 
     PYTHONPATH=. python experiments/gpu_profile.py --dtype bfloat16 --budget-s 420
