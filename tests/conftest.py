@@ -21,6 +21,10 @@ import torch
 
 from decoding.lm.models import find_embedded_gguf, load_model
 
+# On CUDA the lean layer's step compiles by default (decoding/lm/compiled_body.py), which costs each process tens of
+# seconds; the tests run uncompiled unless one sets SPECDEC_COMPILE itself (tests/decoding/test_cuda.py's compile test).
+os.environ.setdefault("SPECDEC_COMPILE", "0")
+
 # Tiny models are dominated by per-op overhead, which extra threads only add to (and on a shared
 # 2-core machine they fight each other): one intra-op thread makes the suite several times faster.
 torch.set_num_threads(1)

@@ -9,7 +9,8 @@
 - `static_kernels.py` cheaper kernels for the static LM's short passes (slot attention, fused RMS norms)
 - `lean_layer.py`    our own Llama decoder layer for those passes (fused q|k|v and gate|up weights), one
                      function of tensors that torch.compile compiles once for every layer
-- `compiled_body.py` those passes through torch.compile (opt-in, SPECDEC_COMPILE=1), still captured by ours
+- `compiled_body.py` those passes through torch.compile (the lean layer's step, on CUDA by default), still captured
+                     by ours
 - `cuda_graphs.py`   the static LM's passes captured as CUDA graphs, one per pass shape, replayed
 - `backend.py`       the one factory (`make_lm`) choosing the dynamic or the static path (SPECDEC_BACKEND,
                      --backend; static with graphs on CUDA by default), and what a run summary records of it

@@ -145,7 +145,7 @@ def _give(model_ref, key, cache, graphs) -> None:
 
 
 def describe(model) -> dict:
-    """{"backend": "dynamic" | "static" | "static+cuda-graphs" (+ "+compiled" with SPECDEC_COMPILE=1),
+    """{"backend": "dynamic" | "static" | "static+cuda-graphs" (+ "+compiled" when compiling, compiled_body.py),
     "backend_note": str | None} of the last LM built on `model` (a capture or compile failure shows as
     eager or uncompiled static passes with its reason)."""
     if model not in _used:
@@ -157,12 +157,13 @@ def describe(model) -> dict:
         else:
             note = graphs.failed
     if name != "dynamic":
-        from . import compiled_body
+        from . import compiled_body, lean_layer
 
         failed = compiled_body.failure()
+        device = next(model.parameters()).device
         if failed is not None:
             note = "; ".join(n for n in (note, failed) if n)
-        elif compiled_body.wanted():
+        elif compiled_body.wanted(compiled_body.lean_default(device) and lean_layer.enabled(device)):
             name += "+compiled"
     return {"backend": name, "backend_note": note}
 

@@ -1,6 +1,6 @@
 """Our own forward of a Llama decoder layer for the static cache's short passes (`static_lm.py`, n <= 64 tokens),
-run instead of HF's modules layer by layer (switch: SPECDEC_LEAN_LAYER=0 keeps HF's modules, to compare; on CUDA
-it is off unless SPECDEC_LEAN_LAYER=1, since no GPU run has measured it yet).
+run instead of HF's modules layer by layer (switch: SPECDEC_LEAN_LAYER=0 keeps HF's modules, to compare; on by
+default on CPUs and CUDA GPUs, where it was measured faster: docs/bench/lean-layer-cpu.json, docs/gpu.md).
 
 Why: a captured one-token step of the default target replays about 37 kernels a layer (measured on an H200:
 3.09 ms for 30 layers; docs/spaces-and-gpus.md), most of them small: separate q, k, v and gate, up
@@ -28,7 +28,7 @@ W_qkv and W_gu are new concatenated tensors, and HF's q/k/v and gate/up projecti
 row slices (views) of them, so the model holds each weight once, as before; a model whose weights were
 replaced since (moved, re-cast) is re-read. The norms', o and down weights are used as they are.
 
-Compile (SPECDEC_COMPILE=1, `compiled_body.layer_step_fn`): `layer_step`'s arguments are tensors and one tuple
+Compile (on CUDA by default, elsewhere with SPECDEC_COMPILE=1; `compiled_body.lean_run`): `layer_step`'s arguments are tensors and one tuple
 of tensors (plus eps, the same float in every layer), never a per-layer Python int such as a layer index, so
 one compiled `layer_step` serves all layers of all models (regional compilation): dynamo compiles it once for
 one-token passes and once for longer ones (it specialises a size of 1), and every layer replays those graphs.
@@ -80,10 +80,11 @@ class LeanModel(NamedTuple):
 
 
 def enabled(device) -> bool:
-    """SPECDEC_LEAN_LAYER on, or unset on a CPU: there it was measured faster than HF's modules
-    (docs/bench/lean-layer-cpu.json); on CUDA it stays off until a GPU run measures it
-    (experiments/gpu_profile.py sets the switch per configuration)."""
-    return env_flag(ENV, torch.device(device).type == "cpu")
+    """SPECDEC_LEAN_LAYER on, or unset on a CPU or a CUDA GPU: on both it was measured faster than HF's modules
+    (the CPU: docs/bench/lean-layer-cpu.json; an H200: a captured one-token step replayed in 2.94 against 3.35 ms
+    with HF's modules and our short-pass kernels, docs/bench/gpu/gpu-profile-h200.json). Other devices: off unless
+    set."""
+    return env_flag(ENV, torch.device(device).type in ("cpu", "cuda"))
 
 
 def rotate_half(x: torch.Tensor) -> torch.Tensor:

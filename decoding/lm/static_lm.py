@@ -29,8 +29,9 @@ cache holds, which is what CUDA graphs need (`cuda_graphs.py` captures them):
   decoder layer (`lean_layer.py`: fused q|k|v and gate|up matmuls, slot attention, fused RMS norms) where
   the model is Llama-shaped, else (or with SPECDEC_LEAN_LAYER=0) HF's modules with two of them swapped
   for cheaper kernels on this shape (`static_kernels.py`: slot attention instead of SDPA over the whole
-  buffer, fused RMS norms); longer passes run HF's modules as they are. With SPECDEC_COMPILE=1 the
-  lean layer's step, or else the whole short pass, goes through `torch.compile` (`compiled_body.py`).
+  buffer, fused RMS norms); longer passes run HF's modules as they are. On CUDA (or anywhere with
+  SPECDEC_COMPILE=1) the lean layer's step goes through `torch.compile`; with SPECDEC_COMPILE=1 the whole
+  short pass does where the lean layer does not fit (`compiled_body.py`).
 
 Cross-run batching (`batching.py`, the app's classes) concatenates DynamicCaches; a StaticLM never
 hands its calls to the batcher: `forward` always runs the pass alone (the factory, `backend.py`,
@@ -234,9 +235,9 @@ class StaticMixin:
         return hidden
 
     def _lean_pass(self, inputs, positions, slots, mask) -> torch.Tensor | None:
-        """The short pass through the lean layer, compiled with SPECDEC_COMPILE=1: (1, n, hidden); None when
-        the switch is off (SPECDEC_LEAN_LAYER; off on CUDA unless set), the model does not fit it, or the cache
-        is not allocated yet (a first pass)."""
+        """The short pass through the lean layer, compiled on CUDA by default (compiled_body.py): (1, n, hidden);
+        None when the switch is off (SPECDEC_LEAN_LAYER; on by default on CPUs and CUDA), the model does not fit
+        it, or the cache is not allocated yet (a first pass)."""
         if not lean_layer.enabled(self.device) or not self.cache.layers[0].is_initialized:
             return None
         lean = lean_layer.lean_model(self._decoder())

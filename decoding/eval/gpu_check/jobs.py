@@ -28,9 +28,15 @@ ROW_FIELDS = ("engine", "method", "draft", "gamma", "schedule", "tokens", "secon
               "mean_accepted", "tokens_per_target_call", "energy_joules_per_token", "mean_gamma_asked")
 
 
+TUNING_ENVS = ("SPECDEC_SHORT_KERNELS", "SPECDEC_LEAN_LAYER", "SPECDEC_COMPILE")  # the static path's switches
+
+
 def job_env(job: Job) -> dict[str, str]:
-    """The environment that names the job's backend."""
-    return {BACKEND_ENV: job.backend, GRAPHS_ENV: "1" if job.graphs else "0"}
+    """The environment that names the job's backend, with the static path's switches where the check's
+    environment sets them (so the report says which configuration ran)."""
+    env = {BACKEND_ENV: job.backend, GRAPHS_ENV: "1" if job.graphs else "0"}
+    env.update({k: os.environ[k].strip() for k in TUNING_ENVS if os.environ.get(k, "").strip()})
+    return env
 
 
 @contextlib.contextmanager

@@ -6,6 +6,7 @@ compiling off with its reason instead of failing the run. Compiling needs induct
 import shutil
 
 import pytest
+import torch
 
 from decoding.lm import backend, compiled_body
 from decoding.methods.base import RunConfig
@@ -63,3 +64,22 @@ def test_a_compile_error_turns_compiling_off_and_says_why(tiny_pair, compiling, 
     assert not compiled_body.wanted()
     described = backend.describe(target.model)
     assert described["backend"] == "static" and "no backend here" in described["backend_note"]
+
+
+def test_unset_the_lean_step_compiles_on_cuda_only_and_the_switch_overrides(monkeypatch):
+    """SPECDEC_COMPILE unset: compiled by default for the lean layer's step on CUDA, never on a CPU or ZeroGPU;
+    "0" and "1" override the default either way."""
+    monkeypatch.delenv("SPECDEC_COMPILE", raising=False)
+    monkeypatch.delenv("SPACES_ZERO_GPU", raising=False)
+    compiled_body.reset()
+    assert compiled_body.lean_default("cuda") and compiled_body.lean_default(torch.device("cuda", 1))
+    assert not compiled_body.lean_default("cpu")
+    assert compiled_body.wanted(compiled_body.lean_default("cuda"))
+    assert not compiled_body.wanted(compiled_body.lean_default("cpu"))
+    assert not compiled_body.wanted()  # HF's whole short pass: opt-in everywhere
+    monkeypatch.setenv("SPECDEC_COMPILE", "0")
+    assert not compiled_body.wanted(compiled_body.lean_default("cuda"))
+    monkeypatch.setenv("SPECDEC_COMPILE", "1")
+    assert compiled_body.wanted(compiled_body.lean_default("cpu")) and compiled_body.wanted()
+    monkeypatch.setenv("SPACES_ZERO_GPU", "true")
+    assert not compiled_body.wanted(True)

@@ -241,3 +241,11 @@ def test_lean_logits_on_the_default_target(embedded_target, monkeypatch):
     assert torch.allclose(out["1"], out["dynamic"], atol=1e-4, rtol=1e-5)
     assert torch.allclose(out["1"], out["0"], atol=1e-4, rtol=1e-5)
     assert torch.equal(out["1"].argmax(-1), out["dynamic"].argmax(-1))
+
+
+def test_the_lean_layer_is_on_by_default_on_cpus_and_cuda_only(monkeypatch):
+    """SPECDEC_LEAN_LAYER unset: on for CPUs and CUDA GPUs (both measured faster), off elsewhere; "0" turns it off."""
+    monkeypatch.delenv("SPECDEC_LEAN_LAYER", raising=False)
+    assert lean_layer.enabled("cpu") and lean_layer.enabled("cuda") and not lean_layer.enabled("meta")
+    monkeypatch.setenv("SPECDEC_LEAN_LAYER", "0")
+    assert not lean_layer.enabled("cpu") and not lean_layer.enabled("cuda")

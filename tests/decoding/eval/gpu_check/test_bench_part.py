@@ -6,12 +6,13 @@ results JSON written after each job, and their copies in GPU_CHECK_COPY_TO."""
 from __future__ import annotations
 
 import json
+import os
 import time
 from pathlib import Path
 
 from decoding.eval.gpu_check import bench_part, energy_part
 from decoding.eval.gpu_check.cli import run_check
-from decoding.eval.gpu_check.jobs import BACKEND_ENV, GRAPHS_ENV, backend_env, named
+from decoding.eval.gpu_check.jobs import BACKEND_ENV, GRAPHS_ENV, TUNING_ENVS, backend_env, named
 from decoding.eval.gpu_check.pairs import Pair
 from decoding.eval.gpu_check.plan import JOBS
 from decoding.eval.gpu_check.publish import MAX_JSON_BYTES, compact_json
@@ -50,8 +51,11 @@ def test_the_whole_check_on_the_cpu_with_the_tiny_target(tmp_path, tiny_target_d
     # the tiny target is not the default one: its only drafter is prompt lookup, named in the rows
     assert set(main["variants"]) == {"autoregressive", "speculative-prompt-lookup-g4", "speculative-prompt-lookup-auto"}
     assert main["prompts"] == 6 and main["prompt_categories"] == {"qa": 2, "rag": 2, "math_reasoning": 2}
-    assert main["env"] == {BACKEND_ENV: "static", GRAPHS_ENV: "1"}
-    assert bench["jobs"]["half-dynamic"]["env"] == {BACKEND_ENV: "dynamic", GRAPHS_ENV: "0"}
+    # the backend's switches, and the static path's tuning switches as the check's environment sets them
+    assert main["env"] == {BACKEND_ENV: "static", GRAPHS_ENV: "1",
+                           **{k: os.environ[k] for k in TUNING_ENVS if os.environ.get(k)}}
+    assert main["env"].get("SPECDEC_COMPILE") == "0"  # tests/conftest.py sets it
+    assert bench["jobs"]["half-dynamic"]["env"] == {BACKEND_ENV: "dynamic", GRAPHS_ENV: "0", "SPECDEC_COMPILE": "0"}
     assert bench["jobs"]["float32-static"]["greedy_equal"] == {k: "6/6" for k in main["variants"]}
     compiled = bench["jobs"]["half-hf-compiled"]
     assert "hf-generate-compiled" in compiled["variants"] and "CUDA only" in compiled["hf_compiled"]["eager_why"]
