@@ -7,11 +7,15 @@ A meter never invents a number: where nothing can be measured, `read()` returns
     meter.begin()            # syncs the device, starts a window
     ...                      # decode
     r = meter.read()         # syncs the device; cumulative joules since begin()
+                             # (read(fresh=False): the last reading may do, see below)
     energy_per_token(r.joules, tokens, r.seconds)   # None for windows under 1 s
 
-Counters update about every 100 ms while decoding iterations last tens of milliseconds, so
+Counters update about every 100 ms while decoding iterations last milliseconds, so
 per-iteration traces should carry cumulative joules and per-token figures are only computed
-over windows of at least `MIN_WINDOW_SECONDS`.
+over windows of at least `MIN_WINDOW_SECONDS`. For the same reason `read(fresh=False)` (what a
+decoding loop asks at each iteration but its last) may return the last reading, with that reading's
+time, where a new one would cost more than it tells: NVML's counter costs about 4 ms a read on an
+H200, more than a captured decoding step there.
 
 Also a hardware-independent proxy, always available and labelled as such: bytes of weights
 read (target calls x target bytes + draft calls x draft bytes), the quantity the energy
@@ -75,7 +79,9 @@ class EnergyMeter(abc.ABC):
     def begin(self) -> None: ...
 
     @abc.abstractmethod
-    def read(self) -> EnergyReading: ...
+    def read(self, fresh: bool = True) -> EnergyReading:
+        """Joules since begin(). fresh=False allows the last reading again (its joules and seconds, which
+        stay consistent) where the meter's source updates slower than it is asked."""
 
     def close(self) -> None:
         pass
@@ -101,7 +107,7 @@ class UnavailableMeter(EnergyMeter):
     def begin(self) -> None:
         self._t0 = time.monotonic()
 
-    def read(self) -> EnergyReading:
+    def read(self, fresh: bool = True) -> EnergyReading:
         seconds = 0.0 if self._t0 is None else time.monotonic() - self._t0
         return EnergyReading(None, self.note, seconds)
 
@@ -132,7 +138,8 @@ class NvmlMeter(EnergyMeter):
     where the GPU has it; otherwise integrates nvmlDeviceGetPowerUsage (mW) over time with a
     background thread sampling every `sample_interval_s` (trapezoid). The device is
     synchronized before every reading. Not available -> `available` False and `note` says why.
-    Set sample_interval_s <= 0 to sample only at begin() and read().
+    Set sample_interval_s <= 0 to sample only at begin() and read(). With the counter, `read(fresh=False)`
+    within `min_read_interval_s` of the last counter read returns that reading again (module doc).
     """
 
     name = "nvml"
@@ -142,6 +149,7 @@ class NvmlMeter(EnergyMeter):
         device: torch.device | str | int = "cuda",
         *,
         sample_interval_s: float = 0.03,
+        min_read_interval_s: float = 0.1,
         clock: Callable[[], float] = time.monotonic,
         force_power: bool = False,
     ):
@@ -149,6 +157,8 @@ class NvmlMeter(EnergyMeter):
             device = torch.device("cuda", device)
         self.device = torch.device(device)
         self.sample_interval_s = sample_interval_s
+        self.min_read_interval_s = min_read_interval_s
+        self._last_read: EnergyReading | None = None  # the counter's last reading in this window
         self._clock = clock
         self.available = False
         self.mode: str | None = None  # "counter" or "power"
@@ -252,6 +262,7 @@ class NvmlMeter(EnergyMeter):
         self._stop_thread()
         sync(self.device)
         self._t0 = self._clock()
+        self._last_read = None
         if self.mode == "counter":
             self._start_mj = self._energy_mj()
             return
@@ -264,16 +275,21 @@ class NvmlMeter(EnergyMeter):
             self._thread = threading.Thread(target=self._sampler, name="nvml-power-sampler", daemon=True)
             self._thread.start()
 
-    def read(self) -> EnergyReading:
+    def read(self, fresh: bool = True) -> EnergyReading:
         if not self.available:
             return EnergyReading(None, self.note)
         if self._t0 is None:
             raise RuntimeError("NvmlMeter.read() before begin()")
+        last = self._last_read
+        if (not fresh and self.mode == "counter" and last is not None
+                and self._clock() - self._t0 - last.seconds < self.min_read_interval_s):
+            return last
         sync(self.device)
         try:
             if self.mode == "counter":
                 joules = (self._energy_mj() - self._start_mj) / 1000.0
-                return EnergyReading(joules, self.note, self._clock() - self._t0)
+                self._last_read = EnergyReading(joules, self.note, self._clock() - self._t0)
+                return self._last_read
             self._sample()
         except Exception as e:  # e.g. NVML shut down, GPU lost
             return EnergyReading(None, f"NVML read failed on {self.gpu_label} ({e})", self._clock() - self._t0)
@@ -377,7 +393,7 @@ class RaplMeter(EnergyMeter):
         self._total_uj = 0
         self._t0 = time.monotonic()
 
-    def read(self) -> EnergyReading:
+    def read(self, fresh: bool = True) -> EnergyReading:
         if not self.available:
             return EnergyReading(None, self.note)
         if self._t0 is None:

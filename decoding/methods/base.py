@@ -167,8 +167,10 @@ class RunState:
             self.pending_logprobs = None
         if self.meter is not None and (self.finished or not self.config.lean):
             # a lean (timing) run reads the meter once, at its end: a reading can cost more than a step
-            # (NVML's energy counter on an H200: about 4 ms, where a captured step of the target takes 4 ms)
-            reading = self.meter.read()
+            # (NVML's energy counter on an H200: about 4 ms, where a captured step of the target takes 1.7 ms);
+            # other runs read it at every iteration, where the meter may give its last reading again (fresh=False)
+            # since its counter updates only about every 100 ms; the last iteration's reading is always new
+            reading = self.meter.read(fresh=self.finished)
             joules, note = reading.joules, reading.note
         elif self.meter is not None:
             note = "a timing run reads its energy at its last iteration"

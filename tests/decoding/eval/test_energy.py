@@ -198,6 +198,33 @@ def test_nvml_counter_path(nvml_env):
     assert r.joules is None and "Uninitialized" in r.note
 
 
+def test_nvml_counter_is_read_at_most_every_min_interval_unless_fresh(nvml_env):
+    """read(fresh=False) within min_read_interval_s of the counter's last read returns that reading (joules and
+    seconds of the same moment) without asking NVML; later, or with fresh=True, the counter is read."""
+    log, install = nvml_env
+    fake = install()
+    now = [0.0]
+    meter = E.NvmlMeter("cuda:0", clock=lambda: now[0], min_read_interval_s=0.1)
+    meter.begin()
+    assert meter.read(fresh=False).joules == 0.0  # no reading yet in this window: the counter is read
+    log.clear()
+    fake.state["mj"] += 1_000
+    now[0] = 0.05
+    again = meter.read(fresh=False)
+    assert log == [] and again.joules == 0.0 and again.seconds == 0.0
+    assert meter.read().joules == pytest.approx(1.0) and log == ["sync", "energy"]  # fresh: always read
+    now[0] = 0.2
+    fake.state["mj"] += 500
+    late = meter.read(fresh=False)
+    assert late.joules == pytest.approx(1.5) and late.seconds == pytest.approx(0.2)
+    meter.begin()  # a new window forgets the last reading
+    now[0] = 0.21
+    log.clear()
+    first = meter.read(fresh=False)
+    assert log == ["sync", "energy"] and first.joules == 0.0 and first.seconds == pytest.approx(0.01)
+    meter.close()
+
+
 def test_nvml_power_integration_with_fake_clock(nvml_env):
     log, install = nvml_env
     now = [0.0]

@@ -166,7 +166,7 @@ class FakeMeter:
     def begin(self):
         self.t0 = self.clock()
 
-    def read(self):
+    def read(self, fresh=True):
         seconds = self.clock() - self.t0
         return EnergyReading(None if self.watts is None else self.watts * seconds, "fake", seconds)
 
