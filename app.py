@@ -4,10 +4,11 @@ Environment: SPECDEC_APP_TARGET / SPECDEC_APP_DRAFT replace the default model pa
 models); SPECDEC_MODEL_SLOTS sets how many model runs go at once (default on a CPU: 8 sharing batched forward
 passes; SPECDEC_CROSS_RUN_BATCHING=0 turns the batching off, and then one run per core);
 GRADIO_SERVER_NAME / GRADIO_SERVER_PORT choose the address as usual. On ZeroGPU (SPACES_ZERO_GPU set)
-the preset pairs load at start-up and each run decodes in one GPU call (app/zerogpu.py).
+the preset pairs load at start-up and each run decodes in one GPU call; on another CUDA GPU the first preset's pair
+is warmed up in the background at start-up (its compile and graph captures, app/zerogpu.py).
 """
 
-from app.zerogpu import on_zerogpu, preload
+from app.zerogpu import on_zerogpu, preload, warm_up_on_gpu
 
 if on_zerogpu():  # ZeroGPU asks for `spaces` before torch is imported (it patches torch's CUDA calls)
     import spaces  # noqa: F401
@@ -26,4 +27,5 @@ if on_zerogpu():  # ZeroGPU: the preset pairs load at start-up, on the GPU each 
 demo = build_demo()
 
 if __name__ == "__main__":
+    warm_up_on_gpu(presets()[0].target, presets()[0].draft)  # a dedicated GPU: compile and capture before a visitor
     demo.launch(**launch_kwargs())

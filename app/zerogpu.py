@@ -139,3 +139,29 @@ def preload(pairs: list[tuple[str, str]]) -> list[str]:
         except ModelLoadError as exc:
             problems.append(f"{target} + {draft}: {exc}")
     return problems
+
+
+def warm_up_on_gpu(target_spec: str, draft_spec: str, log=print):
+    """On a dedicated CUDA GPU (not ZeroGPU, whose calls never compile), load the pair and warm it up in a
+    background thread (`decoding/run/warm_up.py`: the compile and the graph captures happen before the first
+    visitor's run); the thread, or None where there is nothing to warm up. It logs one line either way."""
+    import threading
+
+    import torch
+
+    if on_zerogpu() or not torch.cuda.is_available():
+        return None
+
+    def work():
+        from decoding.lm.models import ModelLoadError
+        from decoding.run.warm_up import warm_up
+
+        try:
+            target, draft = load_run_pair(target_spec, draft_spec, True)
+            log(f"warm-up: {target_spec} + {draft_spec} ready on the GPU in {warm_up(target, draft):.1f} s")
+        except (ModelLoadError, RuntimeError) as exc:  # the app still serves; the first run then waits instead
+            log(f"warning: warm-up of {target_spec} + {draft_spec} failed: {exc}")
+
+    thread = threading.Thread(target=work, name="gpu-warm-up", daemon=True)
+    thread.start()
+    return thread
