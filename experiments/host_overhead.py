@@ -309,13 +309,14 @@ def measure(label, target, draft, schedule, prompts, max_new, repeats, profile: 
 def count_ops(target, draft, schedule, prompts, max_new) -> dict:
     """Per iteration past the prefill, from one more run: aten ops dispatched outside the decoder bodies (each
     a kernel launch on a GPU; the bodies are what graphs replay), of them host reads of a scalar (item, int,
-    float: a GPU sync each), and `tolist` calls (a sync and copy each)."""
+    float: a GPU sync each), `tolist` calls (a sync and copy each) and tensors made from host lists
+    (`torch.tensor`: on a GPU a copy from pageable memory, which waits for the stream first)."""
     from torch.utils._python_dispatch import TorchDispatchMode
     import torch
 
     from decoding.lm import static_lm
 
-    counts = {"ops": 0, "scalar_reads": 0, "tolist": 0, "body_ops": 0}
+    counts = {"ops": 0, "scalar_reads": 0, "tolist": 0, "from_host": 0, "body_ops": 0}
     inside = [0]
 
     class Count(TorchDispatchMode):
@@ -328,7 +329,7 @@ def count_ops(target, draft, schedule, prompts, max_new) -> dict:
                     counts["scalar_reads"] += 1
             return func(*args, **(kwargs or {}))
 
-    body, tolist = static_lm.StaticMixin.body_pass, torch.Tensor.tolist
+    body, tolist, make = static_lm.StaticMixin.body_pass, torch.Tensor.tolist, torch.tensor
 
     def body_pass(self, *args, **kwargs):
         inside[0] += 1
@@ -342,7 +343,12 @@ def count_ops(target, draft, schedule, prompts, max_new) -> dict:
             counts["tolist"] += 1
         return tolist(self, *args, **kwargs)
 
-    static_lm.StaticMixin.body_pass, torch.Tensor.tolist = body_pass, counted_tolist
+    def counted_tensor(*args, **kwargs):
+        if not inside[0]:
+            counts["from_host"] += 1
+        return make(*args, **kwargs)
+
+    static_lm.StaticMixin.body_pass, torch.Tensor.tolist, torch.tensor = body_pass, counted_tolist, counted_tensor
     try:
         # the prefill iterations are counted too, then taken out with one counted run of the prefills alone
         with Count():
@@ -353,7 +359,7 @@ def count_ops(target, draft, schedule, prompts, max_new) -> dict:
             run_method(target, draft, schedule, prompts, 1)
         prefill = dict(counts)
     finally:
-        static_lm.StaticMixin.body_pass, torch.Tensor.tolist = body, tolist
+        static_lm.StaticMixin.body_pass, torch.Tensor.tolist, torch.tensor = body, tolist, make
     iters = max(1, totals["iterations"])
     return {k: (full[k] - prefill[k]) / iters for k in full}
 
@@ -364,8 +370,8 @@ PHASES = ("schedule", "draft", "draft_body", "verify", "target_body", "acceptanc
 def print_table(rows) -> None:
     head = (f"{'method':<14}{'tok/it':>7}{'steps':>6}{'wall ms/it':>11}{'instr':>7} | "
             + "".join(f"{p:>12}" for p in PHASES) + f"{'other':>8} |{'draft/step':>11}{'host/step':>10}")
-    print(head + f"{'ops/it':>8}{'reads':>6}{'tolist':>7}")
-    print("-" * (len(head) + 21))
+    print(head + f"{'ops/it':>8}{'reads':>6}{'tolist':>7}{'h2d':>5}")
+    print("-" * (len(head) + 26))
     for r in rows:
         ph = r["phase_ms_per_iteration"]
         named = sum(ph.get(p, 0.0) for p in ("schedule", "draft", "verify", "acceptance", "records", "rollback"))
@@ -376,7 +382,7 @@ def print_table(rows) -> None:
               f"{r['wall_ms_per_iteration']:>11.3f}{r['instrumented_ms_per_iteration']:>7.3f} | "
               + "".join(f"{ph.get(p, 0.0):>12.3f}" for p in PHASES) + f"{other:>8.3f} |{step:>11}{host:>10}"
               + f"{r['ops_per_iteration']['ops']:>8.1f}{r['ops_per_iteration']['scalar_reads']:>6.1f}"
-              f"{r['ops_per_iteration']['tolist']:>7.1f}")
+              f"{r['ops_per_iteration']['tolist']:>7.1f}{r['ops_per_iteration'].get('from_host', 0):>5.1f}")
 
 
 def main(argv=None) -> int:
