@@ -16,7 +16,15 @@ gamma 4 and auto) it reports:
   CUDA graph replays on a GPU), acceptance (warp + the acceptance rule), records (tokens, commit,
   log-probabilities, draft-token/tree/residual records, the record itself), and the rest of the loop;
 - ms per draft step: draft propose time over the draft model's forward passes, and its part outside
-  the decoder body (the host work a captured draft step would still pay).
+  the decoder body (the host work a captured draft step would still pay);
+- per iteration, from one more run under a dispatch counter: aten ops outside the decoder bodies (ops/it;
+  each a kernel launch or a view on a GPU), host reads of a scalar (reads: item/int/float), `tolist`
+  calls, and tensors made from host lists (h2d): on a GPU each read and tolist waits for the device, and
+  each h2d copy from pageable memory waits for the stream.
+
+Columns: tok/it tokens per iteration, steps draft model passes per iteration, wall ms/it (un-instrumented),
+instr (the instrumented run's ms/it), the phases, other (the loop's remaining time), draft/step and
+host/step (ms), then the counts.
 
 `--vocab 49152` widens the tiny models' vocabulary to the real default target's (extra dummy tokens),
 so vocabulary-wide ops cost what they would on rows of that width. `--profile N` prints the N functions
