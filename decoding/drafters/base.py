@@ -54,8 +54,8 @@ class Proposal:
 def one_hot_rows(tokens: list[int], width: int, device) -> torch.Tensor:
     """q of copied tokens: a point mass on each."""
     rows = torch.zeros(len(tokens), width, device=device)
-    if tokens:
-        rows[torch.arange(len(tokens)), torch.tensor(tokens)] = 1.0
+    if tokens:  # one index tensor made on the device (an advanced index from the host would copy two)
+        rows.scatter_(1, torch.tensor(tokens, device=rows.device).unsqueeze(1), 1.0)
     return rows
 
 

@@ -26,7 +26,7 @@ import torch
 
 from ..lm.backend import make_lm
 from ..lm.cached_lm import CachedLM
-from .base import CATCH_UP_TOKENS, Drafter, Proposal
+from .base import CATCH_UP_TOKENS, Drafter, Proposal, one_hot_rows
 from .tree import DraftTree, grow_tree, tree_mask
 from ..lm.tree_pass import tree_pass
 from ..trace.source import MODEL_SOURCE, DraftSource
@@ -185,6 +185,10 @@ class FeatureDrafter(Drafter):
         self._vocab_width = vocab_width
         self.name = name
         self.lm = make_lm(FeatureDraftLM, model, device)
+        # the head's ids as a list where they ascend and all lie in the vocabulary (a greedy step's fast argmax)
+        ids = head.token_ids
+        ascending = ids.numel() > 0 and head.max_id < vocab_width and bool((ids[1:] > ids[:-1]).all())
+        self.head_ids: list[int] | None = ids.tolist() if ascending else None
         self.length = 0  # pairs in the cache, all from true features: pair t sits at position t
         self.target = None  # the target's CachedLM (attach_target)
 
@@ -286,21 +290,33 @@ class FeatureDrafter(Drafter):
         n = len(sequence)
         feature, catch_up = self._catch_up(sequence)
         tokens, rows = [], []
+        # greedy over a head whose ids are ascending and inside the vocabulary: the argmax of the head's own
+        # K logits names the same token as the argmax of the full-width row (-inf elsewhere; ties go to the
+        # smallest id either way), and q, one-hot on it, is built once for the whole draft
+        sub_argmax = sampling.greedy and self.head_ids is not None
         for i in range(gamma):
-            logits = self.head.logits(feature, self.vocab_width)[-1]
-            q = warp_logits(logits, sampling)
-            x = draw(q, generator) if not sampling.greedy else int(q.argmax())
+            logits = None
+            if sub_argmax:
+                x = self.head_ids[int(self.head.sub_logits(feature)[-1].argmax())]
+            else:
+                logits = self.head.logits(feature, self.vocab_width)[-1]
+                q = warp_logits(logits, sampling)
+                x = draw(q, generator) if not sampling.greedy else int(q.argmax())
+                rows.append(q)
             tokens.append(x)
-            rows.append(q)
             if i + 1 == gamma:
                 break
-            if keep_going is not None and not keep_going(i, float(torch.softmax(logits, -1)[x])):
-                break
+            if keep_going is not None:
+                if logits is None:
+                    logits = self.head.logits(feature, self.vocab_width)[-1]
+                if not keep_going(i, float(torch.softmax(logits, -1)[x])):
+                    break
             if stop_after is not None and stop_after(tokens):
                 break
             feature = self._pass(feature, [x], n - 1 + i)[-1:]
         self._crop(self.length)
-        return Proposal(tokens, torch.stack(rows), catch_up_seconds=catch_up)
+        q_rows = one_hot_rows(tokens, self.vocab_width, self.device) if sub_argmax else torch.stack(rows)
+        return Proposal(tokens, q_rows, catch_up_seconds=catch_up)
 
     def rollback(self, length: int) -> None:
         """Keep the pairs of the first `length` committed tokens (pair t needs token t + 1)."""

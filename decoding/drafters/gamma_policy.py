@@ -211,8 +211,15 @@ class GammaPolicy:
         return a, b
 
     def t_verify(self, n_tokens: int) -> float | None:
-        fit = self.verify_fit()
-        t1 = self._t1_num / self._t1_den if self._t1_den else None
+        return self._t_verify(n_tokens, self.verify_fit(), self._t1())
+
+    def _t1(self) -> float | None:
+        """The mean single-token pass (None before one was seen)."""
+        return self._t1_num / self._t1_den if self._t1_den else None
+
+    @staticmethod
+    def _t_verify(n_tokens: int, fit: tuple[float, float] | None, t1: float | None) -> float | None:
+        """t_verify(n_tokens) from the fit and the single-token mean (see t_verify)."""
         if n_tokens <= 1:
             if t1 is not None:
                 return t1
@@ -223,6 +230,11 @@ class GammaPolicy:
         # a pass over more tokens never costs less than a one-token step: early in a run two noisy pass
         # sizes can fit a steep slope whose intercept clamps to ~0, which would price a short copy at nothing
         return fitted if t1 is None else max(fitted, t1)
+
+    def _t_verify_table(self, longest: int) -> list[float | None]:
+        """[t_verify(0), ..., t_verify(longest)], the fit computed once (an auto choice scores every length)."""
+        fit, t1 = self.verify_fit(), self._t1()
+        return [self._t_verify(n, fit, t1) for n in range(longest + 1)]
 
     def stop_threshold(self) -> float | None:
         """(t_draft + b) / t_verify(1): the confidence mass below which one more model-drafted
@@ -372,9 +384,10 @@ class GammaPolicy:
             value = theory.improvement_factor(est.alpha, best, t_d / t_1) if best else 1.0
             return (value, best) if value > 1.0 else (1.0, 0)
         best_g, best = 0, 1.0  # gamma 0: plain decoding, improvement 1 by definition
+        alpha_first, alpha_next = est.alpha_first, est.alpha_next  # read once: the loop does not move them
+        t_verify = self._t_verify_table(cap + 1)
         for g in range(1, cap + 1):
-            value = theory.measured_improvement(est.alpha_first, g, t_d, t_1, self.t_verify(g + 1),
-                                                alpha_next=est.alpha_next)
+            value = theory.measured_improvement(alpha_first, g, t_d, t_1, t_verify[g + 1], alpha_next=alpha_next)
             if value > best * (1.0 + 1e-9):
                 best_g, best = g, value
         return best, best_g

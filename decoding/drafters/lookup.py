@@ -40,15 +40,26 @@ def suffix_match(sequence: list[int], max_length: int) -> tuple[int, int] | None
         return None
     last = sequence[-1]
     best_length, best_start = 0, -1
-    for i in range(n - 2, -1, -1):  # most recent first
-        if sequence[i] != last:
-            continue
+    for i in reversed(occurrences(sequence, last, n - 1)):  # most recent first
         length = match_length(sequence, i, n - 1, max(max_length, 1))  # the last token itself always matches
         if length > best_length:
             best_length, best_start = length, i + 1
             if length >= max_length:
                 break
     return (best_start, best_length) if best_length else None
+
+
+def occurrences(sequence: list[int], token: int, end: int) -> list[int]:
+    """The positions i < end where sequence[i] == token, ascending: found by the sequence's own search (C speed;
+    a drafter asks this once per iteration and once per model-drafted token, over the whole context)."""
+    found, i = [], -1
+    index = sequence.index if hasattr(sequence, "index") else list(sequence).index
+    while True:
+        try:
+            i = index(token, i + 1, end)
+        except ValueError:
+            return found
+        found.append(i)
 
 
 def match_length(sequence: list[int], i: int, j: int, max_length: int) -> int:

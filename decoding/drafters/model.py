@@ -12,7 +12,7 @@ from ..lm.tree_pass import tree_pass
 from ..rules.draw import draw
 from ..rules.warp import SamplingConfig, warp_logits
 from ..trace.source import MODEL_SOURCE, DraftSource
-from .base import CATCH_UP_TOKENS, Drafter, Proposal
+from .base import CATCH_UP_TOKENS, Drafter, Proposal, one_hot_rows
 from .tree import DraftTree, grow_tree, tree_mask
 
 
@@ -56,18 +56,24 @@ class ModelDrafter(Drafter):
         logits = self.lm.extend(sequence, keep=1)[-1]
         catch_up = time.perf_counter() - started if new_tokens > CATCH_UP_TOKENS else 0.0
         for i in range(gamma):
-            q = warp_logits(logits, sampling)
-            x = draw(q, generator) if not sampling.greedy else int(q.argmax())
+            if sampling.greedy:  # q is one-hot on the argmax: built once for the whole draft (below)
+                x = int(logits.argmax())
+            else:
+                q = warp_logits(logits, sampling)
+                x = draw(q, generator)
+                rows.append(q)
             tokens.append(x)
-            rows.append(q)
             if i + 1 < gamma:
                 if keep_going is not None and not keep_going(i, float(torch.softmax(logits, -1)[x])):
                     break
                 if stop_after is not None and stop_after(tokens):
                     break
                 logits = self.lm.forward([x])[-1]
-        return Proposal(tokens, torch.stack(rows) if rows else torch.empty(0, self.lm.vocab_width),
-                        catch_up_seconds=catch_up)
+        if sampling.greedy:
+            q_rows = one_hot_rows(tokens, self.lm.vocab_width, self.lm.device)
+        else:
+            q_rows = torch.stack(rows) if rows else torch.empty(0, self.lm.vocab_width)
+        return Proposal(tokens, q_rows, catch_up_seconds=catch_up)
 
     def propose_tree(self, sequence: list[int], nodes: int, depth: int, sampling: SamplingConfig,
                      generator: torch.Generator | None, keep_growing=None) -> DraftTree:

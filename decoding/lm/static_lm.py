@@ -167,6 +167,7 @@ class StaticMixin:
         self.cache = cache
         self.dtype = _model_dtype(self.model)
         self._columns = torch.arange(self.cache.capacity, device=self.device)  # (C,)
+        self._mask_values: tuple[torch.Tensor, torch.Tensor] | None = None  # 0 and the minimum (`_additive`)
 
     @property
     def capacity(self) -> int:
@@ -191,22 +192,30 @@ class StaticMixin:
             raise ValueError("forward needs at least one token")
         return self.forward_alone(tokens, keep)
 
-    def causal_mask(self, n: int) -> torch.Tensor:
-        """Additive (1, 1, n, C): row i (position length + i) sees slots [0, length + i]."""
-        rows = torch.arange(self.length, self.length + n, device=self.device)
+    def causal_mask(self, n: int, rows: torch.Tensor | None = None) -> torch.Tensor:
+        """Additive (1, 1, n, C): row i (position length + i) sees slots [0, length + i]. `rows`: those
+        positions (n,) where the caller has them already."""
+        if rows is None:
+            rows = torch.arange(self.length, self.length + n, device=self.device)
         allowed = self._columns[None, :] <= rows[:, None]
         return self._additive(allowed)[None, None]
 
     def _additive(self, allowed: torch.Tensor) -> torch.Tensor:
-        out = torch.zeros(allowed.shape, dtype=self.dtype, device=self.device)
-        return out.masked_fill(~allowed, torch.finfo(self.dtype).min)
+        """0 where `allowed`, the dtype's minimum elsewhere (one op: 0-d tensors of the model's dtype picked
+        per entry, the same values as zeros masked with the minimum)."""
+        if self._mask_values is None:
+            self._mask_values = (torch.zeros((), dtype=self.dtype, device=self.device),
+                                 torch.full((), torch.finfo(self.dtype).min, dtype=self.dtype, device=self.device))
+        return torch.where(allowed, *self._mask_values)
 
-    def _run(self, inputs: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    def _run(self, inputs: torch.Tensor, positions: torch.Tensor, mask: torch.Tensor,
+             slots: torch.Tensor | None = None) -> torch.Tensor:
         """One pass writing at slots [length, length + n): inputs (1, n) ids or (1, n, width) vectors,
-        positions (1, n) rotary positions, mask (1, 1, n, C); final hidden states (n, hidden), a
-        tensor this call owns (a graph's output is copied out)."""
+        positions (1, n) rotary positions, mask (1, 1, n, C), `slots` (n,) where the caller has them;
+        final hidden states (n, hidden), a tensor this call owns (a graph's output is copied out)."""
         n = inputs.shape[1]
-        slots = torch.arange(self.length, self.length + n, device=self.device)
+        if slots is None:
+            slots = torch.arange(self.length, self.length + n, device=self.device)
         if self.graphs is not None and n <= MAX_GRAPH_TOKENS and self.length > 0:  # a prefill runs eagerly
             hidden = self.graphs.run(self, inputs, positions, slots, mask)
             if hidden is not None:
@@ -253,8 +262,8 @@ class StaticMixin:
         hidden states for a `returns_hidden` subclass."""
         n = len(tokens)
         self._ensure_room(self.length + n)
-        positions = torch.arange(self.length, self.length + n, device=self.device).unsqueeze(0)
-        hidden = self._run(self._inputs(tokens), positions, self.causal_mask(n))
+        slots = torch.arange(self.length, self.length + n, device=self.device)  # also the rotary positions
+        hidden = self._run(self._inputs(tokens), slots.unsqueeze(0), self.causal_mask(n, slots), slots)
         if self.features is not None:
             self.store_features(hidden)
         self.length += n

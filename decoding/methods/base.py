@@ -58,7 +58,10 @@ def raw_logprobs(logits: torch.Tensor, tokens: list[int]) -> list[float]:
     if not tokens:
         return []
     rows = logits[: len(tokens)].float().log_softmax(dim=-1)
-    return rows[torch.arange(len(tokens), device=rows.device), torch.tensor(tokens, device=rows.device)].tolist()
+    # picked by host indices (views) and read at once: no index tensor copied to the device
+    if len(tokens) == 1:
+        return [rows[0, tokens[0]].item()]
+    return torch.stack([rows[i, t] for i, t in enumerate(tokens)]).tolist()
 
 
 class RunState:

@@ -186,21 +186,35 @@ def _shared_width(target, drafter: Drafter) -> int:
 
 
 def _draft_tokens(state, draft, p_rows, q_rows, verdict, p_raw, proposal) -> list[DraftToken]:
+    """The draft's records: p_rows (k + 1, V) warped target rows, q_rows (k, V), p_raw (k, V) unwarped target
+    rows (greedy) or None. Every draft position's q(x), p(x) and overlap come from one host read (a GPU
+    sync), not three reads per token."""
+    k = len(draft)
+    if not k:
+        return []
+    xs = torch.tensor(draft, device=p_rows.device)
+    rows = torch.arange(k, device=p_rows.device)
+    p_x = (p_raw if p_raw is not None else p_rows)[rows, xs]
+    if state.config.sampling.greedy:
+        # p and q rows are one-hot (0/1 entries): every summation order gives the same exact overlap
+        overlap = torch.minimum(p_rows[:k], q_rows).sum(dim=-1)
+    else:  # each row summed on its own, as a lone row's sum is (the same floats to the last bit)
+        overlap = torch.stack([torch.minimum(p_rows[i], q_rows[i]).sum() for i in range(k)])
+    q_x, p_x, overlap = torch.stack([q_rows[rows, xs].double(), p_x.double(), overlap.double()]).tolist()
     out = []
     for i, x in enumerate(draft):
-        p_i, q_i = p_rows[i], q_rows[i]
         out.append(
             DraftToken(
                 position=i,
                 token_id=x,
                 text=state.target.decode_token(x),
-                q=float(q_i[x]),
-                p=float(p_raw[i, x]) if p_raw is not None else float(p_i[x]),
+                q=q_x[i],
+                p=p_x[i],
                 coin=verdict.coins[i],
                 threshold=verdict.thresholds[i] if i < len(verdict.thresholds) else None,
                 accepted=verdict.accepted[i],
-                overlap=float(torch.minimum(p_i, q_i).sum()),
-                top=state.top_candidates(p_i, q_i),
+                overlap=overlap[i],
+                top=state.top_candidates(p_rows[i], q_rows[i]),
                 source=proposal.source_of(i) if proposal is not None else None,
             )
         )

@@ -40,6 +40,8 @@ _ALPHA_ONE_TOL = 1e-12
 
 # --------------------------------------------------------------------------- validation
 def _check_alpha(a: float) -> float:
+    if type(a) is float and 0.0 <= a <= 1.0:  # the common case, without the slower ABC check below
+        return a
     if isinstance(a, bool) or not isinstance(a, numbers.Real):
         raise ValueError(f"alpha must be a real number in [0, 1], got {a!r}")
     a = float(a)
@@ -49,6 +51,8 @@ def _check_alpha(a: float) -> float:
 
 
 def _check_gamma(g: int) -> int:
+    if type(g) is int and g >= 0:  # the common case, without the slower ABC check below
+        return g
     if isinstance(g, bool) or not isinstance(g, numbers.Integral):
         raise ValueError(f"gamma must be an integer >= 0 (0 = plain decoding), got {g!r}")
     g = int(g)
@@ -58,6 +62,8 @@ def _check_gamma(g: int) -> int:
 
 
 def _check_nonneg(x: float, name: str) -> float:
+    if type(x) is float and 0.0 <= x < math.inf:  # the common case, without the slower ABC check below
+        return x
     if isinstance(x, bool) or not isinstance(x, numbers.Real):
         raise ValueError(f"{name} must be a real number >= 0, got {x!r}")
     x = float(x)
