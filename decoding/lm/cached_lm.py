@@ -68,6 +68,16 @@ class CachedLM:
                                        position_ids=position_ids, attention_mask=attention_mask)
         return out.last_hidden_state, out.past_key_values
 
+    def masked_pass(self, inputs: torch.Tensor, positions: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
+        """One pass appending `inputs` (1, m) ids or (1, m, width) vectors at cache slots [length, length + m),
+        rotary `positions` (1, m), under the bool mask `allowed` (m, length + m) (True = attend): final hidden
+        states (m, hidden). The length is the caller's to move (lm/tree_pass.py). The static path overrides it."""
+        dtype = next(self.model.parameters()).dtype
+        additive = torch.zeros(allowed.shape, dtype=dtype, device=self.device).masked_fill(
+            ~allowed.to(self.device), torch.finfo(dtype).min)
+        hidden, self.cache = self._body(inputs, positions, self.cache, additive[None, None])
+        return hidden[0]
+
     def _decoder(self) -> torch.nn.Module:
         """The decoder stack `_body` runs (layers, final norm, rotary embedding): the static path's lean layer
         (`lean_layer.py`) runs its layers itself."""

@@ -286,6 +286,15 @@ class StaticMixin:
         rows = hidden[-keep:] if keep else hidden
         return self._logits(rows)
 
+    def masked_pass(self, inputs: torch.Tensor, positions: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
+        """As CachedLM.masked_pass on the static cache: the mask is padded with "blocked" to (m, C) and the pass
+        goes through `_run` (its slots set, captured where its shape is), so a drafter's tree passes work here."""
+        m = inputs.shape[1]
+        self._ensure_room(self.length + m)
+        full = torch.zeros(m, self.cache.capacity, dtype=torch.bool, device=self.device)
+        full[:, : allowed.shape[-1]] = allowed.to(self.device)
+        return self._run(inputs, positions.to(self.device), self._additive(full)[None, None])
+
     @torch.inference_mode()
     def compact(self, start: int, keep: list[int]) -> None:
         """Keep slots [0, start), then the slots `keep` in that order, at start..; length follows."""

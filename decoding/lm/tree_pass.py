@@ -18,10 +18,6 @@ import torch
 from .cached_lm import CachedLM
 
 
-def _dtype(lm: CachedLM) -> torch.dtype:
-    return next(lm.model.parameters()).dtype
-
-
 @torch.inference_mode()
 def tree_pass(lm: CachedLM, inputs, positions: list[int], mask: torch.Tensor, keep: int | None = None) -> torch.Tensor:
     """Append `inputs` (m token ids, or (m, d) vectors for a subclass that feeds vectors) at cache slots
@@ -32,11 +28,7 @@ def tree_pass(lm: CachedLM, inputs, positions: list[int], mask: torch.Tensor, ke
     if mask.shape != (m, lm.length + m):
         raise ValueError(f"tree mask must be ({m}, {lm.length + m}), got {tuple(mask.shape)}")
     pos = torch.tensor([positions], dtype=torch.long, device=lm.device)
-    dtype = _dtype(lm)
-    additive = torch.zeros(mask.shape, dtype=dtype, device=lm.device).masked_fill(~mask.to(lm.device),
-                                                                                  torch.finfo(dtype).min)
-    hidden, lm.cache = lm._body(lm._inputs(inputs), pos, lm.cache, additive[None, None])
-    hidden = hidden[0]
+    hidden = lm.masked_pass(lm._inputs(inputs), pos, mask)  # the dynamic or the static cache's own pass
     if lm.features is not None:
         lm.store_features(hidden)
     lm.length += m

@@ -15,6 +15,7 @@ from decoding.lm import backend, batching
 from decoding.lm.cached_lm import CachedLM
 from decoding.lm.static_lm import DEFAULT_CAPACITY, ROUND, StaticLM, round_capacity
 from decoding.methods.base import RunConfig
+from decoding.methods.tree_draft import TreeDraftStep
 from decoding.methods.ppd.engine import lm_tree_forward, tree_forward
 from decoding.methods.ppd.prompts import untrained_prompt_tokens
 from decoding.methods.ppd.tree import dynamic_trees, tree_buffers
@@ -358,3 +359,25 @@ def test_runs_with_graphs_give_the_dynamic_tokens(tiny_pair, tiny_feature_dir, u
     assert got == expected
     assert backend.describe(target.model)["backend"] == "static+cuda-graphs"
     assert any(g.replays for g in fake_graphs)
+
+
+@pytest.mark.parametrize("graphs", [False, True], ids=["eager", "fake-graphs"])
+@pytest.mark.parametrize("sampling", [GREEDY, SAMPLED], ids=["greedy", "seeded-sampling"])
+@pytest.mark.parametrize("drafter", ["model", "feature"])
+def test_draft_trees_on_the_static_path_give_the_dynamic_tokens(tiny_pair, tiny_feature_dir, use_backend, request,
+                                                                drafter, sampling, graphs):
+    """A drafter's tree passes (lm/tree_pass.py) go through the static cache's own masked pass (its slots set, the
+    mask padded to the buffer): the same tokens as on the dynamic cache, with graphs too (before, the draft's tree
+    pass wrote at the last pass's stale slots and failed on the static path, the GPU's default)."""
+    if graphs:
+        request.getfixturevalue("fake_graphs")
+    target = tiny_pair[0]
+    draft = _drafts(tiny_pair, tiny_feature_dir)[drafter]
+    config = RunConfig(method="speculative", max_new_tokens=24, sampling=sampling, gamma=4, stop_at_eos=False,
+                       seed=7, extra={"draft_tree": "6,3", "gamma_schedule": "fixed"})
+    expected, dynamic_records = _run(target, draft, config, "dynamic")
+    got, records = _run(target, draft, config, "static")
+    assert got == expected and len(got) == 24
+    assert any(s.shape == "tree" and s.drafted > s.depth for s in map(TreeDraftStep.of, records))  # real branching
+    drafting = draft.model if drafter == "model" else draft.feature  # the draft's LM ran on the static path too
+    assert backend.describe(drafting)["backend"].startswith("static")
