@@ -275,13 +275,13 @@ def test_static_cache_equals_the_dynamic_cache_on_cuda(cuda_pair, monkeypatch, l
         seq.append(9)
 
 
-def _graph_vs_eager_tokens(monkeypatch, target, draft, gamma):
+def _graph_vs_eager_tokens(monkeypatch, target, draft, gamma, extra=None):
     from decoding.lm import backend
     from decoding.methods.base import RunConfig
     from decoding.run.runner import decode
 
     config = RunConfig(method="speculative", max_new_tokens=40, sampling=SamplingConfig(0.0), gamma=gamma,
-                       stop_at_eos=False)
+                       stop_at_eos=False, extra=extra or {})
     ids = target.encode_prompt(test_speculative.PROMPT, chat=False)
     out = {}
     try:
@@ -316,6 +316,21 @@ def test_graphs_on_and_off_give_the_same_greedy_tokens_with_the_feature_draft(cu
     feature = load_draft_value(str(tiny_feature_dir), target, "float32")
     for draft in (feature, feature.hybrid()):
         out, plain = _graph_vs_eager_tokens(monkeypatch, target, draft, 3)
+        assert out["1"] == out["0"] == plain and len(plain) == 40
+        assert out["1-backend"]["backend"] == "static+cuda-graphs"
+
+
+def test_draft_trees_with_graphs_on_and_off_give_plain_decodings_greedy_tokens(cuda_pair, tiny_feature_dir,
+                                                                                monkeypatch):
+    """Trees from the distilled and the feature draft on the static path (the drafts' tree passes go through the
+    static cache's masked pass, lm/tree_pass.py): graphs on and off, the same tokens as plain decoding."""
+    from decoding.run.pair import load_draft_value
+
+    target = cuda_pair[0]
+    feature = load_draft_value(str(tiny_feature_dir), target, "float32")
+    for draft in (cuda_pair[1], feature, feature.hybrid()):
+        out, plain = _graph_vs_eager_tokens(monkeypatch, target, draft, 4,
+                                            extra={"draft_tree": "6,3", "gamma_schedule": "fixed"})
         assert out["1"] == out["0"] == plain and len(plain) == 40
         assert out["1-backend"]["backend"] == "static+cuda-graphs"
 
