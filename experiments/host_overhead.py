@@ -31,7 +31,10 @@ so vocabulary-wide ops cost what they would on rows of that width. `--profile N`
 of most own time (cProfile) of each method, to find what to cut.
 
     PYTHONPATH=. .venv/bin/python experiments/host_overhead.py [--vocab 49152] [--prompts 6]
-        [--max-new-tokens 64] [--repeats 3] [--profile 25] [--out /tmp/host_overhead.json]
+        [--max-new-tokens 64] [--repeats 3] [--profile 25] [--device cuda] [--out /tmp/host_overhead.json]
+
+On a GPU (`--device cuda`; graphs on, the lean layer compiled, as there by default) the same table measures the
+iteration itself: with the passes captured, what is left is this host work and the replays.
 """
 
 from __future__ import annotations
@@ -118,8 +121,8 @@ def noisy_copy(source: Path, path: Path) -> Path:
     return path
 
 
-def build(vocab: int, dtype: str, head_size: int, root: Path):
-    """(target LoadedModel, {spec: Draft}) of tiny random models."""
+def build(vocab: int, dtype: str, head_size: int, root: Path, device: str = "cpu"):
+    """(target LoadedModel, {spec: Draft}) of tiny random models on `device`."""
     import torch
 
     from decoding.drafters.feature import FeatureDraftModel, draft_layer_config
@@ -129,8 +132,8 @@ def build(vocab: int, dtype: str, head_size: int, root: Path):
 
     tokenizer = make_tokenizer(vocab)
     target_dir = make_model_dir(root / "target", tokenizer, 64, 2, 4, 1)
-    target = load_model(str(target_dir), device="cpu", dtype=dtype)
-    draft = load_model(str(noisy_copy(target_dir, root / "draft")), device="cpu", dtype=dtype)
+    target = load_model(str(target_dir), device=device, dtype=dtype)
+    draft = load_model(str(noisy_copy(target_dir, root / "draft")), device=device, dtype=dtype)
     width = target.vocab_size
     k = min(head_size, width) if head_size else width
     ids = list(range(width - k, width)) if k < width else list(range(width))  # the chars sit in the low ids
@@ -138,9 +141,9 @@ def build(vocab: int, dtype: str, head_size: int, root: Path):
     torch.manual_seed(5)
     feature = FeatureDraftModel(draft_layer_config(target.model.config))
     feature.init_from_target(target.model)
-    feature.to(dtype=target.dtype).eval()
+    feature.to(device=target.device, dtype=target.dtype).eval()
     weight = target.model.get_output_embeddings().weight.detach()
-    head = OutputHead(torch.tensor(ids), weight[torch.tensor(ids)].clone())
+    head = OutputHead(torch.tensor(ids, device=target.device), weight[torch.tensor(ids, device=target.device)].clone())
     feature_draft = Draft.of_feature(feature, head, "feature")
     distilled = Draft.of_model(draft, subset_head(draft.model, ids) if k < width else None)
     drafts = {"lookup": Draft.prompt_lookup(), "distilled": distilled, "feature": feature_draft,
@@ -402,6 +405,8 @@ def main(argv=None) -> int:
     ap.add_argument("--max-new-tokens", type=int, default=64)
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--device", default="cpu", help="cpu or cuda (on a GPU: graphs on, as the static backend's "
+                                                    "default there; the figures are then the GPU's own)")
     ap.add_argument("--methods", default="", help="comma-separated labels to run (default: all)")
     ap.add_argument("--profile", type=int, default=0, help="print the N functions of most own time per method")
     ap.add_argument("--out", type=Path, default=None, help="also write the figures to this JSON file")
@@ -419,7 +424,7 @@ def main(argv=None) -> int:
     wanted = [m.strip() for m in args.methods.split(",") if m.strip()]
     methods = [m for m in METHODS if not wanted or m[0] in wanted]
     with tempfile.TemporaryDirectory() as tmp:
-        target, drafts = build(args.vocab, args.dtype, args.head, Path(tmp))
+        target, drafts = build(args.vocab, args.dtype, args.head, Path(tmp), args.device)
         prompts = [target.encode_prompt(p, chat=False) for p in (PROMPTS * 4)[: args.prompts]]
         # warm-up: every method once on one prompt (caches, pools, first-call costs)
         for _, spec, schedule in methods:
@@ -428,7 +433,7 @@ def main(argv=None) -> int:
         for label, spec, schedule in methods:
             rows.append(measure(label, target, drafts.get(spec), schedule, prompts, args.max_new_tokens,
                                 args.repeats, args.profile))
-    print(f"tiny random models on the CPU, static backend, {args.threads} thread(s), greedy, lean trace, "
+    print(f"tiny random models on {args.device}, static backend, {args.threads} thread(s), greedy, lean trace, "
           f"vocab {target.vocab_size}, {args.dtype}, {len(prompts)} prompts x {args.max_new_tokens} tokens "
           f"(ms per iteration past the prefill; phases from an instrumented run)")
     print_table(rows)
