@@ -2,7 +2,7 @@
 
 On a GPU whose target passes are captured as CUDA graphs, an iteration's cost is mostly the Python and
 op-dispatch work around the passes: the method loop's acceptance, records, stop checks and schedule, and
-the draft's eager steps (issue 43: on an H200, plain decoding spent ~1.0 ms a token and a hybrid
+the draft's eager steps (docs/gpu.md: on an H200, plain decoding spent ~1.0 ms a token and a hybrid
 iteration ~1.5 ms beyond its graph replays). This experiment measures that work where the model compute
 is ~0: tiny random Llama targets and drafts (as tests/conftest.py builds them) on the CPU, the static
 backend, one thread, greedy, the lean trace (as the benchmark runs). For each method (plain decoding,
@@ -31,7 +31,7 @@ so vocabulary-wide ops cost what they would on rows of that width. `--profile N`
 of most own time (cProfile) of each method, to find what to cut.
 
     PYTHONPATH=. .venv/bin/python experiments/host_overhead.py [--vocab 49152] [--prompts 6]
-        [--max-new-tokens 64] [--repeats 3] [--profile 25] [--device cuda] [--out /tmp/host_overhead.json]
+        [--max-new-tokens 64] [--repeats 3] [--profile 25] [--device cuda] [--out host_overhead.json]
 
 On a GPU (`--device cuda`; graphs on, the lean layer compiled, as there by default) the same table measures the
 iteration itself: with the passes captured, what is left is this host work and the replays.
