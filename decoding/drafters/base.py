@@ -51,23 +51,31 @@ class Proposal:
         return dataclasses.replace(self, tokens=self.tokens[:keep], q_rows=self.q_rows[:keep], copied=copied)
 
 
-def one_hot_rows(tokens: list[int], width: int, device) -> torch.Tensor:
-    """q of copied tokens: a point mass on each."""
+def one_hot_rows(tokens: list[int], width: int, device, ids: torch.Tensor | None = None) -> torch.Tensor:
+    """q of copied (or greedily drafted) tokens: a point mass on each, (len(tokens), width). `ids`: the same
+    tokens as a (len(tokens),) long tensor already on the device (a greedy chain's argmaxes), saving a copy."""
     rows = torch.zeros(len(tokens), width, device=device)
     if tokens:  # one index tensor made on the device (an advanced index from the host would copy two)
-        rows.scatter_(1, torch.tensor(tokens, device=rows.device).unsqueeze(1), 1.0)
+        index = ids.to(rows.device) if ids is not None else torch.tensor(tokens, device=rows.device)
+        rows.scatter_(1, index.view(-1, 1), 1.0)
     return rows
+
+
+def stop_point(tokens: list[int], stop_after: StopAfter | None) -> int:
+    """How many of `tokens` a draft keeps under `stop_after`: asked with the first 1, 2, ... tokens (never
+    after the last), the draft ends at the first prefix it is told to stop after (that token stays in)."""
+    if stop_after is not None:
+        for keep in range(1, len(tokens)):
+            if stop_after(tokens[:keep]):
+                return keep
+    return len(tokens)
 
 
 def cut_where_told(proposal: Proposal, stop_after: StopAfter | None) -> Proposal:
     """`stop_after` applied to a span drafted all at once (a copy): asked with the first 1, 2, ...
     tokens (never after the last, as a model draft never asks after its gamma-th), the span ends at
     the first prefix it is told to stop after (that token stays in)."""
-    if stop_after is not None:
-        for keep in range(1, len(proposal.tokens)):
-            if stop_after(proposal.tokens[:keep]):
-                return proposal.truncated(keep)
-    return proposal
+    return proposal.truncated(stop_point(proposal.tokens, stop_after))
 
 
 class Drafter(abc.ABC):
