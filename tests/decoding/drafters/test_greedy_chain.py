@@ -1,8 +1,9 @@
 """Greedy fixed-gamma draft chains (`ModelDrafter._greedy_chain`, `FeatureDrafter._greedy_chain`): each step's
 argmax stays on the device and feeds the next step, the tokens are read back once per proposal, and `stop_after`
-cuts the chain afterwards. They must give what the step loop gives (the loop still runs where a `keep_going` is
-passed: one that always says yes changes nothing else), on the dynamic and the static cache alike: the same
-tokens, q rows, draft cache and call count, and the same next proposal after a rollback."""
+cuts the chain afterwards (with a `stop_after`, by default only on a GPU: `base.chain_past_stops`; here always).
+They must give what the step loop gives (the loop still runs where a `keep_going` is passed: one that always says
+yes changes nothing else), on the dynamic and the static cache alike: the same tokens, q rows, draft cache and
+call count, and the same next proposal after a rollback."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from decoding.drafters import base
 from decoding.lm import backend
 from decoding.rules.warp import SamplingConfig
 from decoding.run.pair import load_draft_value
@@ -23,6 +25,19 @@ GREEDY = SamplingConfig(temperature=0.0)
 def _always(i, confidence):
     """A `keep_going` that never stops: the step loop with its per-step host reads, nothing else changed."""
     return True
+
+
+@pytest.fixture(autouse=True)
+def chain_past_stops(monkeypatch):
+    """Chains with a `stop_after` run on the CPU too (by default only on an asynchronous device)."""
+    monkeypatch.setattr(base, "CHAIN_PAST_STOPS", True)
+
+
+def test_a_chain_runs_past_a_stop_only_where_reads_make_the_host_wait(monkeypatch):
+    monkeypatch.setattr(base, "CHAIN_PAST_STOPS", None)
+    stop = lambda tokens: False  # noqa: E731
+    assert base.chain_past_stops("cpu", None) and base.chain_past_stops("cuda", None)
+    assert not base.chain_past_stops("cpu", stop) and base.chain_past_stops(torch.device("cuda", 0), stop)
 
 
 @pytest.fixture(params=["dynamic", "static"])
