@@ -26,7 +26,7 @@ import torch
 
 from ..lm.backend import make_lm
 from ..lm.cached_lm import CachedLM
-from .base import CATCH_UP_TOKENS, Drafter, Proposal, chain_past_stops, one_hot_rows, stop_point
+from .base import CATCH_UP_TOKENS, Drafter, Proposal, greedy_chain, one_hot_rows, stop_point
 from .tree import DraftTree, grow_tree, tree_mask
 from ..lm.tree_pass import tree_pass
 from ..trace.source import MODEL_SOURCE, DraftSource
@@ -291,7 +291,7 @@ class FeatureDrafter(Drafter):
             return Proposal([], torch.empty(0, self.vocab_width, device=self.device))
         n = len(sequence)
         feature, catch_up = self._catch_up(sequence)
-        if sampling.greedy and keep_going is None and chain_past_stops(self.device, stop_after):
+        if sampling.greedy and keep_going is None and greedy_chain(self.device):
             return self._greedy_chain(n, gamma, feature, sampling, stop_after, catch_up)
         tokens, rows = [], []
         # greedy over a head whose ids are ascending and inside the vocabulary: the argmax of the head's own

@@ -12,7 +12,7 @@ from ..lm.tree_pass import tree_pass
 from ..rules.draw import draw
 from ..rules.warp import SamplingConfig, warp_logits
 from ..trace.source import MODEL_SOURCE, DraftSource
-from .base import CATCH_UP_TOKENS, Drafter, Proposal, chain_past_stops, one_hot_rows, stop_point
+from .base import CATCH_UP_TOKENS, Drafter, Proposal, greedy_chain, one_hot_rows, stop_point
 from .tree import DraftTree, grow_tree, tree_mask
 
 
@@ -55,7 +55,7 @@ class ModelDrafter(Drafter):
         new_tokens, started = len(sequence) - self.lm.length, time.perf_counter()
         logits = self.lm.extend(sequence, keep=1)[-1]
         catch_up = time.perf_counter() - started if new_tokens > CATCH_UP_TOKENS else 0.0
-        if sampling.greedy and keep_going is None and gamma >= 1 and chain_past_stops(self.lm.device, stop_after):
+        if sampling.greedy and keep_going is None and gamma >= 1 and greedy_chain(self.lm.device):
             return self._greedy_chain(len(sequence), gamma, logits, stop_after, catch_up)
         for i in range(gamma):
             if sampling.greedy:  # q is one-hot on the argmax: built once for the whole draft (below)

@@ -1,6 +1,6 @@
 """Greedy fixed-gamma draft chains (`ModelDrafter._greedy_chain`, `FeatureDrafter._greedy_chain`): each step's
 argmax stays on the device and feeds the next step, the tokens are read back once per proposal, and `stop_after`
-cuts the chain afterwards (with a `stop_after`, by default only on a GPU: `base.chain_past_stops`; here always).
+cuts the chain afterwards (by default only on a GPU: `base.greedy_chain`; here on the CPU too).
 They must give what the step loop gives (the loop still runs where a `keep_going` is passed: one that always says
 yes changes nothing else), on the dynamic and the static cache alike: the same tokens, q rows, draft cache and
 call count, and the same next proposal after a rollback."""
@@ -28,16 +28,15 @@ def _always(i, confidence):
 
 
 @pytest.fixture(autouse=True)
-def chain_past_stops(monkeypatch):
-    """Chains with a `stop_after` run on the CPU too (by default only on an asynchronous device)."""
-    monkeypatch.setattr(base, "CHAIN_PAST_STOPS", True)
+def chains_on_the_cpu(monkeypatch):
+    """Greedy chains run on the CPU too (by default only on an asynchronous device)."""
+    monkeypatch.setattr(base, "GREEDY_CHAIN", True)
 
 
-def test_a_chain_runs_past_a_stop_only_where_reads_make_the_host_wait(monkeypatch):
-    monkeypatch.setattr(base, "CHAIN_PAST_STOPS", None)
-    stop = lambda tokens: False  # noqa: E731
-    assert base.chain_past_stops("cpu", None) and base.chain_past_stops("cuda", None)
-    assert not base.chain_past_stops("cpu", stop) and base.chain_past_stops(torch.device("cuda", 0), stop)
+def test_greedy_chains_run_only_where_reads_make_the_host_wait(monkeypatch):
+    monkeypatch.setattr(base, "GREEDY_CHAIN", None)
+    assert not base.greedy_chain("cpu") and not base.greedy_chain(torch.device("cpu"))
+    assert base.greedy_chain("cuda") and base.greedy_chain(torch.device("cuda", 0))
 
 
 @pytest.fixture(params=["dynamic", "static"])
