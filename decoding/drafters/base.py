@@ -51,23 +51,48 @@ class Proposal:
         return dataclasses.replace(self, tokens=self.tokens[:keep], q_rows=self.q_rows[:keep], copied=copied)
 
 
-def one_hot_rows(tokens: list[int], width: int, device) -> torch.Tensor:
-    """q of copied tokens: a point mass on each."""
+def one_hot_rows(tokens: list[int], width: int, device, ids: torch.Tensor | None = None) -> torch.Tensor:
+    """q of copied (or greedily drafted) tokens: a point mass on each, (len(tokens), width). `ids`: the same
+    tokens as a (len(tokens),) long tensor already on the device (a greedy chain's argmaxes), saving a copy."""
     rows = torch.zeros(len(tokens), width, device=device)
     if tokens:  # one index tensor made on the device (an advanced index from the host would copy two)
-        rows.scatter_(1, torch.tensor(tokens, device=rows.device).unsqueeze(1), 1.0)
+        index = ids.to(rows.device) if ids is not None else torch.tensor(tokens, device=rows.device)
+        rows.scatter_(1, index.view(-1, 1), 1.0)
     return rows
+
+
+# Whether greedy fixed-gamma drafts run as chains read back once (None: by device, `greedy_chain`)
+GREEDY_CHAIN: bool | None = None
+
+
+def greedy_chain(device) -> bool:
+    """Whether a greedy fixed-gamma draft on `device` runs as a chain read back once (drafters' `_greedy_chain`)
+    rather than step by step: on an asynchronous device (a GPU), where each step's host read would make the host
+    wait for the device, and not on the CPU, where a read costs no wait (tiny random models, same session, step
+    loop vs chain: within 3 % either way, experiments/host_overhead.py) but a chain cut by a `stop_after` (the
+    hybrid's repeat check) has run passes past the cut at full compute (the default pair in bfloat16, hybrid g4:
+    38.5/39.3 -> 38.2/38.5 tok/s, the draft's cost per counted pass c 0.033 -> 0.039). `GREEDY_CHAIN`
+    (True/False) overrides the device's choice (the tests run the chain on the CPU)."""
+    if GREEDY_CHAIN is not None:
+        return GREEDY_CHAIN
+    return torch.device(device).type != "cpu"
+
+
+def stop_point(tokens: list[int], stop_after: StopAfter | None) -> int:
+    """How many of `tokens` a draft keeps under `stop_after`: asked with the first 1, 2, ... tokens (never
+    after the last), the draft ends at the first prefix it is told to stop after (that token stays in)."""
+    if stop_after is not None:
+        for keep in range(1, len(tokens)):
+            if stop_after(tokens[:keep]):
+                return keep
+    return len(tokens)
 
 
 def cut_where_told(proposal: Proposal, stop_after: StopAfter | None) -> Proposal:
     """`stop_after` applied to a span drafted all at once (a copy): asked with the first 1, 2, ...
     tokens (never after the last, as a model draft never asks after its gamma-th), the span ends at
     the first prefix it is told to stop after (that token stays in)."""
-    if stop_after is not None:
-        for keep in range(1, len(proposal.tokens)):
-            if stop_after(proposal.tokens[:keep]):
-                return proposal.truncated(keep)
-    return proposal
+    return proposal.truncated(stop_point(proposal.tokens, stop_after))
 
 
 class Drafter(abc.ABC):

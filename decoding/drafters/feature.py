@@ -26,7 +26,7 @@ import torch
 
 from ..lm.backend import make_lm
 from ..lm.cached_lm import CachedLM
-from .base import CATCH_UP_TOKENS, Drafter, Proposal, one_hot_rows
+from .base import CATCH_UP_TOKENS, Drafter, Proposal, greedy_chain, one_hot_rows, stop_point
 from .tree import DraftTree, grow_tree, tree_mask
 from ..lm.tree_pass import tree_pass
 from ..trace.source import MODEL_SOURCE, DraftSource
@@ -210,13 +210,15 @@ class FeatureDrafter(Drafter):
         """The model's source once the target has read part of the context (its features exist)."""
         return [MODEL_SOURCE] if self.target is not None and self.target.length > 0 else []
 
-    def _pass(self, features: torch.Tensor, tokens: list[int], start: int) -> torch.Tensor:
+    def _pass(self, features: torch.Tensor, tokens, start: int) -> torch.Tensor:
         """Feed the pairs (features[i], tokens[i]) at positions start.. (the cache must hold exactly
-        `start`); the feature predicted from the last pair, (1, hidden)."""
+        `start`); `tokens`: a list of ids, or (n,) long ids on the device (a greedy chain's argmax, never
+        read back); the features predicted from the pairs (n, hidden)."""
         if start != self.lm.length:
             raise RuntimeError(f"feature draft cache holds {self.lm.length} pairs, the pass starts at {start}")
         with torch.inference_mode():
-            embeds = self.embedding(torch.tensor(tokens, device=self.device))
+            ids = tokens if isinstance(tokens, torch.Tensor) else torch.tensor(tokens, device=self.device)
+            embeds = self.embedding(ids)
             dtype = self.model.fc.weight.dtype
             pairs = torch.cat([features.to(dtype), embeds.to(dtype)], dim=-1)
         return self.lm.forward(pairs, keep=1)
@@ -289,6 +291,8 @@ class FeatureDrafter(Drafter):
             return Proposal([], torch.empty(0, self.vocab_width, device=self.device))
         n = len(sequence)
         feature, catch_up = self._catch_up(sequence)
+        if sampling.greedy and keep_going is None and greedy_chain(self.device):
+            return self._greedy_chain(n, gamma, feature, sampling, stop_after, catch_up)
         tokens, rows = [], []
         # greedy over a head whose ids are ascending and inside the vocabulary: the argmax of the head's own
         # K logits names the same token as the argmax of the full-width row (-inf elsewhere; ties go to the
@@ -317,6 +321,35 @@ class FeatureDrafter(Drafter):
         self._crop(self.length)
         q_rows = one_hot_rows(tokens, self.vocab_width, self.device) if sub_argmax else torch.stack(rows)
         return Proposal(tokens, q_rows, catch_up_seconds=catch_up)
+
+    def _greedy_chain(self, n: int, gamma: int, feature: torch.Tensor, sampling: SamplingConfig, stop_after,
+                      catch_up: float) -> Proposal:
+        """A greedy draft of `gamma` tokens after a sequence of `n` from the predicted `feature` (1, hidden), with
+        no host read per step: each argmax (the head's own column mapped to its id through the head's ids on the
+        device, or the full row's) stays on the device and its embedding feeds the next step, so the host
+        launches step i + 1 without waiting for step i. The tokens are read once at the end; `stop_after` is
+        then asked with the prefixes in order, as the step loop would have asked it, and the chain is cut where
+        it says (a later step never changes an earlier token: the kept tokens and q rows are the step loop's).
+        The pairs fed on predictions are dropped as after any proposal, and `calls` counts only the passes the
+        kept tokens needed, so the records are the same."""
+        sub_argmax = self.head_ids is not None  # see propose: the same token as the full row's argmax
+        picks, rows = [], []  # (1,) long token ids on the device; the warped rows where q is not one-hot
+        for i in range(gamma):
+            if sub_argmax:  # index_select: a 0-d index tensor would be read back as a Python int
+                picks.append(self.head.token_ids.index_select(0, self.head.sub_logits(feature)[-1].argmax().view(1)))
+            else:
+                rows.append(warp_logits(self.head.logits(feature, self.vocab_width)[-1], sampling))
+                picks.append(rows[-1].argmax().view(1))
+            if i + 1 < gamma:
+                feature = self._pass(feature, picks[-1], n - 1 + i)[-1:]
+        ids = torch.cat(picks)
+        tokens = ids.tolist()  # the one host read of the draft
+        keep = stop_point(tokens, stop_after)
+        self.lm.calls -= gamma - keep
+        self._crop(self.length)
+        q_rows = (one_hot_rows(tokens[:keep], self.vocab_width, self.device, ids[:keep]) if sub_argmax
+                  else torch.stack(rows[:keep]))
+        return Proposal(tokens[:keep], q_rows, catch_up_seconds=catch_up)
 
     def rollback(self, length: int) -> None:
         """Keep the pairs of the first `length` committed tokens (pair t needs token t + 1)."""

@@ -12,7 +12,7 @@ from ..lm.tree_pass import tree_pass
 from ..rules.draw import draw
 from ..rules.warp import SamplingConfig, warp_logits
 from ..trace.source import MODEL_SOURCE, DraftSource
-from .base import CATCH_UP_TOKENS, Drafter, Proposal, one_hot_rows
+from .base import CATCH_UP_TOKENS, Drafter, Proposal, greedy_chain, one_hot_rows, stop_point
 from .tree import DraftTree, grow_tree, tree_mask
 
 
@@ -55,6 +55,8 @@ class ModelDrafter(Drafter):
         new_tokens, started = len(sequence) - self.lm.length, time.perf_counter()
         logits = self.lm.extend(sequence, keep=1)[-1]
         catch_up = time.perf_counter() - started if new_tokens > CATCH_UP_TOKENS else 0.0
+        if sampling.greedy and keep_going is None and gamma >= 1 and greedy_chain(self.lm.device):
+            return self._greedy_chain(len(sequence), gamma, logits, stop_after, catch_up)
         for i in range(gamma):
             if sampling.greedy:  # q is one-hot on the argmax: built once for the whole draft (below)
                 x = int(logits.argmax())
@@ -74,6 +76,28 @@ class ModelDrafter(Drafter):
         else:
             q_rows = torch.stack(rows) if rows else torch.empty(0, self.lm.vocab_width)
         return Proposal(tokens, q_rows, catch_up_seconds=catch_up)
+
+    def _greedy_chain(self, n: int, gamma: int, logits: torch.Tensor, stop_after, catch_up: float) -> Proposal:
+        """A greedy draft of `gamma` tokens after a sequence of `n`, from the first step's logits (vocab_width,),
+        with no host read per step: each argmax stays on the device and is fed to the next step as a (1, 1) id
+        tensor (`forward_ids`), so the host launches step i + 1 without waiting for step i (on a GPU the draft's
+        steps queue up back to back). The tokens are read once at the end; `stop_after` is then asked with the
+        prefixes in order, as the step loop would have asked it, and the chain is cut where it says: a later
+        step never changes an earlier token, so the kept tokens and their one-hot q rows are those of the step
+        loop. The passes run past the cut are undone: the cache is rolled back to what the step loop would
+        have fed (the sequence and all kept tokens but the last) and `calls` counts only the passes the kept
+        tokens needed, so the records are the same."""
+        picks = [logits.argmax()]  # 0-d long tensors on the device
+        for _ in range(gamma - 1):
+            picks.append(self.lm.forward_ids(picks[-1].view(1, 1))[-1].argmax())
+        ids = torch.stack(picks)
+        tokens = ids.tolist()  # the one host read of the draft
+        keep = stop_point(tokens, stop_after)
+        if keep < gamma:
+            self.lm.rollback(n + keep - 1)
+            self.lm.calls -= gamma - keep
+        return Proposal(tokens[:keep], one_hot_rows(tokens[:keep], self.lm.vocab_width, self.lm.device, ids[:keep]),
+                        catch_up_seconds=catch_up)
 
     def propose_tree(self, sequence: list[int], nodes: int, depth: int, sampling: SamplingConfig,
                      generator: torch.Generator | None, keep_growing=None) -> DraftTree:

@@ -59,6 +59,14 @@ class CachedLM:
             return batcher.forward(self, tokens, keep)
         return self.forward_alone(tokens, keep)
 
+    def forward_ids(self, ids: torch.Tensor, keep: int | None = None) -> torch.Tensor:
+        """`forward` of token ids already on the device, `ids` (1, n) long (a greedy draft's argmax fed to its
+        next step): nothing is read back to the host nor copied from it, so the caller's next launch need not
+        wait for the device. With cross-run batching on, the batcher takes host lists: the ids are read first."""
+        if batching.batcher() is not None:
+            return self.forward(ids[0].tolist(), keep)
+        return self.forward_alone(ids[0], keep)
+
     def _body(self, inputs: torch.Tensor, position_ids: torch.Tensor, cache, attention_mask=None):
         """One pass of the model's decoder over `inputs` (batch, n) token ids, or (batch, n, hidden)
         input embeddings (a tree pass): its final hidden states (batch, n, hidden) and the grown
@@ -88,7 +96,9 @@ class CachedLM:
         return inputs if inputs.is_floating_point() else self.model.get_input_embeddings()(inputs)
 
     def _inputs(self, tokens) -> torch.Tensor:
-        """A call's tokens as one row of the model's input: (1, n) ids."""
+        """A call's tokens (a list of ids, or (n,) long ids on the device) as one row of the model's input: (1, n)."""
+        if isinstance(tokens, torch.Tensor):
+            return tokens.view(1, -1)
         return torch.tensor([list(tokens)], dtype=torch.long, device=self.device)
 
     def _logits(self, rows: torch.Tensor) -> torch.Tensor:

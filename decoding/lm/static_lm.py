@@ -192,6 +192,10 @@ class StaticMixin:
             raise ValueError("forward needs at least one token")
         return self.forward_alone(tokens, keep)
 
+    def forward_ids(self, ids: torch.Tensor, keep: int | None = None) -> torch.Tensor:
+        """As CachedLM.forward_ids: ids (1, n) long on the device, never read back (never the batcher's)."""
+        return self.forward_alone(ids[0], keep)
+
     def causal_mask(self, n: int, rows: torch.Tensor | None = None) -> torch.Tensor:
         """Additive (1, 1, n, C): row i (position length + i) sees slots [0, length + i]. `rows`: those
         positions (n,) where the caller has them already."""
