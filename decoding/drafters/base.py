@@ -68,11 +68,10 @@ GREEDY_CHAIN: bool | None = None
 def greedy_chain(device) -> bool:
     """Whether a greedy fixed-gamma draft on `device` runs as a chain read back once (drafters' `_greedy_chain`)
     rather than step by step: on an asynchronous device (a GPU), where each step's host read would make the host
-    wait for the device, and not on the CPU, where a read costs no wait (tiny random models, same session, step
-    loop vs chain: within 3 % either way, experiments/host_overhead.py) but a chain cut by a `stop_after` (the
-    hybrid's repeat check) has run passes past the cut at full compute (the default pair in bfloat16, hybrid g4:
-    38.5/39.3 -> 38.2/38.5 tok/s, the draft's cost per counted pass c 0.033 -> 0.039). `GREEDY_CHAIN`
-    (True/False) overrides the device's choice (the tests run the chain on the CPU)."""
+    wait for the device; not on the CPU, where a read costs no wait but a chain cut by a `stop_after` (the hybrid's
+    repeat check) has run its passes past the cut at full compute (measured with experiments/host_overhead.py and
+    the benchmark: no gain there). `GREEDY_CHAIN` (True/False) overrides the device's choice (the tests run the
+    chain on the CPU)."""
     if GREEDY_CHAIN is not None:
         return GREEDY_CHAIN
     return torch.device(device).type != "cpu"
