@@ -53,10 +53,16 @@ def lenient_output_distribution(p: torch.Tensor, q: torch.Tensor, lenience: floa
     return accepted_mass + (1.0 - accepted_mass.sum()) * residual
 
 
+def greedy_lenient_rule(p_x: float, p_max: float, lenience: float = 1.0) -> tuple[bool, float]:
+    """Temperature 0 with lenience (A.5) on values read already: accept x iff p_raw(x) >= l * max p_raw, from
+    p_x = p_raw(x) and p_max = max p_raw. Returns (accepted, threshold)."""
+    threshold = lenience * p_max
+    return bool(p_x >= threshold), threshold
+
+
 def greedy_lenient_accept(p_raw: torch.Tensor, x: int, lenience: float = 1.0) -> tuple[bool, float]:
-    """Temperature 0 with lenience (A.5): accept x iff p_raw(x) >= l * max p_raw. Returns (accepted, threshold)."""
-    threshold = lenience * float(p_raw.max())
-    return bool(float(p_raw[x]) >= threshold), threshold
+    """`greedy_lenient_rule` on one unwarped target row p_raw (V,) and the draft token x."""
+    return greedy_lenient_rule(float(p_raw[x]), float(p_raw.max()), lenience)
 
 
 @dataclass
@@ -99,7 +105,7 @@ def verify_chain(
         coin_values = coins.tolist()
     elif k:
         # greedy: p_raw(x_i) and max p_raw of every draft row in one host read (a GPU sync), not two per row;
-        # the values, and so greedy_lenient_accept's comparison, are the same
+        # the values, and so greedy_lenient_rule's comparison, are those a row at a time would give
         xs = torch.tensor(draft, device=p_raw_rows.device)
         rows = torch.arange(k, device=p_raw_rows.device)
         p_x, p_max = torch.stack([p_raw_rows[rows, xs], p_raw_rows[:k].amax(dim=-1)]).tolist()
@@ -109,8 +115,7 @@ def verify_chain(
             ok = u <= threshold
             coin_list[i] = u
         else:
-            threshold = lenience * p_max[i]
-            ok = p_x[i] >= threshold
+            ok, threshold = greedy_lenient_rule(p_x[i], p_max[i], lenience)
         thresholds.append(threshold)
         accepted[i] = ok
         if not ok:

@@ -6,6 +6,7 @@ import torch
 from decoding.rules.acceptance import (
     acceptance_threshold,
     greedy_lenient_accept,
+    greedy_lenient_rule,
     lenient_output_distribution,
     residual_distribution,
     verify_chain,
@@ -98,6 +99,10 @@ def test_greedy_rule_with_lenience():
     assert greedy_lenient_accept(p_raw, 1, 1.0)[0] is False
     assert greedy_lenient_accept(p_raw, 1, 0.6)[0] is True  # 0.3 >= 0.6 * 0.5
     assert greedy_lenient_accept(p_raw, 2, 0.6)[0] is False
+    # the rule on values read already (verify_chain reads a whole chain's at once) gives the same verdicts
+    for x, lenience in ((0, 1.0), (1, 1.0), (1, 0.6), (2, 0.6)):
+        assert greedy_lenient_rule(float(p_raw[x]), float(p_raw.max()), lenience) == \
+            greedy_lenient_accept(p_raw, x, lenience)
     onehot = torch.nn.functional.one_hot(torch.tensor([0, 0]), 3).float()
     v = verify_chain(onehot[:2], torch.nn.functional.one_hot(torch.tensor([1]), 3).float(), [1], None, 1.0,
                      p_raw_rows=p_raw.unsqueeze(0))
