@@ -80,11 +80,15 @@ class CachedLM:
         """One pass appending `inputs` (1, m) ids or (1, m, width) vectors at cache slots [length, length + m),
         rotary `positions` (1, m), under the bool mask `allowed` (m, length + m) (True = attend): final hidden
         states (m, hidden). The length is the caller's to move (lm/tree_pass.py). The static path overrides it."""
-        dtype = next(self.model.parameters()).dtype
-        additive = torch.zeros(allowed.shape, dtype=dtype, device=self.device).masked_fill(
-            ~allowed.to(self.device), torch.finfo(dtype).min)
+        additive = self._additive_mask(allowed, next(self.model.parameters()).dtype)
         hidden, self.cache = self._body(inputs, positions, self.cache, additive[None, None])
         return hidden[0]
+
+    def _additive_mask(self, allowed: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
+        """A bool mask (True = attend) as the additive mask HF's models take: 0 where allowed, the dtype's
+        minimum elsewhere, on this LM's device, same shape."""
+        return torch.zeros(allowed.shape, dtype=dtype, device=self.device).masked_fill(
+            ~allowed.to(self.device), torch.finfo(dtype).min)
 
     def _decoder(self) -> torch.nn.Module:
         """The decoder stack `_body` runs (layers, final norm, rotary embedding): the static path's lean layer
@@ -156,9 +160,7 @@ class CachedLM:
         cache slots [length, length + m). Float32 logits of all rows (m, vocab_width), or of the
         last `keep`."""
         m = inputs_embeds.shape[1]
-        dtype = self.model.get_input_embeddings().weight.dtype
-        mask = torch.zeros(allowed.shape, dtype=dtype, device=self.device)
-        mask = mask.masked_fill(~allowed.to(self.device), torch.finfo(dtype).min)
+        mask = self._additive_mask(allowed, self.model.get_input_embeddings().weight.dtype)
         out = self.model(inputs_embeds=inputs_embeds, attention_mask=mask, position_ids=positions.to(self.device),
                          past_key_values=self.cache, use_cache=True,
                          **({"logits_to_keep": keep} if keep is not None and keep < m else {}))

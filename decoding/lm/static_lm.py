@@ -281,10 +281,7 @@ class StaticMixin:
         """As CachedLM.tree_pass: inputs_embeds (1, m, hidden), positions (1, m), allowed (1, 1, m,
         length + m) bool; the mask is padded with "blocked" to (1, 1, m, C)."""
         m = inputs_embeds.shape[1]
-        self._ensure_room(self.length + m)
-        full = torch.zeros(1, 1, m, self.cache.capacity, dtype=torch.bool, device=self.device)
-        full[..., : allowed.shape[-1]] = allowed.to(self.device)
-        hidden = self._run(inputs_embeds, positions.to(self.device), self._additive(full))
+        hidden = self.masked_pass(inputs_embeds, positions, allowed[0, 0])
         self.length += m
         self.calls += 1
         rows = hidden[-keep:] if keep else hidden
