@@ -95,11 +95,9 @@ def main(argv=None) -> int:
         print(f"error: --alphas must be comma-separated numbers in [0, 1) (got {args.alphas!r})", file=sys.stderr)
         return 2
     try:
-        bench = json.loads(Path(args.bench).read_text())
-        evaluation = json.loads(Path(args.draft_eval).read_text())["results"][-1]
-        from decoding.eval.bench.ceiling import VerifyCost
+        from decoding.eval.bench.ceiling import read_replay_inputs
 
-        cost = VerifyCost.from_files(args.verify_cost.split(","), args.dtype)
+        bench, evaluation, cost = read_replay_inputs(args.bench, args.draft_eval, args.verify_cost, args.dtype)
     except (OSError, ValueError, KeyError, IndexError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -122,11 +122,8 @@ def main(argv=None) -> int:
         recorded = json.loads(Path(args.positions).read_text())
         timings = [json.loads(Path(f).read_text())["timing"] for f in args.diagnostic.split(",")]
         draft_cost = tc.DraftCost({t["context"]: t["over_step"] for t in timings})
-        bench = json.loads(Path(args.bench).read_text())
-        evaluation = json.loads(Path(args.draft_eval).read_text())["results"][-1]
-        from decoding.eval.bench.ceiling import VerifyCost
-
-        cost = VerifyCost.from_files(args.verify_cost.split(","), recorded["dtype"])
+        bench, evaluation, cost = cl.read_replay_inputs(args.bench, args.draft_eval, args.verify_cost,
+                                                        recorded["dtype"])
     except (OSError, ValueError, KeyError, IndexError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

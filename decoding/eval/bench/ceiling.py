@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ...drafters.lookup import match_length, suffix_match
+from ...drafters.lookup import occurrences as positions_of
 from ...rules.theory import expected_tokens_per_call
 
 MAX_RUN = 64  # the longest copy any rule proposes
@@ -75,6 +76,15 @@ class VerifyCost:
         return self._along(by_context, context)
 
 
+def read_replay_inputs(bench: str | Path, draft_eval: str | Path, verify_costs: str, dtype: str):
+    """What a replay experiment reads beside its own data: the benchmark run's JSON (per category the
+    autoregressive time and its prefill share), the last result of an eval-draft JSON (today's model's alpha and
+    c) and the VerifyCost of the comma-separated verify-cost files in `dtype`. Raises OSError, ValueError,
+    KeyError or IndexError on a missing or malformed file."""
+    return (json.loads(Path(bench).read_text()), json.loads(Path(draft_eval).read_text())["results"][-1],
+            VerifyCost.from_files(verify_costs.split(","), dtype))
+
+
 def run_length(sequence: list[int], source: int, start: int, cap: int = MAX_RUN) -> int:
     """How many tokens from `source` on equal those from `start` on (at most `cap`; the copy never
     reads at or past `start`, which is not yet known when the copy is made)."""
@@ -86,7 +96,7 @@ def run_length(sequence: list[int], source: int, start: int, cap: int = MAX_RUN)
 
 def occurrences(sequence: list[int], t: int) -> list[int]:
     """Where the continuation of every earlier occurrence of sequence[t] starts, most recent first."""
-    return [i + 1 for i in range(t - 1, -1, -1) if sequence[i] == sequence[t]]
+    return [i + 1 for i in reversed(positions_of(sequence, sequence[t], t))]
 
 
 # A rule sees the output and the index t of the last committed token; it returns
