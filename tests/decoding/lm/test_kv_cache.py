@@ -2,6 +2,7 @@
 through every operation the engine makes on it: passes, crops after a rejection, growth past the
 buffer, compaction from outside (PPD), and model passes through it give the same logits."""
 
+import pytest
 import torch
 from transformers import DynamicCache
 
@@ -87,3 +88,35 @@ def test_a_buffer_made_while_decoding_takes_writes_after_it():
         layer.update(*_states(6, seed=0))
     keys, values = layer.update(*_states(3, seed=1))
     assert keys.shape[-2] == 9 and torch.equal(values[:, :, 6:], _states(3, seed=1)[1])
+
+
+def test_compaction_moves_the_kept_entries_inside_the_buffer(tiny_target_dir):
+    """A tree's compaction keeps [0, start) and the accepted slots in order, as DynamicCache's copy does,
+    without re-allocating the buffer or copying the prefix; the next pass writes in place after it."""
+    config = load_model(str(tiny_target_dir), device="cpu").model.config
+    for keep in ([], [33], [30, 31, 32], [36, 31, 34], [34, 30]):
+        ours, theirs = growing_cache(config), DynamicCache(config=config)
+        for cache in (ours, theirs):
+            for index in range(len(cache.layers)):
+                cache.update(*_states(30, seed=index), index)
+                cache.update(*_states(8, seed=50 + index), index)  # a tree of 8 nodes after the context
+        buffers = [layer._key_buffer for layer in ours.layers]
+        for cache in (ours, theirs):
+            compact_cache(cache, 30, keep)
+        _assert_same(ours, theirs)
+        assert [layer._key_buffer for layer in ours.layers] == buffers  # same buffers: nothing re-allocated
+        assert all(layer.keys.data_ptr() == layer._key_buffer.data_ptr() for layer in ours.layers)
+        for cache in (ours, theirs):
+            for index in range(len(cache.layers)):
+                cache.update(*_states(3, seed=90 + index), index)
+        _assert_same(ours, theirs)
+        assert [layer._key_buffer for layer in ours.layers] == buffers  # the next pass wrote in place
+
+
+def test_compaction_past_the_cache_is_refused_as_before(tiny_target_dir):
+    config = load_model(str(tiny_target_dir), device="cpu").model.config
+    for cache in (growing_cache(config), DynamicCache(config=config)):
+        for index in range(len(cache.layers)):
+            cache.update(*_states(10, seed=index), index)
+        with pytest.raises((IndexError, RuntimeError)):
+            compact_cache(cache, 8, [12])
