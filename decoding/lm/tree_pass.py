@@ -47,15 +47,7 @@ def compact(lm: CachedLM, start: int, keep: list[int]) -> None:
     m = len(keep)
     moved = [s for s in keep if s != start + keep.index(s)]
     if moved:
-        index = torch.tensor(keep, dtype=torch.long, device=lm.device)
-        for layer in lm.cache.layers:
-            if getattr(layer, "is_sliding", False):
-                raise ValueError("a draft tree's KV compaction supports full-attention caches only")
-            if not getattr(layer, "is_initialized", True) or layer.keys is None or layer.keys.numel() == 0:
-                continue
-            idx = index.to(layer.keys.device)
-            layer.keys[:, :, start:start + m] = layer.keys.index_select(-2, idx)
-            layer.values[:, :, start:start + m] = layer.values.index_select(-2, idx)
+        lm.compact(start, keep)  # the cache's own in-place compaction (kv_cache.compact_cache, SlotCache.gather)
         if lm.features is not None:
-            lm.features[start:start + m] = lm.features[index]
+            lm.features[start:start + m] = lm.features[torch.tensor(keep, dtype=torch.long, device=lm.device)]
     lm.rollback(start + m)
