@@ -9,6 +9,8 @@
 - `corpus.py`        a corpus of the target's own earlier answers as a source of copies
 - `hybrid.py`        a copy where the context repeats a long enough span, the model elsewhere
 - `feature.py`       a feature draft that drafts from the target's own hidden states (EAGLE)
+- `chain_graph.py`   the feature draft's and the draft model's greedy chains as bodies for one CUDA graph
+                     (lm/chain_graphs.py; off by default)
 - `output_head.py`   a draft's output head restricted to the tokens the target writes (FR-Spec)
 - `gamma_policy.py`  how many tokens to draft next: fixed, automatic (per source, and for the model a
                      tree or a chain, by expected tokens per second) or HF's heuristic; when a

@@ -27,6 +27,7 @@ import torch
 from ..lm.backend import make_lm
 from ..lm.cached_lm import CachedLM
 from .base import CATCH_UP_TOKENS, Drafter, Proposal, greedy_chain, one_hot_rows, stop_point
+from .chain_graph import feature_chain
 from .tree import DraftTree, grow_tree, tree_mask
 from ..lm.tree_pass import tree_pass
 from ..trace.source import MODEL_SOURCE, DraftSource
@@ -331,10 +332,13 @@ class FeatureDrafter(Drafter):
         then asked with the prefixes in order, as the step loop would have asked it, and the chain is cut where
         it says (a later step never changes an earlier token: the kept tokens and q rows are the step loop's).
         The pairs fed on predictions are dropped as after any proposal, and `calls` counts only the passes the
-        kept tokens needed, so the records are the same."""
+        kept tokens needed, so the records are the same. With SPECDEC_DRAFT_CHAIN_GRAPH on (the static backend with
+        graphs), the chain is one CUDA graph replay (chain_graph.py, lm/chain_graphs.py), same tokens."""
         sub_argmax = self.head_ids is not None  # see propose: the same token as the full row's argmax
+        # on the static backend with graphs, and switched on: the whole chain as one graph replay (chain_graph.py)
+        chained = feature_chain(self, feature, gamma) if sub_argmax else None
         picks, rows = [], []  # (1,) long token ids on the device; the warped rows where q is not one-hot
-        for i in range(gamma):
+        for i in range(gamma if chained is None else 0):
             if sub_argmax:  # index_select: a 0-d index tensor would be read back as a Python int
                 picks.append(self.head.token_ids.index_select(0, self.head.sub_logits(feature)[-1].argmax().view(1)))
             else:
@@ -342,7 +346,7 @@ class FeatureDrafter(Drafter):
                 picks.append(rows[-1].argmax().view(1))
             if i + 1 < gamma:
                 feature = self._pass(feature, picks[-1], n - 1 + i)[-1:]
-        ids = torch.cat(picks)
+        ids = torch.cat(picks) if chained is None else chained[0]
         tokens = ids.tolist()  # the one host read of the draft
         keep = stop_point(tokens, stop_after)
         self.lm.calls -= gamma - keep

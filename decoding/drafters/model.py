@@ -13,6 +13,7 @@ from ..rules.draw import draw
 from ..rules.warp import SamplingConfig, warp_logits
 from ..trace.source import MODEL_SOURCE, DraftSource
 from .base import CATCH_UP_TOKENS, Drafter, Proposal, greedy_chain, one_hot_rows, stop_point
+from .chain_graph import model_chain
 from .tree import DraftTree, grow_tree, tree_mask
 
 
@@ -86,11 +87,14 @@ class ModelDrafter(Drafter):
         step never changes an earlier token, so the kept tokens and their one-hot q rows are those of the step
         loop. The passes run past the cut are undone: the cache is rolled back to what the step loop would
         have fed (the sequence and all kept tokens but the last) and `calls` counts only the passes the kept
-        tokens needed, so the records are the same."""
+        tokens needed, so the records are the same. With SPECDEC_DRAFT_CHAIN_GRAPH on (the static backend with
+        graphs), the gamma - 1 passes are one CUDA graph replay (chain_graph.py, lm/chain_graphs.py), same tokens."""
         picks = [logits.argmax()]  # 0-d long tensors on the device
-        for _ in range(gamma - 1):
+        # on the static backend with graphs, and switched on: the chain's passes as one graph replay (chain_graph.py)
+        chained = model_chain(self.lm, picks[0], gamma)
+        for _ in range(gamma - 1 if chained is None else 0):
             picks.append(self.lm.forward_ids(picks[-1].view(1, 1))[-1].argmax())
-        ids = torch.stack(picks)
+        ids = torch.stack(picks) if chained is None else torch.cat([picks[0].view(1), chained[0]])
         tokens = ids.tolist()  # the one host read of the draft
         keep = stop_point(tokens, stop_after)
         if keep < gamma:

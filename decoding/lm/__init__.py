@@ -12,6 +12,7 @@
 - `compiled_body.py` those passes through torch.compile (the lean layer's step, on CUDA by default), still captured
                      by ours
 - `cuda_graphs.py`   the static LM's passes captured as CUDA graphs, one per pass shape, replayed
+- `chain_graphs.py`  a greedy draft chain's gamma - 1 passes captured as one CUDA graph (off by default)
 - `backend.py`       the one factory (`make_lm`) choosing the dynamic or the static path (SPECDEC_BACKEND,
                      --backend; static with graphs on CUDA by default), and what a run summary records of it
 - `batching.py`      concurrent runs on one model sharing its forward passes (a class's runs)

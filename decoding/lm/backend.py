@@ -147,7 +147,8 @@ def _give(model_ref, key, cache, graphs) -> None:
 def describe(model) -> dict:
     """{"backend": "dynamic" | "static" | "static+cuda-graphs" (+ "+compiled" when compiling, compiled_body.py),
     "backend_note": str | None} of the last LM built on `model` (a capture or compile failure shows as
-    eager or uncompiled static passes with its reason)."""
+    eager or uncompiled static passes with its reason; a draft chain's failed capture, lm/chain_graphs.py, as
+    eager draft chains)."""
     if model not in _used:
         return {"backend": "dynamic", "backend_note": None}
     name, note, graphs = _used[model]
@@ -156,6 +157,9 @@ def describe(model) -> dict:
             name = "static+cuda-graphs"
         else:
             note = graphs.failed
+        from .chain_graphs import failure as chain_failure
+
+        note = "; ".join(n for n in (note, chain_failure(model)) if n) or None
     if name != "dynamic":
         from . import compiled_body, lean_layer
 
