@@ -32,6 +32,11 @@ of most own time (cProfile) of each method, to find what to cut.
 
     PYTHONPATH=. .venv/bin/python experiments/host_overhead.py [--vocab 49152] [--prompts 6]
         [--max-new-tokens 64] [--repeats 3] [--profile 25] [--device cuda] [--out host_overhead.json]
+        [--chain-graph off|on|both]
+
+`--chain-graph both` runs each method with greedy draft chains as one CUDA graph (lm/chain_graphs.py) switched off,
+then on, and prints a comparison (ms per iteration and per draft step, on / off, chains captured and replayed, the
+same tokens or not); it needs CUDA graphs (`--device cuda`): on a CPU the switch changes nothing.
 
 On a GPU (`--device cuda`; graphs on, the lean layer compiled, as there by default) the same table measures the
 iteration itself: with the passes captured, what is left is this host work and the replays.
@@ -379,7 +384,7 @@ PHASES = ("schedule", "draft", "draft_body", "verify", "target_body", "acceptanc
 
 
 def print_table(rows) -> None:
-    head = (f"{'method':<14}{'tok/it':>7}{'steps':>6}{'wall ms/it':>11}{'instr':>7} | "
+    head = (f"{'method':<18}{'tok/it':>7}{'steps':>6}{'wall ms/it':>11}{'instr':>7} | "
             + "".join(f"{p:>12}" for p in PHASES) + f"{'other':>8} |{'draft/step':>11}{'host/step':>10}")
     print(head + f"{'ops/it':>8}{'reads':>6}{'tolist':>7}{'h2d':>5}")
     print("-" * (len(head) + 26))
@@ -389,11 +394,29 @@ def print_table(rows) -> None:
         other = r["instrumented_ms_per_iteration"] - named
         step = "" if r["draft_ms_per_step"] is None else f"{r['draft_ms_per_step']:.3f}"
         host = "" if r["draft_host_ms_per_step"] is None else f"{r['draft_host_ms_per_step']:.3f}"
-        print(f"{r['method']:<14}{r['tokens_per_iteration']:>7.2f}{r['draft_steps_per_iteration']:>6.2f}"
+        print(f"{r['method']:<18}{r['tokens_per_iteration']:>7.2f}{r['draft_steps_per_iteration']:>6.2f}"
               f"{r['wall_ms_per_iteration']:>11.3f}{r['instrumented_ms_per_iteration']:>7.3f} | "
               + "".join(f"{ph.get(p, 0.0):>12.3f}" for p in PHASES) + f"{other:>8.3f} |{step:>11}{host:>10}"
               + f"{r['ops_per_iteration']['ops']:>8.1f}{r['ops_per_iteration']['scalar_reads']:>6.1f}"
               f"{r['ops_per_iteration']['tolist']:>7.1f}{r['ops_per_iteration'].get('from_host', 0):>5.1f}")
+
+
+def print_chain_comparison(rows, device: str) -> None:
+    """Per method, the chain graph's switch off against on (rows in pairs, `--chain-graph both`): wall ms per
+    iteration and per draft step, their ratio (on / off), the chain graphs captured and replayed, and whether the
+    two emitted the same tokens (they must: the switch changes no token)."""
+    print(f"\ndraft chain graphs (SPECDEC_DRAFT_CHAIN_GRAPH) off -> on, on {device}"
+          + ("" if device.startswith("cuda") else " (no CUDA graphs here: the switch changes nothing)"))
+    print(f"{'method':<14}{'ms/it off':>10}{'ms/it on':>10}{'on/off':>8}{'step off':>10}{'step on':>9}"
+          f"{'captured':>9}{'replays':>8}  same tokens")
+    for off, on in zip(rows[0::2], rows[1::2]):
+        step = [r["draft_ms_per_step"] for r in (off, on)]
+        steps = "".join(f"{v:>9.3f}" if v is not None else f"{'':>9}" for v in step)
+        counts = on["graph_counts"]
+        print(f"{off['method']:<14}{off['wall_ms_per_iteration']:>10.3f}{on['wall_ms_per_iteration']:>10.3f}"
+              f"{on['wall_ms_per_iteration'] / off['wall_ms_per_iteration']:>8.3f} {steps}"
+              f"{counts.get('chain_captures', 0):>9}{counts.get('chain_replays', 0):>8}  "
+              f"{'yes' if on['token_ids'] == off['token_ids'] else 'NO'}")
 
 
 def main(argv=None) -> int:
@@ -407,6 +430,9 @@ def main(argv=None) -> int:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--device", default="cpu", help="cpu or cuda (on a GPU: graphs on, as the static backend's "
                                                     "default there; the figures are then the GPU's own)")
+    ap.add_argument("--chain-graph", default="off", choices=("off", "on", "both"),
+                    help="greedy draft chains as one CUDA graph (SPECDEC_DRAFT_CHAIN_GRAPH; needs CUDA graphs): off "
+                         "(the default path), on, or both (each method off then on, and a comparison table)")
     ap.add_argument("--methods", default="", help="comma-separated labels to run (default: all)")
     ap.add_argument("--profile", type=int, default=0, help="print the N functions of most own time per method")
     ap.add_argument("--out", type=Path, default=None, help="also write the figures to this JSON file")
@@ -417,6 +443,7 @@ def main(argv=None) -> int:
         return 2
     import torch
 
+    from decoding.lm import chain_graphs, cuda_graphs
     from decoding.lm.backend import set_backend
 
     torch.set_num_threads(args.threads)
@@ -426,13 +453,21 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         target, drafts = build(args.vocab, args.dtype, args.head, Path(tmp), args.device)
         prompts = [target.encode_prompt(p, chat=False) for p in (PROMPTS * 4)[: args.prompts]]
-        # warm-up: every method once on one prompt (caches, pools, first-call costs)
+        switches = {"off": [False], "on": [True], "both": [False, True]}[args.chain_graph]
+        # warm-up: every method once on one prompt (caches, pools, first-call costs; chain graphs captured)
         for _, spec, schedule in methods:
-            run_method(target, drafts.get(spec), schedule, prompts[:1], 8)
+            for on in switches:
+                chain_graphs.ENABLED = on
+                run_method(target, drafts.get(spec), schedule, prompts[:1], 8)
         rows = []
         for label, spec, schedule in methods:
-            rows.append(measure(label, target, drafts.get(spec), schedule, prompts, args.max_new_tokens,
-                                args.repeats, args.profile))
+            for on in switches:  # switch off, then on, method by method: the pair runs close in time
+                chain_graphs.ENABLED = on
+                cuda_graphs.reset_counts()
+                rows.append(measure(label + (" +chain" if on and len(switches) > 1 else ""), target, drafts.get(spec),
+                                    schedule, prompts, args.max_new_tokens, args.repeats, args.profile))
+                rows[-1].update(chain_graph=on, graph_counts=cuda_graphs.counts())
+        chain_graphs.ENABLED = None
     print(f"tiny random models on {args.device}, static backend, {args.threads} thread(s), greedy, lean trace, "
           f"vocab {target.vocab_size}, {args.dtype}, {len(prompts)} prompts x {args.max_new_tokens} tokens "
           f"(ms per iteration past the prefill; phases from an instrumented run)")
@@ -442,6 +477,8 @@ def main(argv=None) -> int:
         for r in rows[1:]:
             if r["token_ids"] != plain["token_ids"]:
                 print(f"warning: {r['method']} emitted other tokens than plain decoding", file=sys.stderr)
+    if len(switches) > 1:
+        print_chain_comparison(rows, args.device)
     if args.profile:
         for r in rows:
             print(f"\n{r['method']}: top {args.profile} functions by own time (cProfile, whole run)")

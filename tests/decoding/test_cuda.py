@@ -414,3 +414,128 @@ def test_compiled_static_passes_give_the_same_greedy_tokens_with_and_without_gra
         compiled_body.reset()
     assert out["1"] == out["0"] == plain and len(plain) == 40
     assert out["1-backend"] == {"backend": "static+cuda-graphs+compiled", "backend_note": None}
+
+
+# ------------------------------------------------------------------ draft chains as one graph (lm/chain_graphs.py)
+# Real replays of a captured greedy chain (SPECDEC_DRAFT_CHAIN_GRAPH, off by default) against the eager chain at
+# several base positions, after the capture: the same token ids, and in float32 with TF32 off the keys/values the
+# chain's passes wrote and the feature draft's last predicted feature within CLOSE (atol/rtol 1e-4: the same
+# kernels, only cuBLAS's choice per call may differ).
+
+def _chain_slots(lm, start: int, steps: int) -> list[torch.Tensor]:
+    """Copies of every layer's keys and values at slots [start, start + steps) of a static LM."""
+    return [torch.cat([layer.keys[:, :, start: start + steps], layer.values[:, :, start: start + steps]]).clone()
+            for layer in lm.cache.layers]
+
+
+def _compare_chains(lm, start, eager, graphed, gamma: int) -> None:
+    """`eager()` and `graphed()` each run one chain of `gamma` from `lm`'s length `start` and return (ids, last
+    hidden or None); the LM is put back to `start` after each. Their ids are equal, their writes and hidden close."""
+    calls = lm.calls
+    want_ids, want_hidden = eager()
+    want_kv = _chain_slots(lm, start, gamma - 1)
+    lm.rollback(start)
+    lm.calls = calls
+    out = graphed()
+    assert out is not None, "the chain graph did not run"
+    got_ids, got_hidden = out
+    assert lm.length == start + gamma - 1 and lm.calls == calls + gamma - 1
+    got_kv = _chain_slots(lm, start, gamma - 1)
+    lm.rollback(start)
+    lm.calls = calls
+    assert got_ids.tolist() == want_ids.tolist()
+    for a, b in zip(got_kv, want_kv):
+        torch.testing.assert_close(a, b, **CLOSE)
+    if want_hidden is not None:
+        torch.testing.assert_close(got_hidden, want_hidden, **CLOSE)
+
+
+@pytest.mark.parametrize("kind", ["model", "feature"])
+def test_draft_chain_graph_replays_equal_the_eager_chain(cuda_pair, tiny_feature_dir, kind, monkeypatch):
+    from decoding.drafters.chain_graph import feature_chain, model_chain
+    from decoding.drafters.model import ModelDrafter
+    from decoding.lm import backend, chain_graphs, cuda_graphs
+    from decoding.run.pair import load_draft_value
+
+    target, draft = cuda_pair
+    gamma = 4
+    ids = target.encode_prompt(test_speculative.PROMPT, chat=False)
+    cuda_graphs.reset_counts()
+    try:
+        backend.set_backend("static")
+        backend._spare.clear()
+        if kind == "model":
+            drafter = ModelDrafter(draft.model, draft.device, min(target.vocab_size, draft.vocab_size), draft.name)
+        else:
+            drafter = load_draft_value(str(tiny_feature_dir), target, "float32").drafter(target)
+            target_lm = backend.make_lm(CachedLM, target.model, target.device, target.vocab_size)
+            drafter.attach_target(target_lm)
+            target_lm.extend(ids[:-1])
+        lm = drafter.lm
+        assert lm.graphs is not None  # the static backend with graphs, as on CUDA by default
+        for i, m in enumerate((len(ids) - 8, len(ids) - 8, len(ids) - 4, len(ids))):  # the first base: seen, captured
+            if kind == "model":
+                drafter.rollback(m - 1)
+                first = lm.extend(ids[:m], keep=1)[-1].argmax()
+
+                def eager():
+                    picks = [first]
+                    for _ in range(gamma - 1):
+                        picks.append(lm.forward_ids(picks[-1].view(1, 1))[-1].argmax())
+                    return torch.stack(picks[1:]), None
+
+                def graphed():
+                    monkeypatch.setattr(chain_graphs, "ENABLED", True)
+                    out = model_chain(lm, first, gamma)
+                    monkeypatch.setattr(chain_graphs, "ENABLED", False)
+                    return out
+            else:
+                feature, _ = drafter._catch_up(ids[:m])
+
+                def eager():
+                    f, picks = feature, []
+                    for i in range(gamma):
+                        picks.append(drafter.head.token_ids.index_select(0, drafter.head.sub_logits(f)[-1].argmax()
+                                                                          .view(1)))
+                        if i + 1 < gamma:
+                            f = drafter._pass(f, picks[-1], lm.length)[-1:]
+                    return torch.cat(picks), f
+
+                def graphed():
+                    monkeypatch.setattr(chain_graphs, "ENABLED", True)
+                    out = feature_chain(drafter, feature, gamma, keep_hidden=True)
+                    monkeypatch.setattr(chain_graphs, "ENABLED", False)
+                    return out
+            start = lm.length
+            if i == 0:
+                assert graphed() is None and lm.length == start  # the first sighting: the caller's eager chain
+                continue
+            _compare_chains(lm, start, eager, graphed, gamma)
+    finally:
+        backend.set_backend(None)
+        monkeypatch.setattr(chain_graphs, "ENABLED", None)
+    assert chain_graphs.failure(lm.model) is None, chain_graphs.failure(lm.model)
+    assert cuda_graphs.counts()["chain_captures"] == 1 and cuda_graphs.counts()["chain_replays"] == 3
+
+
+def test_runs_with_draft_chain_graphs_give_plain_decodings_greedy_tokens(cuda_pair, tiny_feature_dir, monkeypatch):
+    """Whole greedy runs at gamma 4 with SPECDEC_DRAFT_CHAIN_GRAPH=1: the draft model, the feature draft and the
+    hybrid give plain decoding's tokens (and those of the switch off), having replayed chains, with no failure."""
+    from decoding.lm import chain_graphs, cuda_graphs
+    from decoding.run.pair import load_draft_value
+
+    target = cuda_pair[0]
+    feature = load_draft_value(str(tiny_feature_dir), target, "float32")
+    for draft in (cuda_pair[1], feature, feature.hybrid()):
+        outs = {}
+        for on in ("0", "1"):
+            monkeypatch.setenv(chain_graphs.ENV, on)
+            cuda_graphs.reset_counts()
+            outs[on], plain = _graph_vs_eager_tokens(monkeypatch, target, draft, 4,
+                                                     extra={"gamma_schedule": "fixed"})
+            replays = cuda_graphs.counts().get("chain_replays", 0)
+            assert replays > 0 if on == "1" else replays == 0
+        assert outs["1"]["1"] == outs["0"]["1"] == outs["1"]["0"] == plain and len(plain) == 40
+        assert outs["1"]["1-backend"] == {"backend": "static+cuda-graphs", "backend_note": None}
+        drafting = draft.model if draft is cuda_pair[1] else draft.feature
+        assert chain_graphs.failure(drafting) is None, chain_graphs.failure(drafting)
