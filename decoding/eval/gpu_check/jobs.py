@@ -28,7 +28,8 @@ ROW_FIELDS = ("engine", "method", "draft", "gamma", "schedule", "tokens", "secon
               "mean_accepted", "tokens_per_target_call", "energy_joules_per_token", "mean_gamma_asked")
 
 
-TUNING_ENVS = ("SPECDEC_SHORT_KERNELS", "SPECDEC_LEAN_LAYER", "SPECDEC_COMPILE")  # the static path's switches
+# the static path's switches (SPECDEC_DRAFT_CHAIN_GRAPH: greedy draft chains as one CUDA graph, lm/chain_graphs.py)
+TUNING_ENVS = ("SPECDEC_SHORT_KERNELS", "SPECDEC_LEAN_LAYER", "SPECDEC_COMPILE", "SPECDEC_DRAFT_CHAIN_GRAPH")
 
 
 def job_env(job: Job) -> dict[str, str]:
