@@ -46,7 +46,8 @@ def feature_chain(drafter, feature: torch.Tensor, gamma: int, keep_hidden: bool 
         ids.append(pick(f))
         return torch.cat(ids), f
 
-    return run_chain(lm, "feature", gamma - 1, feature, body, keep_hidden)
+    reads = (head.token_ids, head.weight, embedding.weight)
+    return run_chain(lm, "feature", gamma - 1, feature, body, reads, keep_hidden)
 
 
 def model_chain(lm, first: torch.Tensor, gamma: int, keep_hidden: bool = False) -> Chained:
@@ -62,4 +63,5 @@ def model_chain(lm, first: torch.Tensor, gamma: int, keep_hidden: bool = False) 
             ids.append(x.view(1))
         return torch.cat(ids), hidden
 
-    return run_chain(lm, "model", gamma - 1, first.view(1, 1), body, keep_hidden)
+    reads = () if lm.head is None else (lm.head.token_ids, lm.head.weight)
+    return run_chain(lm, "model", gamma - 1, first.view(1, 1), body, reads, keep_hidden)

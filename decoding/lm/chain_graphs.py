@@ -26,14 +26,15 @@ would have. The drafter then reads the ids once, as its eager chain does, and cu
 as before, so the records are the same.
 
 The capture rules are `cuda_graphs.py`'s: a chain shape (key: the body's name, steps, x's shape and dtype, the
-capacity) is captured the SECOND time it is seen (the first runs the eager chain, where torch.compile compiles
-the lean layer for this shape); warm-up passes on a side stream, then `cuda_graphs.record` into the memory pool of
-the LM's GraphRunner (the chains live in its `graphs` dict, so the capacity growth's `reset` drops them with the
-pass graphs and the pool), under its one lock (`cuda_graphs._replaying`). Warm-up, recording and replays write
-the same keys and values at the same slots (the same static inputs over the same cache prefix), so repeating the
-body changes nothing. A capture that raises turns chains off for the model for good (`failure(model)`, the run
-summary's backend note) and resets the runner (its pass graphs are captured again into a fresh pool, since a
-failed capture may leave its pool in doubt); the drafter runs its eager chain: a run never fails on a capture.
+capacity, the addresses of the other tensors it reads: a drafter's head, the target's embedding) is captured the
+SECOND time it is seen (the first runs the eager chain, where torch.compile compiles the lean layer for this shape);
+warm-up passes on a side stream, then `cuda_graphs.record` into the memory pool of the LM's GraphRunner (the chains
+live in its `graphs` dict, so the capacity growth's `reset` drops them with the pass graphs and the pool), under its
+one lock (`cuda_graphs._replaying`). Warm-up, recording and replays write the same keys and values at the same slots
+(the same static inputs over the same cache prefix), so repeating the body changes nothing. A capture that raises
+turns chains off for the model for good (`failure(model)`, the run summary's backend note) and resets the runner
+(its pass graphs are captured again into a fresh pool, since a failed capture may leave its pool in doubt); the
+drafter runs its eager chain: a run never fails on a capture.
 
 Switch: SPECDEC_DRAFT_CHAIN_GRAPH=1 (or `ENABLED` True/False, for tests and experiments); read on the static
 backend with graphs on only (an LM with a GraphRunner), for LMs that keep no features (a draft's). Off by default
@@ -106,17 +107,19 @@ class _Chain:
 
 
 @torch.inference_mode()
-def run_chain(lm, name: str, steps: int, x: torch.Tensor, body: Body,
+def run_chain(lm, name: str, steps: int, x: torch.Tensor, body: Body, reads: tuple[torch.Tensor, ...] = (),
               keep_hidden: bool = False) -> tuple[torch.Tensor, torch.Tensor | None] | None:
     """`steps` (>= 1) one-token passes of `lm` from its length on, as `body` runs them from `x`, through the
     chain's graph (module doc): (ids (k,) long on the device, the last pass's hidden (1, hidden) where
     `keep_hidden`, else None), with `lm.length` and `lm.calls` moved by `steps`; or None, the LM untouched but
-    for a grown cache, when the caller should run its eager chain (switched off, a first sighting, a failure)."""
+    for a grown cache, when the caller should run its eager chain (switched off, a first sighting, a failure).
+    `reads`: the tensors `body` reads besides the LM's model and cache (a drafter's head, the target's embedding):
+    their addresses are part of the key, since a graph reads whatever lies at the addresses it recorded."""
     if steps < 1 or not wanted(lm):
         return None
     lm._ensure_room(lm.length + steps)  # a growth resets the runner: its chains are captured again
     runner = lm.graphs
-    key = ("chain", name, steps, tuple(x.shape), x.dtype, lm.cache.capacity)
+    key = ("chain", name, steps, tuple(x.shape), x.dtype, lm.cache.capacity, tuple(t.data_ptr() for t in reads))
     chain = runner.graphs.get(key)
     if chain is None:
         runner.seen[key] = runner.seen.get(key, 0) + 1

@@ -71,7 +71,7 @@ def test_a_chain_is_captured_at_its_second_sighting_and_replayed_after(tiny_pair
     first, second = _draft_twice(drafter, ids)
     assert first == second
     keys = [k for k in runner.graphs if k[0] == "chain"]
-    assert keys == [("chain", "model", 3, (1, 1), torch.long, drafter.lm.capacity)]
+    assert keys == [("chain", "model", 3, (1, 1), torch.long, drafter.lm.capacity, ())]  # no restricted head
     chain = runner.graphs[keys[0]]
     assert chain.graph in fake_graphs and chain.graph.replays == 1
     assert chain.columns is not drafter.lm._columns  # the chain owns what it reads (the LM may go before it)
