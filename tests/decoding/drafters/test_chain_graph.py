@@ -94,7 +94,8 @@ def test_the_chain_graph_drafts_as_the_eager_chain_and_the_step_loop(kind, gamma
         assert counts["chain_captures"] == 1 and counts["chain_replays"] == 3, counts
 
 
-def test_the_hybrid_with_the_chain_graph_proposes_as_the_step_loop(tiny_pair, feature, monkeypatch):
+@pytest.mark.parametrize("gamma", [2, 4, 6])
+def test_the_hybrid_with_the_chain_graph_proposes_as_the_step_loop(gamma, tiny_pair, feature, monkeypatch):
     """`hybrid:feature`: its repeat check (`stop_after`) cuts a replayed chain where it cuts the step loop, and a
     copy continues it as before, at every cut of a repeating context."""
     from decoding.lm.backend import make_lm
@@ -114,7 +115,7 @@ def test_the_hybrid_with_the_chain_graph_proposes_as_the_step_loop(tiny_pair, fe
             lm.extend(ids[: end - 1])
             proposals[mode] = []
             for _ in range(2):  # nothing accepted, the same proposal again: a chain's second sighting replays
-                proposals[mode].append((drafter.propose(ids[:end], 6, GREEDY, torch.Generator(), keep_going,
+                proposals[mode].append((drafter.propose(ids[:end], gamma, GREEDY, torch.Generator(), keep_going,
                                                         MODEL_SOURCE, exact=True), drafter.calls))
                 drafter.rollback(end)
         for mode in ("chain", "graph"):
@@ -122,7 +123,7 @@ def test_the_hybrid_with_the_chain_graph_proposes_as_the_step_loop(tiny_pair, fe
                 assert got.tokens == loop.tokens and got.copied == loop.copied and calls == loop_calls, (end, mode)
                 assert torch.equal(got.q_rows, loop.q_rows)
         continued += proposals["loop"][0][0].copied > 0
-    assert continued >= 2, continued
+    assert continued >= (2 if gamma == 6 else 1), continued  # model drafts cut by the repeat check, then a copy
     assert cuda_graphs.counts().get("chain_replays", 0) >= len(ids) // 2 - 1  # a replay at every cut
 
 
