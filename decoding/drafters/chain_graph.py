@@ -14,7 +14,8 @@ held on the device, lm/chain_graphs.py `_Chain.step`) instead of `forward`:
   its own output layer's, `_logits`). Outputs: x_1 .. x_{gamma-1} (gamma - 1,) and the last pass's hidden states.
 
 A chain of gamma 1 has no pass and stays eager; so does a feature draft whose head ids are not ascending inside
-the vocabulary (its eager chain warps full rows for q).
+the vocabulary (its eager chain warps full rows for q), and a draft model whose restricted head has ids past the
+shared vocabulary (`OutputHead.logits` places them through a boolean mask, which reads back to the host).
 """
 
 from __future__ import annotations
@@ -53,7 +54,10 @@ def feature_chain(drafter, feature: torch.Tensor, gamma: int, keep_hidden: bool 
 def model_chain(lm, first: torch.Tensor, gamma: int, keep_hidden: bool = False) -> Chained:
     """(the greedy ids after `first` (a 0-d long argmax on the device), (gamma - 1,) long, the last pass's hidden
     states (1, hidden) where `keep_hidden`) of a ModelDrafter's chain on its LM `lm`, moved as gamma - 1 forwards
-    would move it; None: run the eager chain."""
+    would move it; None: run the eager chain (also for a restricted head with ids past the shared vocabulary,
+    whose logits are placed through a boolean mask: a host sync, which a capture refuses)."""
+    if lm.head is not None and lm.head.max_id >= lm.vocab_width:
+        return None
 
     def body(x: torch.Tensor, position: torch.Tensor, step):
         ids, hidden = [], None

@@ -5,8 +5,9 @@ rollback, the call count) is checked here; tests/decoding/test_cuda.py replays r
 
 Three ways of drafting must agree exactly, proposal after proposal: the step loop (a `keep_going` that always says
 yes), today's eager chain (switch off) and the chain graph (switch on): tokens, q rows, what `stop_after` was asked,
-the draft cache's length and the call count, for the feature draft, the draft model and the hybrid, gamma 1..5,
-cut by `stop_after` or not; and whole runs give the same records."""
+the draft cache's length and the call count, for the feature draft, the draft model (also with a restricted
+output head, "headed", as the shipped distilled draft has) and the hybrid, gamma 1..5, cut by `stop_after` or not;
+and whole runs give the same records."""
 
 from __future__ import annotations
 
@@ -75,7 +76,20 @@ def _same(runs: dict) -> None:
             assert torch.equal(q, w_q), mode
 
 
-@pytest.mark.parametrize("kind", ["feature", "model"])
+def _a_drafter(kind, tiny_pair, feature):
+    """test_greedy_chain's drafters, and "headed": the draft model with a restricted head (every other token)."""
+    if kind != "headed":
+        return _greedy._drafter(kind, tiny_pair, feature)
+    from decoding.drafters.model import ModelDrafter
+    from decoding.drafters.output_head import subset_head
+
+    drafter, ids = _greedy._drafter("model", tiny_pair, feature)
+    model = tiny_pair[1]
+    head = subset_head(model.model, range(0, drafter.vocab_width, 2))
+    return ModelDrafter(model.model, model.device, drafter.vocab_width, model.name, head), ids
+
+
+@pytest.mark.parametrize("kind", ["feature", "model", "headed"])
 @pytest.mark.parametrize("gamma", [1, 2, 3, 4, 5])
 @pytest.mark.parametrize("stop", [None, 1, 2, 3])
 def test_the_chain_graph_drafts_as_the_eager_chain_and_the_step_loop(kind, gamma, stop, tiny_pair, feature,
@@ -83,7 +97,7 @@ def test_the_chain_graph_drafts_as_the_eager_chain_and_the_step_loop(kind, gamma
     runs = {}
     for mode in MODES:
         keep_going = _mode(monkeypatch, mode)
-        drafter, ids = _greedy._drafter(kind, tiny_pair, feature)
+        drafter, ids = _a_drafter(kind, tiny_pair, feature)
         cuda_graphs.reset_counts()
         runs[mode] = _proposals(drafter, ids, gamma, stop, keep_going)
     _same(runs)
