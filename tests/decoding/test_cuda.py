@@ -539,3 +539,38 @@ def test_runs_with_draft_chain_graphs_give_plain_decodings_greedy_tokens(cuda_pa
         assert outs["1"]["1-backend"] == {"backend": "static+cuda-graphs", "backend_note": None}
         drafting = draft.model if draft is cuda_pair[1] else draft.feature
         assert chain_graphs.failure(drafting) is None, chain_graphs.failure(drafting)
+
+
+def test_chains_captured_in_one_run_replay_in_the_next(cuda_pair, tiny_feature_dir, monkeypatch):
+    """A static LM's cache and graph runner go to its model's next LM when it is collected (backend.py), chains
+    included: the next run replays the chains the first run captured (what they read besides the model and the
+    cache is the chain's own, not the collected LM's) and gives the same tokens. The first run ran its first chain
+    of each shape eagerly; the second replays from its first chain on, so it counts more replays."""
+    import gc
+
+    from decoding.lm import backend, chain_graphs, cuda_graphs
+    from decoding.methods.base import RunConfig
+    from decoding.run.pair import load_draft_value
+    from decoding.run.runner import decode
+
+    target = cuda_pair[0]
+    feature = load_draft_value(str(tiny_feature_dir), target, "float32")
+    config = RunConfig(method="speculative", max_new_tokens=40, sampling=SamplingConfig(0.0), gamma=4,
+                       stop_at_eos=False, extra={"gamma_schedule": "fixed"})
+    ids = target.encode_prompt(test_speculative.PROMPT, chat=False)
+    monkeypatch.setenv(chain_graphs.ENV, "1")
+    try:
+        backend.set_backend("static")
+        for draft in (cuda_pair[1], feature):
+            backend._spare.clear()
+            runs = []
+            for _ in range(2):
+                cuda_graphs.reset_counts()
+                tokens = [t.token_id for r in decode(target, draft, ids, config) for t in r.emitted]
+                gc.collect()  # the run's LMs go, their caches and runners back to the pool
+                runs.append((tokens, cuda_graphs.counts().get("chain_replays", 0)))
+            assert runs[0][0] == runs[1][0] and len(runs[0][0]) == 40
+            assert runs[1][1] > runs[0][1] > 0, runs
+    finally:
+        backend.set_backend(None)
+        backend._spare.clear()

@@ -80,6 +80,29 @@ def test_a_chain_is_captured_at_its_second_sighting_and_replayed_after(tiny_pair
     assert cuda_graphs.counts()["chain_captures"] == 1 and cuda_graphs.counts()["chain_replays"] == 3
 
 
+def test_a_chain_captured_by_one_lm_serves_the_models_next_lm(tiny_pair, fake_graphs, monkeypatch):
+    """A static LM's cache and runner go to the model's next LM (backend.py), its chains with them: the next LM
+    replays them from its own length and context, with the step loop's proposals, and captures nothing new."""
+    monkeypatch.setattr(chain_graphs, "ENABLED", True)
+    first, ids = _model_drafter(tiny_pair)
+    _draft_twice(first, ids)
+    assert cuda_graphs.counts()["chain_captures"] == 1
+    other = ids[: len(ids) // 2] + [5, 6, 7]  # another context, shorter: other slots, other positions
+    proposals = {}
+    for graph in (True, False):
+        monkeypatch.setattr(chain_graphs, "ENABLED", graph)
+        drafter, _ = _model_drafter(tiny_pair)
+        if graph:  # the first drafter's cache and runner, as the factory hands them on
+            drafter.lm = static_lm.StaticLM(drafter.lm.model, drafter.lm.device, drafter.lm.vocab_width,
+                                            cache=first.lm.cache, graphs=first.lm.graphs)
+        proposals[graph] = [drafter.propose(other, 4, GREEDY, torch.Generator(), None if graph else _greedy._always)
+                            .tokens]
+        drafter.rollback(len(other) - 1)
+        proposals[graph].append(drafter.propose(other, 4, GREEDY, torch.Generator()).tokens)
+    assert proposals[True] == proposals[False]
+    assert cuda_graphs.counts()["chain_captures"] == 1 and cuda_graphs.counts()["chain_replays"] == 3
+
+
 def test_a_failed_capture_falls_back_to_eager_chains_with_its_reason(tiny_pair, fake_graphs, monkeypatch):
     monkeypatch.setattr(chain_graphs, "ENABLED", False)
     drafter, ids = _model_drafter(tiny_pair)
