@@ -57,20 +57,7 @@ Selected by the chain methods' `gamma_schedule` setting (CLI: `--gamma-schedule`
   later positions are accepted far more often than its first: `experiments/copy_acceptance.py` measures
   both on Spec-Bench's summarization and RAG prompts); the expected tokens per pass are then
   `theory.expected_tokens_two_rates`. A copy proposes at most the tokens the context holds after the
-  match.
-  Copies from the context are scored by the match they extend, not by the two rates: copied token j of a
-  copy after a suffix match of m tokens is right, given tokens 0..j-1 were, about as often as a copy's
-  first token after a match of m + j tokens (the context then matches for m + j tokens), and that rate
-  grows with the match: at temperature 0.7 on the class prompts, 0.21 after 1 token, 0.59 after 2, then
-  0.43, 0.66, 0.84 and 0.90 for the next positions of a copy after 2 (`experiments/temperature_breakdown.py`,
-  10 seeds). Two rates cannot hold that rise (the second position's 0.43 sets the rate of all later
-  ones), so they priced long copies low and auto copied 3.4 tokens where the fixed rule's 8-token copies
-  emitted 2.25 tokens an iteration against auto's 1.74. So every examined position of a lookup copy
-  also feeds `CopyRates`, one rate per effective match length m + j (pooled from COPY_RATE_BUCKETS on, each
-  kept at least as high as the shorter matches' rates: a longer match is no worse evidence), shared by
-  "lookup" and "lookup-short", and a copy of g tokens after a match of m is expected to emit
-  1 + sum_{i<g} prod_{j<=i} rate(m + j) tokens.
-  Because the choice depends on earlier iterations only, never on this iteration's samples,
+  match. Because the choice depends on earlier iterations only, never on this iteration's samples,
   each token's q is still the distribution it was drawn from.
 - ``heuristic``: transformers' assisted-generation schedule: start at `config.gamma`, +2 after
   an iteration whose whole draft was accepted, -1 (not below 1) otherwise.
@@ -89,7 +76,6 @@ from ..trace.source import COPY_KINDS, MODEL_SOURCE, DraftSource
 from ..trace.metrics import c_step
 
 SCHEDULES = ("fixed", "auto", "heuristic")
-COPY_RATE_BUCKETS = 8  # CopyRates keeps one rate per effective match length 1..7, and one for 8 or more
 MAX_GAMMA = 64  # the longest draft any run may ask for
 
 
@@ -178,50 +164,6 @@ class TreeEstimate(SourceEstimate):
         return {**super().to_dict(), "tokens_per_second": self.tokens_per_second(), "iterations": self.iterations}
 
 
-@dataclass
-class CopyRates:
-    """The acceptance of a copied token by the effective match length it extends (see the module docstring):
-    a copy after a suffix match of m tokens examines, at its position j, a token whose context matches for
-    m + j tokens. One exponentially weighted rate per length 1..COPY_RATE_BUCKETS - 1 and one pooled for
-    longer ones, each read as at least the rate of every shorter length (a running maximum)."""
-
-    decay: float
-    prior_alpha: float
-    prior_weight: float
-    sums: dict = field(default_factory=dict)
-
-    @staticmethod
-    def bucket(effective_match: int) -> int:
-        return max(1, min(int(effective_match), COPY_RATE_BUCKETS))
-
-    def learn(self, match_length: int, overlaps: list[float]) -> None:
-        """A copy after a match of `match_length` tokens: the overlaps (p of the copied token) of its examined
-        positions in order."""
-        for j, value in enumerate(overlaps):
-            e = self.bucket(match_length + j)
-            num, den = self.sums.get(e, (self.prior_alpha * self.prior_weight, self.prior_weight))
-            self.sums[e] = (self.decay * num + value, self.decay * den + 1.0)
-
-    def rates(self) -> list[float]:
-        """[rate(1), ..., rate(COPY_RATE_BUCKETS)], each at least the rates before it."""
-        out, floor = [], 0.0
-        for e in range(1, COPY_RATE_BUCKETS + 1):
-            num, den = self.sums.get(e, (self.prior_alpha * self.prior_weight, self.prior_weight))
-            floor = max(floor, min(1.0, max(0.0, num / den)))
-            out.append(floor)
-        return out
-
-    def expected_tokens(self, match_length: int, gamma: int, rates: list[float] | None = None) -> float:
-        """Tokens a verify pass emits for a copy of `gamma` tokens after a match of `match_length`:
-        1 + sum over i < gamma of prod over j <= i of rate(match_length + j) (the bonus or correction included)."""
-        rates = rates or self.rates()
-        tokens, reach = 1.0, 1.0
-        for j in range(gamma):
-            reach *= rates[self.bucket(match_length + j) - 1]
-            tokens += reach
-        return tokens
-
-
 class GammaPolicy:
     """Chooses the draft source and length of each iteration and learns from each finished one."""
 
@@ -234,7 +176,6 @@ class GammaPolicy:
         self.probe_every = probe_every
         self._prior = (prior_alpha, prior_weight)
         self.sources: dict[str, SourceEstimate] = {}
-        self.copy_rates = CopyRates(self.decay, *self._prior)  # lookup copies, by the match they extend
         # single-token passes: exponentially weighted mean; multi-token passes: least-squares sums
         # for t_verify(n) = a + b (n - 2); prefill passes are left out
         self._t1_num = self._t1_den = 0.0
@@ -445,26 +386,19 @@ class GammaPolicy:
         best_g, best = 0, 1.0  # gamma 0: plain decoding, improvement 1 by definition
         alpha_first, alpha_next = est.alpha_first, est.alpha_next  # read once: the loop does not move them
         t_verify = self._t_verify_table(cap + 1)
-        by_match = source.kind == "lookup" and source.match_length > 0  # a copy from the context: CopyRates
-        rates = self.copy_rates.rates() if by_match else None
         for g in range(1, cap + 1):
-            if by_match:
-                tokens = self.copy_rates.expected_tokens(source.match_length, g, rates)
-                value = tokens * t_1 / (g * t_d + t_verify[g + 1])  # theory.measured_improvement with these tokens
-            else:
-                value = theory.measured_improvement(alpha_first, g, t_d, t_1, t_verify[g + 1], alpha_next=alpha_next)
+            value = theory.measured_improvement(alpha_first, g, t_d, t_1, t_verify[g + 1], alpha_next=alpha_next)
             if value > best * (1.0 + 1e-9):
                 best_g, best = g, value
         return best, best_g
 
     # --- learning ----------------------------------------------------------------------------
     def update(self, asked: int, drafted: int, accepted: int, overlaps: list[float],
-               t_draft: float, t_verify: float, fed_tokens: int, prefill: bool, source: str = "model",
-               match_length: int = 0) -> None:
+               t_draft: float, t_verify: float, fed_tokens: int, prefill: bool, source: str = "model") -> None:
         """One finished iteration: `asked` gamma, `drafted` tokens proposed from `source` (its
         key), `accepted` of them, the overlaps of the examined positions in draft order, its draft
         and verify wall times, and how many tokens the verify pass fed (the prefill pass is left
-        out of the verify fit). `match_length`: a lookup copy's suffix match (it feeds `CopyRates`)."""
+        out of the verify fit)."""
         if self.schedule == "heuristic":
             if asked:
                 self.gamma = min(self.gamma + 2, MAX_GAMMA) if drafted and accepted == drafted else max(1, self.gamma - 1)
@@ -472,8 +406,6 @@ class GammaPolicy:
         if self.schedule != "auto":
             return
         self.estimate(source).learn(overlaps, drafted, t_draft)
-        if source in ("lookup", "lookup-short") and match_length > 0:
-            self.copy_rates.learn(match_length, overlaps)
         if not prefill and fed_tokens == 1:
             self._t1_num = self.decay * self._t1_num + t_verify
             self._t1_den = self.decay * self._t1_den + 1.0
@@ -509,6 +441,5 @@ class GammaPolicy:
             "t_verify_per_extra_token": None if fit is None else fit[1],
             "stop_threshold": self.stop_threshold(),
             "sources": {key: est.to_dict() for key, est in self.sources.items()},
-            "copy_rates": self.copy_rates.rates(),  # by effective match length 1, 2, ..., COPY_RATE_BUCKETS+
             "tree": {**self.tree.to_dict(), "value": self.tree_value(), "stop_threshold": self.tree_threshold()},
         }

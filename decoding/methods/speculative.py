@@ -175,8 +175,7 @@ def chain_loop(name: str, verify: VerifyFn, target, drafter: Drafter, prompt_ids
             policy.update(gamma, own, min(n, own), [d.overlap for d in record.draft[:own] if d.accepted is not None],
                           record.timings.draft - (proposal.catch_up_seconds if proposal else 0.0),
                           record.timings.verify, fed, prefill,
-                          source.key if source is not None else "model",
-                          source.match_length if source is not None else 0)
+                          source.key if source is not None else "model")
             record.extra["gamma_policy"] = policy.snapshot()
         yield record
 

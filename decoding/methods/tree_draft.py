@@ -208,8 +208,7 @@ def tree_loop(name: str, target, drafter: Drafter, prompt_ids: list[int], config
             policy.update(gamma, own, min(len(path), own),
                           [d.overlap for d in record.draft[:own] if d.accepted is not None],
                           record.timings.draft - (proposal.catch_up_seconds if proposal is not None else 0.0),
-                          record.timings.verify, fed, prefill, source.key if source is not None else "model",
-                          source.match_length if source is not None else 0)
+                          record.timings.verify, fed, prefill, source.key if source is not None else "model")
         if policy.schedule != "fixed":
             record.extra["gamma_policy"] = policy.snapshot()
         yield record

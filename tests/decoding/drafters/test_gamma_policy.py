@@ -88,9 +88,9 @@ def test_auto_policy_weighs_each_source_by_its_own_estimates():
         p.update(n - 1, n - 1, 0, [], 0.0, 0.021 + 0.0005 * (n - 2), n, False, source="lookup-short")
     # copies after long matches: first token 60% right, once one is right the next nearly always is
     for _ in range(20):
-        p.update(8, 8, 8, [1.0] * 9, 1e-5, 0.024, 9, False, source="lookup", match_length=3)
-        p.update(8, 8, 0, [0.0], 1e-5, 0.024, 9, False, source="lookup", match_length=3)
-        p.update(8, 8, 8, [1.0] * 9, 1e-5, 0.024, 9, False, source="lookup", match_length=3)
+        p.update(8, 8, 8, [1.0] * 9, 1e-5, 0.024, 9, False, source="lookup")
+        p.update(8, 8, 0, [0.0], 1e-5, 0.024, 9, False, source="lookup")
+        p.update(8, 8, 8, [1.0] * 9, 1e-5, 0.024, 9, False, source="lookup")
     # the model: 8 ms a token, a poor 15% match
     for _ in range(10):
         p.update(2, 2, 0, [0.15], 0.016, 0.021, 3, False, source="model")
@@ -236,56 +236,3 @@ def test_a_steep_early_fit_never_prices_a_pass_below_a_one_token_step():
     assert a + 0 * b < 0.020  # the raw fit prices a 2-token pass below a step
     assert p.t_verify(2) == pytest.approx(0.020)
     assert p.t_verify(5) == pytest.approx(a + 3 * b) and p.t_verify(5) > 0.020
-
-
-def test_copy_rates_follow_the_match_a_copied_token_extends():
-    from decoding.drafters.gamma_policy import COPY_RATE_BUCKETS, CopyRates
-
-    rates = CopyRates(decay=1.0, prior_alpha=0.5, prior_weight=1e-9)
-    # copies after a 1-token match: the first token right 1 time in 5; after 2 tokens matched, always right
-    for _ in range(4):
-        rates.learn(1, [0.0])
-    rates.learn(1, [1.0, 1.0, 1.0])
-    for _ in range(3):
-        rates.learn(2, [0.5, 1.0])  # position 1 of a copy after 2 extends a 3-token match
-    rates.learn(4, [0.3])  # a longer match measured worse: read as the shorter ones' rate
-    r = rates.rates()
-    assert len(r) == COPY_RATE_BUCKETS
-    assert r[0] == pytest.approx(0.2) and r[1] == pytest.approx(2.5 / 4) and r[2] == pytest.approx(1.0)
-    assert r[3:] == pytest.approx([1.0] * (COPY_RATE_BUCKETS - 3))  # the running maximum
-    # 1 + r(1) + r(1) r(2) + r(1) r(2) r(3) for a 3-token copy after a 1-token match
-    assert rates.expected_tokens(1, 3) == pytest.approx(1 + 0.2 + 0.2 * 0.625 + 0.2 * 0.625)
-    assert rates.expected_tokens(20, 2) == pytest.approx(3.0)  # long matches pool in the last rate
-    assert CopyRates.bucket(0) == 1 and CopyRates.bucket(99) == COPY_RATE_BUCKETS
-
-
-def test_auto_copies_long_where_later_copied_tokens_are_right_though_the_second_is_often_wrong():
-    """The shape measured at temperature 0.7 (module docstring): a copy's second token right less often than its
-    first, the ones after it nearly always. Two rates priced the copy short; the rates by match length copy it
-    whole, and a copy after a 1-token match, first token rarely right, loses to the model."""
-    from decoding.trace.source import MODEL_SOURCE, DraftSource
-
-    p = GammaPolicy("auto", 4, max_gamma=16, prior_weight=0.5)
-    p.update(0, 0, 0, [], 0.0, 0.020, 1, False)  # a one-token pass: 20 ms; then 21 ms + 0.5 ms per token beyond 2
-    for n in (2, 5, 9):
-        p.update(n - 1, n - 1, 0, [], 0.0, 0.021 + 0.0005 * (n - 2), n, False, source="lookup-short")
-    for _ in range(10):  # copies after 2-token matches: 60% first, 1 in 6 of those the second, then all right
-        for _ in range(4):
-            p.update(8, 8, 0, [0.0], 1e-5, 0.024, 9, False, source="lookup", match_length=2)
-        for _ in range(5):
-            p.update(8, 8, 1, [1.0, 0.0], 1e-5, 0.024, 9, False, source="lookup", match_length=2)
-        p.update(8, 8, 8, [1.0] * 8, 1e-5, 0.024, 9, False, source="lookup", match_length=2)
-        p.update(1, 1, 0, [0.1], 1e-5, 0.021, 2, False, source="lookup-short", match_length=1)
-        p.update(1, 1, 0, [0.45], 0.002, 0.021, 2, False, source="model")
-    est = p.estimate("lookup")
-    assert est.alpha_next < 0.7  # the two rates: later copied tokens look poor
-    from decoding.rules import theory
-
-    two_rates = [theory.measured_improvement(est.alpha_first, g, 1e-5, p.t_verify(1), p.t_verify(g + 1),
-                                             alpha_next=est.alpha_next) for g in range(1, 9)]
-    assert max(range(8), key=two_rates.__getitem__) + 1 < 8  # so they cut the copy short
-    copy = DraftSource("lookup", match_length=2, start=3, available=8)
-    assert p.choose([copy, MODEL_SOURCE]) == (copy, 8)  # the whole copy
-    short = DraftSource("lookup", match_length=1, start=3, available=8)
-    assert p.choose([short, MODEL_SOURCE])[0] == MODEL_SOURCE
-    assert p.snapshot()["copy_rates"][0] < 0.2
