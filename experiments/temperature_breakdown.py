@@ -1,11 +1,19 @@
 """Where a sampled run's time and tokens go: per configuration (fixed gamma, the automatic gamma, draft trees) of
 the hybrid drafter at a temperature, per draft source (lookup, lookup-short, model, a tree, none), the
 iterations, draft tokens, accepted tokens and emitted tokens per iteration, draft and verify milliseconds per
-iteration, the prefill's share of the time, the gammas chosen, and the measured mean overlap alpha beside the
-accepted length Leviathan et al.'s formula predicts from it (decoding/rules/theory.py). Plain decoding runs in
-the same loop so the speedups are ratios from one session.
+iteration, each chain position's acceptance given the positions before it were accepted, the prefill's share of
+the time, the gammas chosen, and the measured mean overlap alpha beside the tokens per iteration Leviathan et al.'s
+formula predicts from it (decoding/rules/theory.py). Plain decoding runs in the same loop, so the speedups are
+ratios from one session: the benchmark's (median of the repeats per prompt) and the ratio of all runs' summed
+seconds, with its bootstrap spread over the sampled texts.
 
-    PYTHONPATH=. .venv/bin/python experiments/temperature_breakdown.py --configs 1,2,3,4,auto,auto/4,2
+A sampled text is one draw: the benchmark's seed + r for every prompt draws near-identical texts for the class's
+near-identical prompts (at seed 0 fixed gamma 1 echoes "Here are three animals that start with the letter X:" on
+most of them), so a repeat is about one sample; --seed-per-prompt gives each (prompt, repeat) its own seed. A
+configuration ending in "!" (e.g. "auto!") carries the automatic gamma's estimates from run to run.
+
+    PYTHONPATH=. .venv/bin/python experiments/temperature_breakdown.py --configs 1,2,auto,auto/4,2 \
+        --repeats 10 --seed-per-prompt
 """
 
 from __future__ import annotations
@@ -53,6 +61,20 @@ def _carried(key):
         return policy
 
     spec_mod.GammaPolicy = tree_mod.GammaPolicy = make
+
+
+def _bootstrap_sd(seconds: dict, base: str, name: str, prompts: int, repeats: int, draws: int = 2000) -> float:
+    """The spread (standard deviation) of the speedup of sums over bootstrap resamples of the (prompt, repeat) runs:
+    how much the figure moves with the texts sampled (each run is one sampled text)."""
+    import random
+
+    runs = [(i, r) for i in range(prompts) for r in range(repeats)]
+    rng, values = random.Random(0), []
+    for _ in range(draws):
+        pick = [runs[rng.randrange(len(runs))] for _ in runs]
+        values.append(sum(seconds[(base, i)][r] for i, r in pick) / sum(seconds[(name, i)][r] for i, r in pick))
+    mean = sum(values) / len(values)
+    return round((sum((v - mean) ** 2 for v in values) / (len(values) - 1)) ** 0.5, 3)
 
 
 def _bucket(record) -> str:
@@ -214,9 +236,11 @@ def main(argv=None) -> int:
             # every run's seconds summed (a sampled text differs from seed to seed: with many repeats this is the
             # expected time, where the median of 3 is the benchmark's figure)
             "speedup_of_sums": round(t_all("plain") / t_all(name), 3),
+            "speedup_of_sums_bootstrap_sd": _bootstrap_sd(seconds, "plain", name, len(ids_of), args.repeats),
             "prefill_share": round(t["all"]["prefill_s"] / t["all"]["seconds"], 3),
             "sources": rows, "gammas": dict(sorted(gammas[name].items())),
-            "by_context": {k: {"iterations": c["iterations"], "emitted_per_it": round(c["emitted"] / c["iterations"], 2),
+            "by_context": {k: {"iterations": c["iterations"],
+                               "emitted_per_it": round(c["emitted"] / c["iterations"], 2),
                                "ms_per_token": round(c["ms"] / max(c["emitted"], 1), 2)}
                            for k, c in sorted(ctx_tally[name].items())},
         }
