@@ -29,6 +29,10 @@ def add_parser(sub) -> None:
     b.add_argument("--categories", default=None,
                    help="comma-separated prompt categories to keep (e.g. summarization,rag); default: all")
     b.add_argument("--seed", type=int, default=0)
+    b.add_argument("--seed-per-prompt", action="store_true",
+                   help="at a temperature, prompt i of repeat r samples with seed + r x prompts + i (each run its own "
+                        "draw) instead of seed + r for every prompt, whose near-identical prompts draw near-identical "
+                        "texts")
     b.add_argument("--no-chat", dest="chat", action="store_false", help="raw prompts (default: chat template)")
     b.add_argument("--target", default="default")
     b.add_argument("--draft", default=None,

@@ -7,7 +7,10 @@ Protocol:
      end-of-sequence token is ignored (as benchmarks usually do) and the lean trace is used.
      At a temperature, repeat r samples with seed `--seed` + r: a sampled text is one draw, and its
      speedup depends on the draw (how often the text repeats itself, how long the accepted runs are),
-     so the repeats average over `--repeats` draws per prompt instead of timing one draw again.
+     so the repeats average over `--repeats` draws per prompt instead of timing one draw again. With
+     `--seed-per-prompt`, prompt i of repeat r samples with `--seed` + r x prompts + i: every run draws
+     on its own (with one seed per repeat, a file of near-identical prompts, such as a class's, draws
+     near-identical texts, and a repeat is about one draw of the whole file).
   3. Quality runs (unless `--no-quality`): once per prompt and variant, stopping at
      end-of-sequence; the target perplexity of those outputs (raw target, temperature 1) and, for
      greedy decoding, whether the output equals our autoregressive output. Without them the
@@ -40,6 +43,14 @@ def repeat_seed(seed: int, repeat: int, sampling) -> int:
     """The seed of timing repeat `repeat`: `seed` + repeat at a temperature (each repeat a new draw),
     `seed` when greedy (the seed draws nothing)."""
     return seed if sampling.greedy else seed + repeat
+
+
+def prompt_seed(seed: int, repeat: int, prompt: int, prompts: int, sampling, per_prompt: bool) -> int:
+    """The seed of prompt `prompt` (of `prompts` planned) in timing repeat `repeat`: with `per_prompt` at a
+    temperature `seed` + repeat x prompts + prompt (a seed of its own per run), else the repeat's (`repeat_seed`)."""
+    if per_prompt and not sampling.greedy:
+        return seed + repeat * prompts + prompt
+    return repeat_seed(seed, repeat, sampling)
 
 
 def machine_info() -> dict:
@@ -129,10 +140,12 @@ def run_bench(args, target, drafts: dict, prompts: list, progress: bool = True, 
     cut_short = None
     base_seed = args.seed
     seeds = [repeat_seed(base_seed, r, args.sampling) for r in range(args.repeats)]
+    per_prompt = bool(getattr(args, "seed_per_prompt", False)) and not args.sampling.greedy
+    planned = len(encoded)
     for r in range(args.repeats):
         order = variants[r % len(variants):] + variants[: r % len(variants)]
-        args.seed = seeds[r]
         for pi, ids in enumerate(encoded):
+            args.seed = prompt_seed(base_seed, r, pi, planned, args.sampling, per_prompt)
             if r == 0 and deadline is not None and pi >= max(1, least) and clock() > deadline:
                 cut_short = {"prompts_done": pi, "prompts_planned": len(encoded),
                              "why": "its time share was spent"}
@@ -189,7 +202,7 @@ def run_bench(args, target, drafts: dict, prompts: list, progress: bool = True, 
             "quality_runs": quality_runs,
             "temperature": args.sampling.temperature, "top_k": args.sampling.top_k, "top_p": args.sampling.top_p,
             "seed": args.seed, "chat": args.chat, "hf_peer": args.hf,
-            "repeat_seeds": seeds,
+            "repeat_seeds": seeds, "seed_per_prompt": per_prompt,
             "hf_default_settings": "assistant model: its generation_config as shipped, unset fields from HF's global "
                                    "defaults (num_assistant_tokens 20, schedule constant, confidence threshold 0.4); "
                                    f"prompt lookup: prompt_lookup_num_tokens {HF_DEFAULT_PROMPT_LOOKUP_TOKENS}, "

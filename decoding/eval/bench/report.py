@@ -48,8 +48,11 @@ def _charts_line(charts: dict) -> str:
 
 
 def _seeds(settings: dict) -> str:
-    """' (seeds 0, 1, 2)' where the repeats sampled with seeds of their own, else ''."""
+    """' (seeds 0, 1, 2)' where the repeats sampled with seeds of their own, ' (a seed per prompt and repeat: ...)'
+    where every run did (--seed-per-prompt), else ''."""
     seeds = settings.get("repeat_seeds") or []
+    if settings.get("seed_per_prompt") and seeds:
+        return f" (a seed per prompt and repeat: {seeds[0]} + repeat x prompts + prompt)"
     return f" (seeds {', '.join(map(str, seeds))})" if len(set(seeds)) > 1 else ""
 
 

@@ -291,3 +291,31 @@ def test_sampled_repeats_draw_with_seeds_of_their_own(tmp_path, tiny_target_dir,
     result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert result["settings"]["repeat_seeds"] == [5, 5, 5] and {s for _, s in seen} == {5}
     assert "3 interleaved repeats after" in (tmp_path / "greedy" / "bench.md").read_text()
+
+
+def test_seed_per_prompt_gives_every_sampled_run_a_seed_of_its_own(tmp_path, tiny_target_dir, capsys, monkeypatch):
+    """--seed-per-prompt: at a temperature prompt i of repeat r samples with seed + r x prompts + i (a class's
+    near-identical prompts would otherwise draw near-identical texts under one seed); greedy runs keep the seed."""
+    from decoding.eval.bench import driver
+
+    seen = []
+    real = driver.run_variant
+
+    def spy(v, target, draft, ids, args, timing, meter=None):
+        seen.append((timing, args.seed))
+        return real(v, target, draft, ids, args, timing, meter)
+
+    monkeypatch.setattr(driver, "run_variant", spy)
+    base = ["bench", "--prompts", str(_prompt_file(tmp_path)), "--target", str(tiny_target_dir), "--dtype", "float32",
+            "--methods", "autoregressive", "--max-new-tokens", "2", "--repeats", "3", "--warmup", "1", "--seed", "5",
+            "--no-memory", "--no-hf", "--no-quality", "--seed-per-prompt", "--json"]
+    assert main(base + ["--temperature", "0.8", "--out", str(tmp_path / "sampled")]) == 0
+    result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert result["settings"]["seed_per_prompt"] is True and result["settings"]["seed"] == 5
+    # warm-up (seed 5), then 3 repeats x 2 prompts: 5 + 2r + i
+    assert [s for timing, s in seen if timing] == [5, 5, 6, 7, 8, 9, 10]
+    assert "a seed per prompt and repeat: 5 + repeat x prompts + prompt" in (tmp_path / "sampled" / "bench.md").read_text()
+    seen.clear()
+    assert main(base + ["--temperature", "0", "--out", str(tmp_path / "greedy")]) == 0
+    result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert result["settings"]["seed_per_prompt"] is False and {s for _, s in seen} == {5}
