@@ -68,6 +68,12 @@ class DraftTree:
     def depth(self) -> int:
         return max(self.depths)
 
+    @property
+    def is_chain(self) -> bool:
+        """Whether every node's parent is the node before it (a copied or model chain): its tree mask is
+        then the causal mask."""
+        return all(parent == node - 1 for node, parent in enumerate(self.parents))
+
     def path_to(self, node: int) -> list[int]:
         """Node indices root-exclusive from the root down to `node` (inclusive)."""
         out = []

@@ -219,6 +219,11 @@ def _target_pass(lm: CachedLM, sequence: list[int], tree: DraftTree | None) -> t
     from one pass over the uncached committed tokens (causal) and the tree nodes (tree mask)."""
     if tree is None or tree.size == 0:
         return lm.extend(sequence, keep=1)
+    if tree.is_chain:
+        # a chain's tree mask is the causal mask: the LM's causal pass (no explicit mask: on the CPU, SDPA's causal
+        # kernel, ~20% faster than a dense mask when the pass is also the prompt's prefill, as a copy from the prompt
+        # makes the first iteration's), the same rows, positions and cache slots
+        return lm.extend(sequence, tree.tokens[1:], keep=tree.size + 1)
     cached, n = lm.length, len(sequence)
     pre = list(sequence[cached:])
     width = n + tree.size

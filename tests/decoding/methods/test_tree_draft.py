@@ -265,6 +265,35 @@ def test_compacted_cache_equals_a_fresh_pass(tiny_pair):
         fresh.keep_features()
 
 
+def test_a_chain_shaped_tree_runs_the_causal_pass_with_the_tree_pass_rows(tiny_pair, monkeypatch):
+    """A chain (a copy, or a model chain under the automatic schedule) goes through the LM's causal pass, not a
+    masked tree pass (on the CPU SDPA's causal kernel: a copy from the prompt makes the first iteration's pass the
+    prefill); its rows, kept hidden states and cache length equal the tree pass's over the same chain."""
+    from decoding.drafters.tree import chain_tree
+
+    target, _ = tiny_pair
+    ids = target.encode_prompt(PROMPT, chat=False)
+    chain = chain_tree(ids[-1], [7, 9, 11], torch.zeros(3, target.vocab_size))
+    assert chain.is_chain and not tree_draft.DraftTree([-1, 0, 0], [1, 2, 3], [0, 1, 1], torch.zeros(3, 4)).is_chain
+    outputs, real = [], tree_draft.tree_pass
+    for causal in (True, False):
+        if not causal:  # the same chain forced through the tree pass
+            monkeypatch.setattr(tree_draft.DraftTree, "is_chain", property(lambda self: False))
+        passes = []
+        monkeypatch.setattr(tree_draft, "tree_pass", lambda *a, **k: passes.append(1) or real(*a, **k))
+        for cached in (0, len(ids) - 3):  # the prefill itself, and a partly cached prompt
+            lm = CachedLM(target.model, target.device, target.vocab_size)
+            lm.keep_features()
+            if cached:
+                lm.forward(ids[:cached])
+            logits = _target_pass(lm, ids, chain)
+            outputs.append((logits, lm.features[: lm.length].clone(), lm.length))
+        assert (len(passes) == 0) == causal
+    for (a, fa, la), (b, fb, lb) in zip(outputs[:2], outputs[2:]):
+        assert la == lb == len(ids) + 3 and a.shape == b.shape == (4, target.vocab_size)
+        assert torch.allclose(a, b, atol=1e-4) and torch.allclose(fa, fb, atol=1e-4)
+
+
 def test_draft_tree_setting_is_checked():
     for bad in ("0", "many", "16,0", "4,9", "100"):
         with pytest.raises(ValueError, match="draft tree"):
