@@ -34,7 +34,7 @@ from ..lm.cached_lm import CachedLM
 from ..lm.tree_pass import compact, tree_pass
 from ..rules.tree_acceptance import REJECTED, TreeVerdict, validate_tree_lenience, verify_tree
 from ..rules.draw import draw
-from ..rules.warp import warp_logits
+from ..rules.warp import argmax_index, warp_logits
 from ..trace.record import (ACCEPTED, BONUS, CORRECTION, DraftToken, IterationRecord, Residual, StepData,
                             TreeNode)
 from .base import RunConfig, RunState, raw_logprobs
@@ -175,7 +175,7 @@ def tree_loop(name: str, target, drafter: Drafter, prompt_ids: list[int], config
             verdict = verify_tree(parents, tokens, p_rows, tree.q_rows, coins, p_raw)
         path = verdict.path
         nxt = verdict.next_distribution
-        y = int(nxt.argmax()) if greedy else draw(nxt, state.generator)
+        y = argmax_index(nxt) if greedy else draw(nxt, state.generator)
 
         # Step 5: commit, compact the target's cache to the accepted path, roll the draft back
         accepted = [tokens[c] for c in path]

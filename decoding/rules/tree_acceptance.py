@@ -50,6 +50,7 @@ from typing import Callable
 import torch
 
 from .acceptance import RESIDUAL_FLOOR
+from .warp import argmax_index
 
 ACCEPTED, REJECTED, UNTRIED = "accepted", "rejected", "untried"
 LENIENCE_MESSAGE = ("a draft tree is verified exactly (recursive rejection over siblings); lenience below 1 is "
@@ -171,7 +172,7 @@ def verify_tree(parents: list[int], tokens: list[int], p_rows: torch.Tensor, q_r
             return TreeVerdict(path, nodes, p_rows[v], True)
         if coins is None:
             raw = p_raw_rows[v]
-            want, top = int(raw.argmax()), float(raw.max())
+            want, top = argmax_index(raw), float(raw.max())
             nxt = None
             for rank, c in enumerate(kids):
                 x = tokens[c]
