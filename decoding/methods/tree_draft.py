@@ -34,7 +34,7 @@ from ..lm.cached_lm import CachedLM
 from ..lm.tree_pass import compact, tree_pass
 from ..rules.tree_acceptance import REJECTED, TreeVerdict, validate_tree_lenience, verify_tree
 from ..rules.draw import draw
-from ..rules.warp import warp_logits
+from ..rules.warp import argmax_index, warp_logits
 from ..trace.record import (ACCEPTED, BONUS, CORRECTION, DraftToken, IterationRecord, Residual, StepData,
                             TreeNode)
 from .base import RunConfig, RunState, raw_logprobs
@@ -160,7 +160,9 @@ def tree_loop(name: str, target, drafter: Drafter, prompt_ids: list[int], config
         fed, prefill = context_length - lm.length + n_nodes - 1, lm.length == 0
         with state.timed("verify"):
             logits = _target_pass(lm, state.sequence, tree)  # (n_nodes, V): row c after node c's path
-        p_rows = warp_logits(logits, config.sampling)
+        # the walk and the records read the rows of the root and the accepted path only: each is warped when
+        # first read (a row's warp equals that row of the whole matrix's)
+        p_rows = NodeRows(logits, lambda row: warp_logits(row, config.sampling))
 
         # Step 3-4: walk the tree, pick the next distribution
         if tree is None:
@@ -169,11 +171,11 @@ def tree_loop(name: str, target, drafter: Drafter, prompt_ids: list[int], config
         else:
             parents, tokens = tree.parents, tree.tokens
             coins = None if greedy else torch.rand(n_nodes, generator=state.generator, device=target.device)
-            p_raw = torch.softmax(logits, dim=-1) if greedy else None
+            p_raw = NodeRows(logits, lambda row: torch.softmax(row, dim=-1)) if greedy else None
             verdict = verify_tree(parents, tokens, p_rows, tree.q_rows, coins, p_raw)
         path = verdict.path
         nxt = verdict.next_distribution
-        y = int(nxt.argmax()) if greedy else draw(nxt, state.generator)
+        y = argmax_index(nxt) if greedy else draw(nxt, state.generator)
 
         # Step 5: commit, compact the target's cache to the accepted path, roll the draft back
         accepted = [tokens[c] for c in path]
@@ -212,6 +214,29 @@ def tree_loop(name: str, target, drafter: Drafter, prompt_ids: list[int], config
         if policy.schedule != "fixed":
             record.extra["gamma_policy"] = policy.snapshot()
         yield record
+
+
+class NodeRows:
+    """Rows of `fn` applied to `logits` (n, V) row by row, computed when first indexed (`rows[c]`, c an int) and
+    kept: `fn(logits[c])` equals row c of `fn(logits)` for the row-wise transforms used here (warp_logits, softmax
+    over the last dimension), so a reader gets the same values while the rows it never reads (the tree's nodes
+    off the accepted path) cost nothing. Shape: (n, V); a row (V,)."""
+
+    def __init__(self, logits: torch.Tensor, fn):
+        self.logits, self.fn, self.rows = logits, fn, {}
+
+    def __getitem__(self, node: int) -> torch.Tensor:
+        row = self.rows.get(node)
+        if row is None:
+            row = self.rows[node] = self.fn(self.logits[node])
+        return row
+
+    def __len__(self) -> int:
+        return self.logits.shape[0]
+
+    @property
+    def shape(self) -> torch.Size:
+        return self.logits.shape
 
 
 def _target_pass(lm: CachedLM, sequence: list[int], tree: DraftTree | None) -> torch.Tensor:

@@ -50,6 +50,7 @@ from typing import Callable
 import torch
 
 from .acceptance import RESIDUAL_FLOOR
+from .warp import argmax_index
 
 ACCEPTED, REJECTED, UNTRIED = "accepted", "rejected", "untried"
 LENIENCE_MESSAGE = ("a draft tree is verified exactly (recursive rejection over siblings); lenience below 1 is "
@@ -150,11 +151,12 @@ def verify_tree(parents: list[int], tokens: list[int], p_rows: torch.Tensor, q_r
     parents    n ints, parents[0] = -1, parents[c] < c; the children of v in index order are the order
                they were drawn from q_rows[v] without replacement (and are tried in)
     tokens     n token ids (tokens[0] is the root's; siblings distinct)
-    p_rows     (n, V) the target's (warped) distribution after each node's path
+    p_rows     (n, V) the target's (warped) distribution after each node's path (read by node: p_rows[v]; rows
+               made on demand, methods/tree_draft.NodeRows, serve as well)
     q_rows     (n, V) the draft distribution each node's children were drawn from (a leaf's row unused);
                None at temperature 0
     coins      (n,) uniforms, coins[c] the coin of node c (coins[0] unused); None: the greedy rule
-    p_raw_rows (n, V) the target's unwarped probabilities (the greedy rule reads them)
+    p_raw_rows (n, V) the target's unwarped probabilities (the greedy rule reads them; by node, as p_rows)
     step       the sibling rule (the tests pass wrong ones to show the distribution test catches them)
     """
     children = children_lists(parents)
@@ -170,7 +172,7 @@ def verify_tree(parents: list[int], tokens: list[int], p_rows: torch.Tensor, q_r
             return TreeVerdict(path, nodes, p_rows[v], True)
         if coins is None:
             raw = p_raw_rows[v]
-            want, top = int(raw.argmax()), float(raw.max())
+            want, top = argmax_index(raw), float(raw.max())
             nxt = None
             for rank, c in enumerate(kids):
                 x = tokens[c]

@@ -25,6 +25,15 @@ def timed_run(records) -> tuple[list, RunCounts]:
     return out, counts
 
 
+def verified_tokens(record) -> int:
+    """Tokens the record's verify pass fed after a decoding step (the last committed token and the draft): a tree
+    iteration's `draft` is its accepted path's chain view, shorter than the tree (or chain) it verified, so its
+    size is read from the tree step's `drafted` nodes (methods/tree_draft.py); any other record's is its draft."""
+    step = record.extra.get("tree_draft")
+    drafted = step.get("drafted") if step else None
+    return 1 + (drafted if drafted is not None else len(record.draft))
+
+
 def run_ours(variant: Variant, target, draft, prompt_ids: list[int], args, timing: bool, meter=None) -> RunStats:
     """One run of our engine; timing runs ignore end-of-sequence (fixed token counts)."""
     from ...run.runner import decode
@@ -58,7 +67,7 @@ def run_ours(variant: Variant, target, draft, prompt_ids: list[int], args, timin
         if i == 0:
             stats.prefill_seconds = r.timings.verify + r.timings.draft
             continue
-        stats.verify_by_size.setdefault(k + 1, []).append(r.timings.verify)
+        stats.verify_by_size.setdefault(verified_tokens(r), []).append(r.timings.verify)
         if variant.method != "autoregressive":
             stats.trace_sizes.append(k)
     if lp_sum is not None and lp_n:

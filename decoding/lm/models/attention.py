@@ -66,8 +66,29 @@ def grouped_query_attention(query, key, value, mask, groups: int, scaling: float
     batch, heads, q_len, dim = query.shape
     stacked = query.reshape(batch, heads // groups, groups * q_len, dim)
     out = torch.nn.functional.scaled_dot_product_attention(
-        stacked, key, value, attn_mask=mask.repeat(1, 1, groups, 1), scale=scaling)
+        stacked, key, value, attn_mask=_repeated_mask(mask, groups), scale=scaling)
     return out.reshape(batch, heads, q_len, dim).transpose(1, 2).contiguous(), None
+
+
+# the last mask repeated per group: (the mask it came from, groups, the repeat); every layer of a pass gets the
+# same mask object from transformers, so a pass repeats it once instead of once a layer (~12 us a layer here)
+_last_repeat: tuple | None = None
+
+
+def _repeated_mask(mask: torch.Tensor, groups: int) -> torch.Tensor:
+    """mask (batch, 1, q, kv) repeated per group along the query axis: (batch, 1, groups x q, kv). On the CPU outside
+    compilation the repeat of the mask object seen last is reused (it is held here, so no other tensor can take
+    its place; nothing writes into a pass's mask between its layers). A CUDA mask may be a graph's static buffer
+    rewritten in place between replays, so it is repeated every time."""
+    global _last_repeat
+    if mask.device.type != "cpu" or torch.compiler.is_compiling():
+        return mask.repeat(1, 1, groups, 1)
+    last = _last_repeat
+    if last is not None and last[0] is mask and last[1] == groups:
+        return last[2]
+    repeated = mask.repeat(1, 1, groups, 1)
+    _last_repeat = (mask, groups, repeated)
+    return repeated
 
 
 def _register() -> None:
