@@ -32,6 +32,19 @@ def cache_dir() -> Path:
     return base / "specdec-playground"
 
 
+def display_command(program: str, argv) -> str:
+    """The command line `program argv...` as reports record it: an argument that is an absolute path (or
+    `--flag=/path`) inside the repository is written relative to it (`display_path`), so a report made with
+    `--out /abs/path/docs/bench/x` names no directory of the machine it ran on."""
+    shown = []
+    for arg in argv:
+        flag, eq, value = arg.partition("=") if arg.startswith("--") else ("", "", arg)
+        if value.startswith("/"):
+            value = display_path(value)
+        shown.append(f"{flag}{eq}{value}")
+    return " ".join([program, *shown])
+
+
 def display_path(path) -> str:
     """`path` as records, cards and reports write it: relative to the repository when inside it, so
     nothing the project writes names a directory of the machine it ran on; otherwise as given."""

@@ -23,6 +23,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from decoding.paths import display_command  # noqa: E402 (after the path insert)
+
 CATEGORIES = ("mt_bench", "translation", "summarization", "qa", "math_reasoning", "rag")
 # Copy lengths by match length for the row that asks whether a longer match should copy more: the
 # accepted run of a copy grows with the match it follows (the JSON's runs_by_match measures it).
@@ -139,7 +141,7 @@ def main(argv=None) -> int:
               for c in ("summarization", "rag")}
     result = {
         "date": time.strftime("%Y-%m-%d %H:%M"),
-        "command": "python experiments/copy_ceiling.py " + " ".join(argv or sys.argv[1:]),
+        "command": display_command("python experiments/copy_ceiling.py", argv or sys.argv[1:]),
         "prompts": len(outputs), "categories": list(CATEGORIES), "max_new_tokens": args.max_new_tokens,
         "dtype": args.dtype, "threads": args.threads,
         "decode_seconds": decode_seconds, "bench": args.bench, "verify_cost": args.verify_cost,

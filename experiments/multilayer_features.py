@@ -30,6 +30,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from decoding.paths import display_command  # noqa: E402 (after the path insert)
+
 DRAFT = "assets/feature-draft-smollm2-135m"
 CORPUS = "assets/corpus-smollm2-135m"
 CONFIG = "training/configs/tasks.json"
@@ -197,7 +199,7 @@ def main(argv=None) -> int:
         print("error: an arm failed (see above)", file=sys.stderr)
         return 1
     arms = {arm: json.loads(path.read_text()) for arm, path in children.items()}
-    command = "python experiments/multilayer_features.py " + " ".join(sys.argv[1:] if argv is None else argv)
+    command = display_command("python experiments/multilayer_features.py", sys.argv[1:] if argv is None else argv)
     result = {"command": command,
               "date": time.strftime("%Y-%m-%d %H:%M"), "draft": DRAFT, "data": CORPUS, "layers": layers,
               "epochs": args.epochs, "lr": args.lr, "unroll_steps": UNROLL, "seconds": round(time.time() - started),

@@ -25,6 +25,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from decoding.paths import display_command  # noqa: E402 (after the path insert)
+
 CATEGORIES = ("mt_bench", "translation", "summarization", "qa", "math_reasoning", "rag")
 GOAL_OVERALL, GOAL_CATEGORY = 1.6, 1.3
 
@@ -273,7 +275,7 @@ def main(argv=None) -> int:
               for v in bench["speedup"] if v.startswith("speculative")}
     result = {
         "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        "command": "python experiments/tree_ceiling.py " + " ".join(argv if argv is not None else sys.argv[1:]),
+        "command": display_command("python experiments/tree_ceiling.py", argv if argv is not None else sys.argv[1:]),
         "positions_file": args.positions, "diagnostic": args.diagnostic, "bench": args.bench,
         "verify_cost": args.verify_cost, "dtype": recorded["dtype"], "max_new_tokens": recorded["max_new_tokens"],
         "prompts": len(prompts), "positions": positions, "categories": list(CATEGORIES),

@@ -38,6 +38,7 @@ def main(argv=None) -> int:
     from decoding.drafters.corpus import TextCorpus
     from decoding.lm.models import load_model
     from decoding.lm.prompt_files import read_prompt_rows
+    from decoding.paths import display_command
 
     try:
         rows = [row for path in args.prompts.split(",") for row in read_prompt_rows(path.strip())]
@@ -73,7 +74,7 @@ def main(argv=None) -> int:
     meta = {"target": args.target, "prompts": args.prompts, "documents": len(documents),
             "tokens": sum(map(len, documents)), "max_new_tokens": args.max_new_tokens, "decoding": "greedy",
             "chat": args.chat, "dtype": args.dtype, "seconds": round(time.time() - started, 1),
-            "command": "python scripts/build_corpus.py " + " ".join(sys.argv[1:] if argv is None else argv)}
+            "command": display_command("python scripts/build_corpus.py", sys.argv[1:] if argv is None else argv)}
     TextCorpus(documents, meta).save(args.out)
     print(f"wrote {args.out}: {meta['documents']} answers, {meta['tokens']} tokens in {meta['seconds']} s")
     return 0

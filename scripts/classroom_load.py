@@ -46,6 +46,7 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from decoding.eval.procstat import rss_mb
+from decoding.paths import display_command
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -451,7 +452,7 @@ def main(argv=None) -> int:
                   file=sys.stderr)
             return 2
         args.preset = found[0]
-    command = "python scripts/classroom_load.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    command = display_command("python scripts/classroom_load.py", argv if argv is not None else sys.argv[1:])
     proc = None
     try:
         if args.start_app:

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from ...errors import UsageError
-from ...paths import SHIPPED_DRAFT, SHIPPED_FEATURE_DRAFT
+from ...paths import SHIPPED_DRAFT, SHIPPED_FEATURE_DRAFT, display_command
 
 
 def add_parser(sub) -> None:
@@ -138,7 +138,7 @@ def run_cli(args) -> int:
     args.draft_specs = dict(zip(labels, specs))
     args.draft_spec = specs[0]
     result = run_bench(args, target, drafts, prompts)
-    result["command"] = " ".join(["python -m decoding"] + sys.argv[1:])
+    result["command"] = display_command("python -m decoding", sys.argv[1:])
     paths = write_outputs(result, Path(args.out))
     if args.gallery:
         from .report import gallery_tags

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ...paths import display_path
 from ..energy import PROXY_LABEL
 
 
@@ -140,11 +141,11 @@ def write_charts(result: dict, out_dir: Path) -> dict:
                             f"{result['date']}")
     html = out_dir / "bench.html"
     fig.write_html(html, include_plotlyjs="cdn")
-    charts = {"html": str(html), "png": None, "png_note": None}
+    charts = {"html": display_path(html), "png": None, "png_note": None}
     try:
         png = out_dir / "bench.png"
         fig.write_image(png)
-        charts["png"] = str(png)
+        charts["png"] = display_path(png)
     except Exception as exc:  # noqa: BLE001 - PNG is optional: say why it is missing
         charts["png_note"] = f"PNG not written: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
     return charts
