@@ -45,14 +45,13 @@ until measured on a GPU (experiments/host_overhead.py --chain-graph both).
 
 from __future__ import annotations
 
-import time
 import weakref
 from typing import Callable
 
 import torch
 
 from . import cuda_graphs
-from .cuda_graphs import CAPTURE_AFTER_USES, count
+from .cuda_graphs import count
 from .devices import env_flag
 
 ENV = "SPECDEC_DRAFT_CHAIN_GRAPH"
@@ -122,22 +121,14 @@ def run_chain(lm, name: str, steps: int, x: torch.Tensor, body: Body, reads: tup
     lm._ensure_room(lm.length + steps)  # a growth resets the runner: its chains are captured again
     runner = lm.graphs
     key = ("chain", name, steps, tuple(x.shape), x.dtype, lm.cache.capacity, tuple(t.data_ptr() for t in reads))
-    chain = runner.graphs.get(key)
+    try:
+        chain = runner.graph_for(key, lambda: _capture(lm, runner, x, body), tally="chain_")
+    except Exception as error:  # noqa: BLE001 - any capture error means: eager chains, say why
+        _give_up(lm, runner, f"draft chain graph capture failed ({type(error).__name__}: {error}); "
+                             f"eager draft chains")
+        return None
     if chain is None:
-        runner.seen[key] = runner.seen.get(key, 0) + 1
-        if runner.seen[key] < CAPTURE_AFTER_USES:
-            return None
-        try:
-            started = time.perf_counter()
-            with cuda_graphs._replaying:
-                chain = _capture(lm, runner, x, body)
-            count("chain_captures")
-            count("chain_capture_ms", 1000 * (time.perf_counter() - started))
-        except Exception as error:  # noqa: BLE001 - any capture error means: eager chains, say why
-            _give_up(lm, runner, f"draft chain graph capture failed ({type(error).__name__}: {error}); "
-                                 f"eager draft chains")
-            return None
-        runner.graphs[key] = chain
+        return None
     with cuda_graphs._replaying:
         chain.x.copy_(x)
         chain.position.fill_(lm.length)

@@ -108,27 +108,38 @@ class GraphRunner:
         if self.failed is not None or not lm.cache.layers[0].is_initialized:
             return None  # the first pass allocates the cache eagerly
         key = (tuple(inputs.shape), inputs.dtype, tuple(mask.shape))
-        captured = self.graphs.get(key)
+        try:
+            captured = self.graph_for(key, lambda: self._capture(lm, (inputs, positions, slots, mask)))
+        except Exception as error:  # noqa: BLE001 - any capture error means: run eagerly, say why
+            self._give_up(f"CUDA graph capture failed ({type(error).__name__}: {error}); eager static passes")
+            return None
         if captured is None:
-            self.seen[key] = self.seen.get(key, 0) + 1
-            if self.seen[key] < CAPTURE_AFTER_USES:
-                return None
-            try:
-                started = time.perf_counter()
-                with _replaying:
-                    captured = self._capture(lm, (inputs, positions, slots, mask))
-                count("captures")
-                count("capture_ms", 1000 * (time.perf_counter() - started))
-            except Exception as error:  # noqa: BLE001 - any capture error means: run eagerly, say why
-                self._give_up(f"CUDA graph capture failed ({type(error).__name__}: {error}); eager static passes")
-                return None
-            self.graphs[key] = captured
+            return None
         with _replaying:
             for buffer, value in zip(captured.inputs, (inputs, positions, slots, mask)):
                 buffer.copy_(value)
             captured.graph.replay()
             count("replays")
             return captured.output[0].clone()
+
+    def graph_for(self, key: tuple, capture, tally: str = ""):
+        """The graph kept under `key`; else, at the key's CAPTURE_AFTER_USES-th sighting, `capture()`'s (run under
+        the process's lock, counted as `tally` + "captures" and + "capture_ms", then kept); None before that.
+        Raises what `capture` raises (the caller decides what a failure turns off). Pass graphs and draft chain
+        graphs (chain_graphs.py) share it, and with it one table, one pool and one `reset`."""
+        captured = self.graphs.get(key)
+        if captured is not None:
+            return captured
+        self.seen[key] = self.seen.get(key, 0) + 1
+        if self.seen[key] < CAPTURE_AFTER_USES:
+            return None
+        started = time.perf_counter()
+        with _replaying:
+            captured = capture()
+        count(f"{tally}captures")
+        count(f"{tally}capture_ms", 1000 * (time.perf_counter() - started))
+        self.graphs[key] = captured
+        return captured
 
     def _give_up(self, reason: str) -> None:
         self.failed = reason
