@@ -264,9 +264,8 @@ def test_bench_runs_a_feature_draft_without_an_hf_peer(feature_dir, tiny_target_
     assert all(v == "1/1" for v in result["greedy_equal_to_autoregressive"].values())
 
 
-def test_sampled_repeats_draw_with_seeds_of_their_own(tmp_path, tiny_target_dir, capsys, monkeypatch):
-    """At a temperature repeat r runs with seed + r (each repeat a new draw of every prompt's text); the
-    warm-up and quality runs keep the seed; greedy runs keep it everywhere."""
+def _seeds_seen(monkeypatch) -> list:
+    """(timing, seed) of every run the benchmark makes from now on (its run_variant spied on)."""
     from decoding.eval.bench import driver
 
     seen = []
@@ -277,6 +276,13 @@ def test_sampled_repeats_draw_with_seeds_of_their_own(tmp_path, tiny_target_dir,
         return real(v, target, draft, ids, args, timing, meter)
 
     monkeypatch.setattr(driver, "run_variant", spy)
+    return seen
+
+
+def test_sampled_repeats_draw_with_seeds_of_their_own(tmp_path, tiny_target_dir, capsys, monkeypatch):
+    """At a temperature repeat r runs with seed + r (each repeat a new draw of every prompt's text); the
+    warm-up and quality runs keep the seed; greedy runs keep it everywhere."""
+    seen = _seeds_seen(monkeypatch)
     base = ["bench", "--prompts", str(_prompt_file(tmp_path)), "--target", str(tiny_target_dir), "--dtype", "float32",
             "--methods", "autoregressive", "--max-new-tokens", "2", "--repeats", "3", "--warmup", "1", "--seed", "5",
             "--no-memory", "--no-hf", "--json"]
@@ -296,16 +302,7 @@ def test_sampled_repeats_draw_with_seeds_of_their_own(tmp_path, tiny_target_dir,
 def test_seed_per_prompt_gives_every_sampled_run_a_seed_of_its_own(tmp_path, tiny_target_dir, capsys, monkeypatch):
     """--seed-per-prompt: at a temperature prompt i of repeat r samples with seed + r x prompts + i (a class's
     near-identical prompts would otherwise draw near-identical texts under one seed); greedy runs keep the seed."""
-    from decoding.eval.bench import driver
-
-    seen = []
-    real = driver.run_variant
-
-    def spy(v, target, draft, ids, args, timing, meter=None):
-        seen.append((timing, args.seed))
-        return real(v, target, draft, ids, args, timing, meter)
-
-    monkeypatch.setattr(driver, "run_variant", spy)
+    seen = _seeds_seen(monkeypatch)
     base = ["bench", "--prompts", str(_prompt_file(tmp_path)), "--target", str(tiny_target_dir), "--dtype", "float32",
             "--methods", "autoregressive", "--max-new-tokens", "2", "--repeats", "3", "--warmup", "1", "--seed", "5",
             "--no-memory", "--no-hf", "--no-quality", "--seed-per-prompt", "--json"]
