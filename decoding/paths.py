@@ -2,6 +2,7 @@
 and the per-user cache outside it."""
 
 import os
+import shlex
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -35,13 +36,14 @@ def cache_dir() -> Path:
 def display_command(program: str, argv) -> str:
     """The command line `program argv...` as reports record it: an argument that is an absolute path (or
     `--flag=/path`) inside the repository is written relative to it (`display_path`), so a report made with
-    `--out /abs/path/docs/bench/x` names no directory of the machine it ran on."""
+    `--out /abs/path/docs/bench/x` names no directory of the machine it ran on; an argument a shell would
+    split or expand (`--draft-tree "4,2;6,3"`, a prompt with spaces) is quoted, so the line can be pasted back."""
     shown = []
     for arg in argv:
-        flag, eq, value = arg.partition("=") if arg.startswith("--") else ("", "", arg)
+        flag, eq, value = arg.partition("=") if arg.startswith("--") and "=" in arg else ("", "", arg)
         if value.startswith("/"):
             value = display_path(value)
-        shown.append(f"{flag}{eq}{value}")
+        shown.append(f"{flag}{eq}{shlex.quote(value)}")
     return " ".join([program, *shown])
 
 

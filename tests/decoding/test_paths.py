@@ -11,3 +11,13 @@ def test_a_command_line_names_repository_paths_relative_to_it():
                     "/elsewhere/prompts.jsonl")
     assert str(REPO) not in line
     assert display_path(inside) == "docs/bench/x" and display_path("relative/y") == "relative/y"
+
+
+def test_a_command_line_quotes_what_a_shell_would_split_so_it_can_be_pasted_back():
+    import shlex
+
+    argv = ["bench", "--draft-tree", "4,2;6,3", "--prompt", "Why is the sky blue?", "--gamma=auto", "--x=a b"]
+    line = display_command("python -m decoding", argv)
+    assert line == ("python -m decoding bench --draft-tree '4,2;6,3' --prompt 'Why is the sky blue?' --gamma=auto "
+                    "--x='a b'")
+    assert shlex.split(line)[3:] == argv
