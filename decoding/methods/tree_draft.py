@@ -40,11 +40,14 @@ from ..trace.record import (ACCEPTED, BONUS, CORRECTION, DraftToken, IterationRe
 from .base import RunConfig, RunState, raw_logprobs
 
 TUNED, DEFAULT, SET = "tuned", "default", "set"  # how an iteration's tree size was chosen
-# before a tune: 16 nodes, 6 levels. A shallow tree pays better per target step on this CPU (6,3: 1.39x against
-# 16,6's 1.32x on Spec-Bench, docs/bench/tree-diagnostic.md), but with 6,3 as the default the app's class
-# journey (tests/e2e/test_class_journey.py, after lesson 13's live tree run) timed out in 4 of 6 runs and
-# passed in 4 of 4 with 16,6; until that is understood the default stays 16,6 (`--draft-tree 6,3` chooses it)
+# before a tune: the shape measured best for the device and precision where one was measured, else 16 nodes and 6
+# levels (a GPU's wide pass costs little more than a step, so deep trees may pay there; unmeasured). On a CPU in
+# bfloat16, 4 nodes and 2 levels: the tree-ceiling replay's best shape at measured costs (docs/bench/tree-ceiling.md),
+# and the fastest of chains, 4,2, 6,3 and 16,6 on Spec-Bench (docs/bench/spec-bench-tree42-bfloat16 and
+# spec-bench-tree-default-bfloat16, which the lesson's tree chapter quotes) and on the class's prompts at T 0.7
+# (docs/bench/classroom-tree-default-bfloat16).
 DEFAULT_NODES, DEFAULT_DEPTH = 16, 6
+MEASURED_DEFAULTS = {("cpu", torch.bfloat16): (4, 2)}  # (device type, target dtype) -> (N, D)
 MAX_NODES, MAX_DEPTH = 64, 16
 
 
@@ -100,7 +103,13 @@ def tree_size(setting: str, target, drafter) -> tuple[int, int, str]:
     tuned = tuned_size(target, drafter)
     if tuned is not None:
         return tuned[0], tuned[1], TUNED
-    return DEFAULT_NODES, DEFAULT_DEPTH, DEFAULT
+    return (*default_size(target), DEFAULT)
+
+
+def default_size(target) -> tuple[int, int]:
+    """(N, D) before a tune: MEASURED_DEFAULTS for the target's device type and dtype, else 16, 6."""
+    device = torch.device(target.device).type
+    return MEASURED_DEFAULTS.get((device, target.dtype), (DEFAULT_NODES, DEFAULT_DEPTH))
 
 
 def tree_loop(name: str, target, drafter: Drafter, prompt_ids: list[int], config: RunConfig, meter=None,

@@ -118,8 +118,12 @@ def _explainer_controls(walk: Walk) -> None:
     click_run(page)
     walk.rest()
     walk.check("run", timeline=True)
+    # other settings: a new run long enough to be stopped while it decodes (a short answer can end at its
+    # end-of-sequence before Stop lands, and Stop then says the run had already finished: a faster run must not
+    # turn the walk into a race)
+    page.get_by_label("Prompt", exact=True).fill("Count from 1 to 300, one number per line.")
     set_number(page, "Max new tokens", 200)
-    seed = page.get_by_label("Seed", exact=True)  # other settings: a new, longer run to stop
+    seed = page.get_by_label("Seed", exact=True)
     seed.fill("7")
     seed.press("Enter")
     page.click("#run-btn")

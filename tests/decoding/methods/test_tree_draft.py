@@ -306,9 +306,28 @@ def test_the_default_size_is_one_the_tune_measures():
     """`auto` before a tune takes the default; the tune's candidates include it, so a tune can confirm or replace it."""
     from decoding.eval.tree_tune import SIZES
 
-    default = (tree_draft.DEFAULT_NODES, tree_draft.DEFAULT_DEPTH)
-    assert default in [tree_draft.parse_draft_tree(s) for s in SIZES.split(";")]
-    assert tree_draft.parse_draft_tree(f"{default[0]},{default[1]}") == default
+    sizes = [tree_draft.parse_draft_tree(s) for s in SIZES.split(";")]
+    for default in [(tree_draft.DEFAULT_NODES, tree_draft.DEFAULT_DEPTH), *tree_draft.MEASURED_DEFAULTS.values()]:
+        assert default in sizes
+        assert tree_draft.parse_draft_tree(f"{default[0]},{default[1]}") == default
+
+
+def test_the_untuned_size_is_the_one_measured_for_the_device_and_precision(tmp_path, monkeypatch):
+    """A bfloat16 target on a CPU takes the shape measured best there (4,2); any other device or precision 16,6;
+    a tune, or a size set by hand, comes first."""
+    from types import SimpleNamespace
+
+    monkeypatch.setenv("SPECDEC_CACHE", str(tmp_path))  # no tune stored
+    drafter = SimpleNamespace(name="draft")
+    for device, dtype, expected in (("cpu", torch.bfloat16, (4, 2, tree_draft.DEFAULT)),
+                                    ("cpu", torch.float32, (16, 6, tree_draft.DEFAULT)),
+                                    ("cuda", torch.bfloat16, (16, 6, tree_draft.DEFAULT))):
+        target = SimpleNamespace(device=device, dtype=dtype, name="target")
+        if device == "cuda":  # device_key asks CUDA for the card's name: only the default's lookup is checked
+            assert tree_draft.default_size(target) == expected[:2]
+            continue
+        assert tree_draft.tree_size("auto", target, drafter) == expected
+        assert tree_draft.tree_size("6,3", target, drafter) == (6, 3, tree_draft.SET)
 
 
 def test_trees_refuse_lenience(tiny_pair):
