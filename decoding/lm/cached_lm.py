@@ -16,6 +16,8 @@ the one place that calls the model, for a solo pass and for a batched one alike.
 Tree passes (PPD) feed input vectors under a 4D mask (`tree_pass`) and keep the accepted branch
 (`compact`); MJSD's beams grow a copy of the cache (`beam_cache`). `static_lm.StaticLM` is the same
 interface on a preallocated static-shape cache; `backend.make_lm` chooses between them.
+With SPECDEC_LEAN_DYNAMIC=1 (off by default) a pass of at most 64 tokens of a CPU Llama runs HF's decoder ops
+as plain calls with fused q|k|v and gate|up matmuls (`lean_dynamic.py`), bit-identical to HF's modules.
 """
 
 from __future__ import annotations
@@ -127,10 +129,11 @@ class CachedLM:
     def forward_alone(self, tokens, keep: int | None = None) -> torch.Tensor:
         """`forward` as one pass of this run alone."""
         positions = torch.arange(self.length, self.length + len(tokens), device=self.device).unsqueeze(0)
-        hidden = self._lean_hidden(self._inputs(tokens), positions)
+        inputs = self._inputs(tokens)
+        hidden = self._lean_hidden(inputs, positions)
         if hidden is not None or self.head is not None or self.features is not None or self.returns_hidden:
             if hidden is None:
-                hidden, self.cache = self._body(self._inputs(tokens), positions, self.cache)
+                hidden, self.cache = self._body(inputs, positions, self.cache)
             hidden = hidden[0]
             if self.features is not None:
                 self.store_features(hidden)
@@ -139,7 +142,7 @@ class CachedLM:
             rows = hidden[-keep:] if keep else hidden
             return rows if self.returns_hidden else self._logits(rows)
         out = self.model(
-            input_ids=self._inputs(tokens),
+            input_ids=inputs,
             past_key_values=self.cache,
             use_cache=True,
             position_ids=positions,

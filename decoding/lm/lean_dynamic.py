@@ -25,10 +25,15 @@ change, and on this CPU a matmul with concatenated weights gives bit for bit the
 shapes). tests/decoding/lm/test_lean_dynamic.py checks torch.equal logits for every kind of pass.
 
 Weights: `lean_layer.lean_model`'s (read once per model; q/k/v and gate/up re-pointed at row views of the fused
-tensors, so each weight is held once). Used for passes of at most MAX_TOKENS tokens (steps, verify passes, tree
-passes, short prefills) of a CPU model whose decoder is HF's `LlamaModel` fitting `lean_layer.misfit`; longer
-passes, other models and other devices run HF's modules. Cross-run batched passes (`batching.py`) are untouched
-(a batch of one calls `forward_alone`, which may take this path with the same logits).
+tensors, so each weight is held once). Alignment: on this CPU a float32 one-row matmul rounds differently when its
+weight sits at 8 mod 16 bytes (as the default target's float32 weights do, at 40 mod 64) than on an aligned copy
+(bfloat16 did not, at the offsets tried); the fused tensors keep the old weights' address modulo 64 bytes, and a model
+whose weights could not keep it (not back to back) runs HF's modules, its weights left where they are.
+
+Used for passes of at most MAX_TOKENS tokens (steps, verify passes, tree passes, short prefills) of a CPU model
+whose decoder is HF's `LlamaModel` fitting `lean_layer.misfit`; longer passes, other models and other devices run
+HF's modules. Cross-run batched passes (`batching.py`) are untouched (a batch of one calls `forward_alone`, which
+may take this path with the same logits).
 """
 
 from __future__ import annotations
@@ -53,7 +58,7 @@ def usable(decoder: torch.nn.Module, device: torch.device, n: int) -> LeanModel 
     """The lean weights when a pass of `n` tokens of `decoder` on `device` may run `body`, else None."""
     if n > MAX_TOKENS or device.type != "cpu" or type(decoder).__name__ not in DECODERS or not enabled():
         return None
-    return lean_model(decoder)
+    return lean_model(decoder, exact=True)
 
 
 def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
