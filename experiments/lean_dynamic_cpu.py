@@ -19,7 +19,9 @@ mask (HF's `create_causal_mask`, which the dynamic path calls once a pass, and t
 layer's cache write (the DynamicCache's update, plus the crop back a rollback does, against two index_copy_).
 
 Whole runs (`--runs N`): the CLI's plain and hybrid:feature commands (bfloat16, greedy, 64 tokens, OMP_NUM_THREADS
-as --threads) with SPECDEC_LEAN_DYNAMIC=0 and 1 alternating, N rounds: tokens/s, and whether the texts match.
+as --threads; the hybrid with the automatic gamma schedule) with SPECDEC_LEAN_DYNAMIC=0 and 1 alternating, N
+rounds: tokens/s, and whether the texts match (the automatic schedule picks its drafts from wall-clock costs, so
+its bfloat16 text may differ between two runs of the same path: distinct texts are counted per setting).
 
     PYTHONPATH=. .venv/bin/python experiments/lean_dynamic_cpu.py [--threads 1] [--repeats 40] [--runs 3]
         [--dtype bfloat16] [--lock /path/to/lockfile] [--out docs/bench/lean-dynamic-cpu.json]
@@ -49,7 +51,7 @@ PROMPT = "Explain in two sentences why the sky is blue."
 VARIANTS = ("dynamic", "dynamic+lean-unfused", "dynamic+lean", "static+lean")
 PASSES = {"step": [], "verify5": [42, 1337, 7, 99], "verify9": [42, 1337, 7, 99, 5, 6, 7, 8]}
 RUNS = {"autoregressive": ["--method", "autoregressive"],
-        "hybrid:feature": ["--method", "speculative", "--draft", "hybrid:feature"]}
+        "hybrid:feature": ["--method", "speculative", "--draft", "hybrid:feature", "--gamma-schedule", "auto"]}
 
 
 @contextlib.contextmanager
@@ -235,7 +237,8 @@ def whole_runs(rounds: int, threads: int, lock: str | None) -> dict:
         off, on = statistics.median(runs["0"]), statistics.median(runs["1"])
         out[name] = {"command": "python -m decoding " + " ".join(f'"{a}"' if " " in a else a for a in argv),
                      "tokens_per_s_off": runs["0"], "tokens_per_s_on": runs["1"], "median_off": off,
-                     "median_on": on, "ratio": round(on / off, 3), "texts_equal": texts["0"] == texts["1"]}
+                     "median_on": on, "ratio": round(on / off, 3), "texts_equal": texts["0"] == texts["1"],
+                     "distinct_texts_off": len(texts["0"]), "distinct_texts_on": len(texts["1"])}
     return out
 
 
@@ -276,7 +279,8 @@ def main(argv=None) -> int:
         results["whole_runs"] = whole_runs(args.runs, args.threads, args.lock)
         for name, r in results["whole_runs"].items():
             print(f"  whole run {name}: off {r['tokens_per_s_off']} on {r['tokens_per_s_on']} tokens/s "
-                  f"(medians {r['median_off']} -> {r['median_on']}, {r['ratio']}x), texts equal: {r['texts_equal']}")
+                  f"(medians {r['median_off']} -> {r['median_on']}, {r['ratio']}x), texts equal: {r['texts_equal']} "
+                  f"(distinct texts off {r['distinct_texts_off']}, on {r['distinct_texts_on']})")
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(results, indent=1) + "\n")
