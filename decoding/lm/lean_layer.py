@@ -151,11 +151,11 @@ def _stacked(linears: list[torch.nn.Linear]) -> torch.Tensor:
     """The linears' weights stacked by rows into one new tensor; each linear's weight then becomes a row slice
     (a view) of it, so the weights are held once. Outside inference mode: the model stays trainable.
 
-    On the CPU the new tensor starts at the first weight's address modulo ALIGN bytes, so weights that lay back to back (as a
-    checkpoint's do: `_keeps_alignment`) keep their alignment: on this project's CPU a float32 one-row matmul (a
-    one-token step's projection) rounds differently on a weight at 8 mod 16 bytes than on an aligned copy (the
-    default target's float32 weights sit at 40 mod 64), so HF's modules on the views compute bit for bit what they
-    did before."""
+    On the CPU the new tensor starts at the first weight's address modulo ALIGN bytes, so weights that lay back to
+    back (as a checkpoint's do: `_keeps_alignment`) keep their alignment: on this project's CPU a float32 one-row
+    matmul (a one-token step's projection) rounds differently on a weight at 8 mod 16 bytes than on an aligned copy
+    (the default target's float32 weights sit at 40 mod 64), so HF's modules on the views compute bit for bit what
+    they did before."""
     weights = [m.weight.detach() for m in linears]
     first, width = weights[0], weights[0].shape[1]
     rows = sum(w.shape[0] for w in weights)

@@ -108,6 +108,37 @@ def test_every_pass_is_bit_identical_to_hf_modules(lean_on, dtype, prefill):
     assert all(torch.equal(a, b) for a, b in zip(_passes(CachedLM(model, CPU, 100), prefill), want))
 
 
+def test_the_attention_function_gets_hfs_inputs(lean_on):
+    """The split kernel (a bfloat16 CPU model's attention function) sees the same query/key/value shapes and strides,
+    the same mask and the same keyword arguments from the lean path as from HF's modules."""
+    from transformers import AttentionInterface
+
+    from decoding.lm.models import attention
+
+    model = _llama(torch.bfloat16)
+    seen = []
+
+    def spy(module, q, k, v, mask, **kwargs):
+        seen.append((q.shape, q.stride(), k.shape, k.stride(), v.stride(),
+                     None if mask is None else (mask.dtype, mask.shape, mask.stride()), sorted(kwargs)))
+        return attention.split_attention(module, q, k, v, mask, **kwargs)
+
+    AttentionInterface.register(attention.NAME, spy)
+    try:
+        got = {}
+        for flag in ("0", "1"):
+            lean_on(flag)
+            seen.clear()
+            lm = CachedLM(model, CPU, 100)
+            lm.forward(IDS[:10]), lm.forward(IDS[10:15]), lm.forward([7])
+            length = lm.length
+            tree_pass(lm, [11, 12, 13, 14], [length, length + 1, length + 1, length + 2], _tree_mask(length))
+            got[flag] = list(seen)
+    finally:
+        AttentionInterface.register(attention.NAME, attention.split_attention)
+    assert len(got["1"]) == 4 * 3 and got["1"] == got["0"]
+
+
 def _placed(model, offsets: dict) -> LlamaForCausalLM:
     """`model` with each projection weight copied to `offsets[name]` bytes past a 64-byte boundary (name: q_proj...;
     absent: 8), as a checkpoint's float32 weights lie (the default target's at 40 mod 64)."""
