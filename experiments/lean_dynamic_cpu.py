@@ -19,8 +19,8 @@ mask (HF's `create_causal_mask`, which the dynamic path calls once a pass, and t
 layer's cache write (the DynamicCache's update, plus the crop back a rollback does, against two index_copy_).
 
 Whole runs (`--runs N`): the CLI's plain and hybrid:feature commands (bfloat16, greedy, 64 tokens, OMP_NUM_THREADS
-as --threads; the hybrid with the automatic gamma schedule) with SPECDEC_LEAN_DYNAMIC=0 and 1 alternating, N
-rounds: tokens/s, and whether the texts match (the automatic schedule picks its drafts from wall-clock costs, so
+as --threads; the hybrid with the automatic gamma schedule, and with the fixed one, gamma 4) with
+SPECDEC_LEAN_DYNAMIC=0 and 1 alternating, N rounds: tokens/s, target calls, and whether the texts match (the automatic schedule picks its drafts from wall-clock costs, so
 its bfloat16 text may differ between two runs of the same path: distinct texts are counted per setting).
 
     PYTHONPATH=. .venv/bin/python experiments/lean_dynamic_cpu.py [--threads 1] [--repeats 40] [--runs 3]
@@ -51,7 +51,8 @@ PROMPT = "Explain in two sentences why the sky is blue."
 VARIANTS = ("dynamic", "dynamic+lean-unfused", "dynamic+lean", "static+lean")
 PASSES = {"step": [], "verify5": [42, 1337, 7, 99], "verify9": [42, 1337, 7, 99, 5, 6, 7, 8]}
 RUNS = {"autoregressive": ["--method", "autoregressive"],
-        "hybrid:feature": ["--method", "speculative", "--draft", "hybrid:feature", "--gamma-schedule", "auto"]}
+        "hybrid:feature": ["--method", "speculative", "--draft", "hybrid:feature", "--gamma-schedule", "auto"],
+        "hybrid:feature fixed": ["--method", "speculative", "--draft", "hybrid:feature", "--gamma-schedule", "fixed"]}
 
 
 @contextlib.contextmanager
@@ -220,8 +221,7 @@ def whole_runs(rounds: int, threads: int, lock: str | None) -> dict:
     for name, method in RUNS.items():
         argv = ["generate", *method, "--prompt", PROMPT, "--chat", "--temperature", "0", "--max-new-tokens", "64",
                 "--ignore-eos", "--dtype", "bfloat16", "--lean"]
-        runs = {"0": [], "1": []}
-        texts = {"0": set(), "1": set()}
+        runs, texts, passes = {"0": [], "1": []}, {"0": set(), "1": set()}, {"0": [], "1": []}
         for _ in range(rounds):
             for flag in ("0", "1"):
                 env = dict(os.environ, SPECDEC_LEAN_DYNAMIC=flag, OMP_NUM_THREADS=str(threads), PYTHONPATH=".")
@@ -233,26 +233,28 @@ def whole_runs(rounds: int, threads: int, lock: str | None) -> dict:
                 if done.returncode or rate is None:
                     raise RuntimeError(f"{name} run failed: {done.stderr[-2000:]}")
                 runs[flag].append(float(rate.group(1)))
+                passes[flag].append(int(re.search(r"(\d+) target calls", lines[-1]).group(1)))
                 texts[flag].add("\n".join(lines[:-1]))
         off, on = statistics.median(runs["0"]), statistics.median(runs["1"])
         out[name] = {"command": "python -m decoding " + " ".join(f'"{a}"' if " " in a else a for a in argv),
                      "tokens_per_s_off": runs["0"], "tokens_per_s_on": runs["1"], "median_off": off,
                      "median_on": on, "ratio": round(on / off, 3), "texts_equal": texts["0"] == texts["1"],
-                     "distinct_texts_off": len(texts["0"]), "distinct_texts_on": len(texts["1"])}
+                     "distinct_texts_off": len(texts["0"]), "distinct_texts_on": len(texts["1"]),
+                     "target_calls_off": passes["0"], "target_calls_on": passes["1"]}
     return out
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--repeats", type=int, default=40)
+    ap.add_argument("--repeats", type=int, default=40, help="repetitions of the pass timings (0: none)")
     ap.add_argument("--runs", type=int, default=0, help="rounds of whole CLI runs (0: none)")
     ap.add_argument("--dtype", default="bfloat16", choices=("bfloat16", "float32"))
     ap.add_argument("--lock", default=None, help="hold an exclusive flock on this file while timing")
     ap.add_argument("--out", type=Path, default=None, help="also write the figures to this JSON file")
     args = ap.parse_args(argv)
-    if args.threads < 1 or args.repeats < 1 or args.runs < 0:
-        print("error: --threads and --repeats must be >= 1, --runs >= 0", file=sys.stderr)
+    if args.threads < 1 or args.repeats < 0 or args.runs < 0 or not (args.repeats or args.runs):
+        print("error: --threads must be >= 1, --repeats and --runs >= 0, not both 0", file=sys.stderr)
         return 2
     import torch
 
@@ -261,26 +263,28 @@ def main(argv=None) -> int:
     torch.set_num_threads(args.threads)
     results = {"command": display_command("python experiments/lean_dynamic_cpu.py", sys.argv[1:] if argv is None
                                           else argv), "machine": machine_info(), "threads": args.threads}
-    run = results["passes"] = measure(args.dtype, args.repeats, args.lock)
-    print(f"{run['dtype']}: context {run['context_tokens']} tokens, {run['repeats']} repeats (medians, ms)")
-    for variant, ms in run["median_ms"].items():
-        print(f"  {variant:22s} " + "  ".join(f"{p} {v:7.2f}" for p, v in ms.items())
-              + f"  logits equal to dynamic: {run['logits_equal_to_dynamic'][variant]}"
-              f" (max |diff| {run['logits_max_abs_diff_vs_dynamic'][variant]:.2e})")
-    att = run["attention_alone"]
-    print(f"  attention alone, {att['layers']} layers ({att['attention_function']} vs grouped_slot_attention over "
-          f"{att['step']['static_capacity']} slots): " + "  ".join(
-              f"{p} {att[p]['dynamic_split_ms']:.2f} vs {att[p]['static_slot_ms']:.2f}" for p in PASSES))
-    print("  one pass's mask (create_causal_mask vs the static causal_mask): " + "  ".join(
-        f"{p} {att[p]['dynamic_mask_ms']:.3f} vs {att[p]['static_mask_ms']:.3f}" for p in PASSES))
-    print(f"  cache writes, {att['layers']} layers (update + crop back vs two index_copy_): " + "  ".join(
-        f"{p} {att[p]['dynamic_cache_write_ms']:.2f} vs {att[p]['static_cache_write_ms']:.2f}" for p in PASSES))
+    if args.repeats:  # 0: whole runs only
+        run = results["passes"] = measure(args.dtype, args.repeats, args.lock)
+        print(f"{run['dtype']}: context {run['context_tokens']} tokens, {run['repeats']} repeats (medians, ms)")
+        for variant, ms in run["median_ms"].items():
+            print(f"  {variant:22s} " + "  ".join(f"{p} {v:7.2f}" for p, v in ms.items())
+                  + f"  logits equal to dynamic: {run['logits_equal_to_dynamic'][variant]}"
+                  f" (max |diff| {run['logits_max_abs_diff_vs_dynamic'][variant]:.2e})")
+        att = run["attention_alone"]
+        print(f"  attention alone, {att['layers']} layers ({att['attention_function']} vs grouped_slot_attention over "
+              f"{att['step']['static_capacity']} slots): " + "  ".join(
+                  f"{p} {att[p]['dynamic_split_ms']:.2f} vs {att[p]['static_slot_ms']:.2f}" for p in PASSES))
+        print("  one pass's mask (create_causal_mask vs the static causal_mask): " + "  ".join(
+            f"{p} {att[p]['dynamic_mask_ms']:.3f} vs {att[p]['static_mask_ms']:.3f}" for p in PASSES))
+        print(f"  cache writes, {att['layers']} layers (update + crop back vs two index_copy_): " + "  ".join(
+            f"{p} {att[p]['dynamic_cache_write_ms']:.2f} vs {att[p]['static_cache_write_ms']:.2f}" for p in PASSES))
     if args.runs:
         results["whole_runs"] = whole_runs(args.runs, args.threads, args.lock)
         for name, r in results["whole_runs"].items():
             print(f"  whole run {name}: off {r['tokens_per_s_off']} on {r['tokens_per_s_on']} tokens/s "
                   f"(medians {r['median_off']} -> {r['median_on']}, {r['ratio']}x), texts equal: {r['texts_equal']} "
-                  f"(distinct texts off {r['distinct_texts_off']}, on {r['distinct_texts_on']})")
+                  f"(distinct texts off {r['distinct_texts_off']}, on {r['distinct_texts_on']}; target calls off "
+                  f"{r['target_calls_off']}, on {r['target_calls_on']})")
     if args.out:
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(results, indent=1) + "\n")
