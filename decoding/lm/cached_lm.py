@@ -16,13 +16,15 @@ the one place that calls the model, for a solo pass and for a batched one alike.
 Tree passes (PPD) feed input vectors under a 4D mask (`tree_pass`) and keep the accepted branch
 (`compact`); MJSD's beams grow a copy of the cache (`beam_cache`). `static_lm.StaticLM` is the same
 interface on a preallocated static-shape cache; `backend.make_lm` chooses between them.
+With SPECDEC_LEAN_DYNAMIC=1 (off by default) a pass of at most 64 tokens of a CPU Llama runs HF's decoder ops
+as plain calls with fused q|k|v and gate|up matmuls (`lean_dynamic.py`), bit-identical to HF's modules.
 """
 
 from __future__ import annotations
 
 import torch
 
-from . import batching
+from . import batching, lean_dynamic
 from .kv_cache import compact_cache, growing_cache
 
 
@@ -80,9 +82,21 @@ class CachedLM:
         """One pass appending `inputs` (1, m) ids or (1, m, width) vectors at cache slots [length, length + m),
         rotary `positions` (1, m), under the bool mask `allowed` (m, length + m) (True = attend): final hidden
         states (m, hidden). The length is the caller's to move (lm/tree_pass.py). The static path overrides it."""
-        additive = self._additive_mask(allowed, next(self.model.parameters()).dtype)
-        hidden, self.cache = self._body(inputs, positions, self.cache, additive[None, None])
+        additive = self._additive_mask(allowed, next(self.model.parameters()).dtype)[None, None]
+        hidden = self._lean_hidden(inputs, positions, additive)
+        if hidden is None:
+            hidden, self.cache = self._body(inputs, positions, self.cache, additive)
         return hidden[0]
+
+    def _lean_hidden(self, inputs: torch.Tensor, positions: torch.Tensor, attention_mask=None) -> torch.Tensor | None:
+        """`_body`'s final hidden states (1, n, hidden) computed by `lean_dynamic.body` (the same ops without HF's
+        modules; fused q|k|v and gate|up matmuls), growing `self.cache` the same way, when SPECDEC_LEAN_DYNAMIC is on
+        and the pass fits it (a CPU Llama, at most lean_dynamic.MAX_TOKENS tokens); else None: run `_body`."""
+        decoder = self._decoder()
+        lean = lean_dynamic.usable(decoder, self.device, inputs.shape[1])
+        if lean is None:
+            return None
+        return lean_dynamic.body(lean, decoder, self._first_hidden(inputs), positions, self.cache, attention_mask)
 
     def _additive_mask(self, allowed: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
         """A bool mask (True = attend) as the additive mask HF's models take: 0 where allowed, the dtype's
@@ -115,8 +129,11 @@ class CachedLM:
     def forward_alone(self, tokens, keep: int | None = None) -> torch.Tensor:
         """`forward` as one pass of this run alone."""
         positions = torch.arange(self.length, self.length + len(tokens), device=self.device).unsqueeze(0)
-        if self.head is not None or self.features is not None or self.returns_hidden:
-            hidden, self.cache = self._body(self._inputs(tokens), positions, self.cache)
+        inputs = self._inputs(tokens)
+        hidden = self._lean_hidden(inputs, positions)
+        if hidden is not None or self.head is not None or self.features is not None or self.returns_hidden:
+            if hidden is None:
+                hidden, self.cache = self._body(inputs, positions, self.cache)
             hidden = hidden[0]
             if self.features is not None:
                 self.store_features(hidden)
@@ -125,7 +142,7 @@ class CachedLM:
             rows = hidden[-keep:] if keep else hidden
             return rows if self.returns_hidden else self._logits(rows)
         out = self.model(
-            input_ids=self._inputs(tokens),
+            input_ids=inputs,
             past_key_values=self.cache,
             use_cache=True,
             position_ids=positions,
@@ -161,6 +178,11 @@ class CachedLM:
         last `keep`."""
         m = inputs_embeds.shape[1]
         mask = self._additive_mask(allowed, self.model.get_input_embeddings().weight.dtype)
+        hidden = self._lean_hidden(inputs_embeds, positions.to(self.device), mask)
+        if hidden is not None:
+            self.length += m
+            self.calls += 1
+            return self._logits(hidden[0, -keep:] if keep else hidden[0])
         out = self.model(inputs_embeds=inputs_embeds, attention_mask=mask, position_ids=positions.to(self.device),
                          past_key_values=self.cache, use_cache=True,
                          **({"logits_to_keep": keep} if keep is not None and keep < m else {}))

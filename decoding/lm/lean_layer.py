@@ -25,7 +25,8 @@ tokens are the same (tests/decoding/lm/test_lean_layer.py).
 
 Weights: taken from the HF model once per model (at its first lean pass, `lean_model`), never copied to disk.
 W_qkv and W_gu are new concatenated tensors, and HF's q/k/v and gate/up projections are then re-pointed at
-row slices (views) of them, so the model holds each weight once, as before; a model whose weights were
+row slices (views) of them, so the model holds each weight once, as before (placed at the old weights' address
+modulo 64 bytes, so HF's modules on the views keep their float32 rounding: `_stacked`); a model whose weights were
 replaced since (moved, re-cast) is re-read. The norms', o and down weights are used as they are.
 
 Compile (on CUDA by default, elsewhere with SPECDEC_COMPILE=1; `compiled_body.lean_run`): `layer_step`'s arguments are tensors and one tuple
@@ -52,6 +53,7 @@ from .static_kernels import _is_rms_norm, grouped_slot_attention, rms_norm
 
 ENV = "SPECDEC_LEAN_LAYER"  # "0": the static short passes run HF's modules (with static_kernels' swaps)
 LAYER_CLASSES = ("LlamaDecoderLayer", "MistralDecoderLayer")
+ALIGN = 64  # bytes: a stacked weight keeps its address modulo this (`_stacked`)
 
 _models: "weakref.WeakKeyDictionary[torch.nn.Module, object]" = weakref.WeakKeyDictionary()
 _lock = threading.Lock()
@@ -77,6 +79,7 @@ class LeanModel(NamedTuple):
     eps: float
     rotary: torch.nn.Module  # HF's rotary embedding: (x, position_ids (1, n)) -> cos, sin (1, n, hd)
     source: torch.Tensor  # layer 0's q weight when read (re-read when the model's weight is another tensor)
+    kept_alignment: bool  # every re-pointed weight kept its address modulo ALIGN (`_keeps_alignment`)
 
 
 def enabled(device) -> bool:
@@ -146,30 +149,62 @@ def misfit(decoder: torch.nn.Module) -> str | None:
 
 def _stacked(linears: list[torch.nn.Linear]) -> torch.Tensor:
     """The linears' weights stacked by rows into one new tensor; each linear's weight then becomes a row slice
-    (a view) of it, so the weights are held once. Outside inference mode: the model stays trainable."""
-    stacked = torch.cat([m.weight.detach() for m in linears])
-    start = 0
-    for m in linears:
-        rows = m.weight.shape[0]
-        m.weight.data = stacked[start: start + rows]
-        start += rows
+    (a view) of it, so the weights are held once. Outside inference mode: the model stays trainable.
+
+    On the CPU the new tensor starts at the first weight's address modulo ALIGN bytes, so weights that lay back to
+    back (as a checkpoint's do: `_keeps_alignment`) keep their alignment: on this project's CPU a float32 one-row
+    matmul (a one-token step's projection) rounds differently on a weight at 8 mod 16 bytes than on an aligned copy
+    (the default target's float32 weights sit at 40 mod 64), so HF's modules on the views compute bit for bit what
+    they did before."""
+    weights = [m.weight.detach() for m in linears]
+    first, width = weights[0], weights[0].shape[1]
+    rows = sum(w.shape[0] for w in weights)
+    size = first.element_size()
+    cpu = first.device.type == "cpu"  # elsewhere (CUDA) a fresh, fully aligned tensor, as before
+    buffer = first.new_empty(rows * width + (ALIGN // size if cpu else 0))
+    start = ((first.data_ptr() - buffer.data_ptr()) % ALIGN) // size if cpu else 0
+    stacked = buffer[start: start + rows * width].view(rows, width)
+    row = 0
+    for m, w in zip(linears, weights):
+        stacked[row: row + w.shape[0]].copy_(w)
+        m.weight.data = stacked[row: row + w.shape[0]]
+        row += w.shape[0]
     return stacked
 
 
-def lean_model(decoder: torch.nn.Module) -> LeanModel | None:
-    """The lean weights of `decoder`, read once per model (module doc), or None when it does not fit."""
+def _keeps_alignment(decoder: torch.nn.Module) -> bool:
+    """Would `_stacked` leave every q/k/v and gate/up weight of `decoder` at its address modulo ALIGN? (Each
+    weight after the first of its group must start where the previous one's bytes end, modulo ALIGN.)"""
+    for layer in decoder.layers:
+        for group in ((layer.self_attn.q_proj, layer.self_attn.k_proj, layer.self_attn.v_proj),
+                      (layer.mlp.gate_proj, layer.mlp.up_proj)):
+            at = group[0].weight.data_ptr()
+            for m in group:
+                if m.weight.data_ptr() % ALIGN != at % ALIGN:
+                    return False
+                at += m.weight.numel() * m.weight.element_size()
+    return True
+
+
+def lean_model(decoder: torch.nn.Module, exact: bool = False) -> LeanModel | None:
+    """The lean weights of `decoder`, read once per model (module doc), or None when it does not fit. `exact`:
+    also None when reading them would move a weight off its address modulo ALIGN (`_stacked`), or did (a model
+    first read without `exact`); nothing is read then, so HF's modules keep computing exactly what they did."""
     with _lock:
         found = _models.get(decoder)
         if isinstance(found, LeanModel):
             q = decoder.layers[0].self_attn.q_proj.weight
             if q.data_ptr() == found.source.data_ptr() and q.dtype == found.source.dtype \
                     and q.device == found.source.device:
-                return found
+                return found if found.kept_alignment or not exact else None
         elif isinstance(found, str):
             return None
         reason = misfit(decoder)
         if reason is not None:
             _models[decoder] = reason
+            return None
+        kept = _keeps_alignment(decoder)
+        if exact and not kept:
             return None
         with torch.inference_mode(False), torch.no_grad():
             layers = []
@@ -182,7 +217,7 @@ def lean_model(decoder: torch.nn.Module) -> LeanModel | None:
                                            norm_post.weight.detach(), gate_up, mlp.down_proj.weight.detach(),
                                            float(norm_in.variance_epsilon)))
         found = LeanModel(layers, decoder.norm.weight.detach(), float(decoder.norm.variance_epsilon),
-                          decoder.rotary_emb, layers[0].qkv)
+                          decoder.rotary_emb, layers[0].qkv, kept)
         _models[decoder] = found
         return found
 
