@@ -4,6 +4,8 @@ whether any "Error" badge has no message (shared by test_explainer_flow.py and t
 
 from __future__ import annotations
 
+from _browser import settle, track
+
 SIZES = {"desktop": (1366, 900), "phone": (390, 844)}
 # what the player and the timeline show (the player's status names its iteration, counted from 1)
 SHOWN = """() => {
@@ -18,7 +20,7 @@ ERROR_BADGE = """() => [...document.querySelectorAll('.error, [class*="error"]')
 
 def new_page(browser, size: str):
     width, height = SIZES[size]
-    page = browser.new_page(viewport={"width": width, "height": height})
+    page = track(browser.new_page(viewport={"width": width, "height": height}))
     errors = []
     page.on("pageerror", lambda exc: errors.append(str(exc)))
     return page, errors
@@ -68,4 +70,4 @@ def set_number(page, label: str, value) -> None:
 def pick(page, elem_id: str, option: str) -> None:
     page.locator(f"#{elem_id} input").click()
     page.get_by_role("option", name=option, exact=True).first.click()
-    page.wait_for_timeout(600)
+    settle(page, 600)

@@ -3,9 +3,9 @@ elements wider than the viewport, and the app served on the tiny models for a wh
 
 from __future__ import annotations
 
-import time
-
 import pytest
+
+from _browser import settle, track
 
 TABS = ("Lesson", "Explainer", "Exactness lab", "Race")
 
@@ -59,14 +59,16 @@ def app_url(tiny_target_dir, tiny_draft_dir):
 
 
 def goto(page, url: str, ready: str = "#lesson-title h2") -> None:
-    """Open `url` and wait for `ready` to show (Gradio renders a tab's content once it is selected)."""
+    """Open `url` and wait for `ready` to show (Gradio renders a tab's content once it is selected) and the
+    page's load events to end (`settle`)."""
+    track(page)
     page.goto(url)
     page.wait_for_selector("[role='tablist']", timeout=60_000)
     page.wait_for_selector(ready, timeout=60_000)
-    time.sleep(1.0)
+    settle(page, 1000)
 
 
 def show_tab(page, name: str) -> None:
     """Select a tab by its name on the tab bar (every tab is on it, at any width) and let it render."""
     page.get_by_role("tab", name=name).click()
-    page.wait_for_timeout(1200)
+    settle(page, 1200)

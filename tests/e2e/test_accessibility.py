@@ -9,7 +9,7 @@ from __future__ import annotations
 import pytest
 
 from _axe import axe_source, run_axe, table
-from _browser import SHOTS, browser  # noqa: F401 (the fixture)
+from _browser import SHOTS, browser, settle  # noqa: F401 (the fixture)
 from _pages import TABS, app_url, goto, show_tab  # noqa: F401 (the fixture)
 
 pytestmark = pytest.mark.slow
@@ -56,7 +56,7 @@ def test_no_critical_or_serious_violation_in_method_panels_and_lesson_widgets(br
             page.locator("#lesson-quiz label").first.click()
             page.click("#lesson-check")
             page.click("#lesson-try")
-            page.wait_for_timeout(1500)
+            settle(page, 1500)
         found = run_axe(page, axe)
     finally:
         page.close()

@@ -20,7 +20,7 @@ from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from _app_server import free_port
 from _axe import axe_source, run_axe, table
-from _browser import SHOTS, browser, open_tab  # noqa: F401 (browser: a fixture)
+from _browser import SHOTS, browser, open_tab, settle  # noqa: F401 (browser: a fixture)
 from _explainer import ERROR_BADGE, SHOWN, click_run, new_page, pick, set_number
 from _pages import TABS, VISIBLE_TEXT_JS, WIDER_THAN_VIEWPORT_JS, show_tab
 from _student_text import dev_hits
@@ -78,14 +78,14 @@ class Walk:
         """Wait until the Explainer's player has played its run to the end (the panels follow it)."""
         self.page.wait_for_function("document.querySelector('#explainer-player .rp')?.dataset.state !== 'playing'",
                                     timeout=120_000)
-        self.page.wait_for_timeout(600)
+        settle(self.page, 600)
 
 
 def _live_chapter(walk: Walk, url: str, n: int) -> None:
     page = walk.page
     page.goto(url + f"?lesson={n}")
     page.wait_for_function(f"document.querySelector('#lesson-title')?.innerText.startsWith('{n}.')", timeout=60_000)
-    page.wait_for_timeout(800)
+    settle(page, 800)
     walk.check(f"chapter {n}")
     page.click("#lesson-live")
     if live_kind(CHAPTERS[n - 1]) == "race":
@@ -177,7 +177,7 @@ def _bad_inputs(walk: Walk, tmp_path) -> None:
     editor = page.get_by_label("Edit cell")
     editor.fill("0.9")
     editor.press("Enter")
-    page.wait_for_timeout(500)
+    settle(page, 500)
     page.click("#lab-btn")
     page.wait_for_function("document.querySelector('#lab-status [role=alert]')", timeout=30_000)
     if "sum to 1" not in page.inner_text("#lab-status"):

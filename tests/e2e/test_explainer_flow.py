@@ -14,7 +14,7 @@ import re
 import pytest
 
 from _app_server import running_app
-from _browser import SHOTS, browser, open_tab  # noqa: F401 (browser: a fixture)
+from _browser import SHOTS, browser, open_tab, settle  # noqa: F401 (browser: a fixture)
 from _explainer import (ERROR_BADGE, SHOWN, click_run, new_page, pick, run_bar_in_view, selected_tab,
                        set_number, wait_done)
 
@@ -172,7 +172,7 @@ def test_the_player_and_the_panels_share_one_timeline(browser, app_url, size):
     page.screenshot(path=str(SHOTS / f"flow_{size}_playing.png"))
     page.wait_for_function("document.querySelector('#explainer-player .rp')?.dataset.state === 'done'",
                            timeout=60_000)
-    page.wait_for_timeout(800)
+    settle(page, 800)
     player, timeline, _ = page.evaluate(SHOWN)
     assert player == timeline, (player, timeline)  # at rest: the last iteration with a draft
     assert f"Iteration {timeline}:" in page.inner_text("#draft-row") or "Iteration" in page.inner_text("#draft-row")

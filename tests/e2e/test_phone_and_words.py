@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from _browser import SHOTS, browser  # noqa: F401 (the fixture)
+from _browser import SHOTS, browser, settle  # noqa: F401 (the fixture)
 from _pages import TABS, VISIBLE_TEXT_JS, WIDER_THAN_VIEWPORT_JS, app_url, goto, show_tab  # noqa: F401
 from _student_text import dev_hits
 
@@ -50,14 +50,14 @@ def test_every_lesson_chapter_fits_a_phone_and_reads_as_plain_words(browser, app
             page.locator("#lesson-quiz label").first.click()
             page.click("#lesson-check")
             page.click("#lesson-try")
-            page.wait_for_timeout(1500)
+            settle(page, 1500)
             problems += _check(page, f"chapter {n} after Check and Try this", PHONE["width"])
             page.screenshot(path=str(SHOTS / f"lesson-{n}-tried-390.png"), full_page=True)
             if n < chapters:
                 page.click("#lesson-next")
                 page.wait_for_function("(n) => document.querySelector('#lesson-title h2')?.textContent"
                                        ".startsWith(n + '.')", arg=n + 1)
-                page.wait_for_timeout(800)
+                settle(page, 800)
     finally:
         page.close()
     assert problems == []
@@ -69,7 +69,7 @@ def test_the_method_panels_fit_a_phone_and_read_as_plain_words(browser, app_url,
     try:
         goto(page, app_url + f"?trace={name}", "#stats .stats")
         page.wait_for_selector("#method-panel", timeout=30_000)
-        page.wait_for_timeout(1500)
+        settle(page, 1500)
         problems = _check(page, name, PHONE["width"])
         page.screenshot(path=str(SHOTS / f"explainer-{name}-390.png"), full_page=True)
     finally:

@@ -8,19 +8,23 @@ Screenshots go to artifacts/screenshots/share_*.png.
 Skipped when chromium or playwright is absent, except under CI=true where that is a failure.
 """
 
+import contextlib
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
+from playwright.sync_api import TimeoutError as PlaywrightTimeout
 
 from _app_server import running_app
-from _browser import SHOTS, browser, open_tab  # noqa: F401 (browser: a fixture)
+from _browser import SHOTS, browser, open_tab, settle  # noqa: F401 (browser: a fixture)
 from _explainer import click_run, new_page, selected_tab, set_number
 
 from app.export.scene import MIN_PNG_WIDTH, png_size
 
 pytestmark = pytest.mark.slow
 TABS = ["Lesson", "Explainer", "Exactness lab", "Race"]
+PLOT_FONTS = """() => [...document.querySelectorAll('.js-plotly-plot')].filter(g => g.offsetParent !== null && g.layout)
+  .map(g => g.layout.font.size)"""
 BODY_TEXT = """() => [...document.querySelectorAll('.prose p, .prose li')].filter(e => e.offsetParent !== null)
   .map(e => parseFloat(getComputedStyle(e).fontSize))"""
 
@@ -107,6 +111,7 @@ def test_a_shipped_traces_link_replays_the_same_records(browser, app_url):
     assert fresh.inner_text("#chips") == chips
     fresh.screenshot(path=str(SHOTS / "share_phone_trace_link.png"))
     context.close()
+    page.close()
     assert not errors, errors
 
 
@@ -123,6 +128,7 @@ def test_a_garbled_link_says_so_and_changes_nothing(browser, app_url):
     page.wait_for_function("document.querySelector('#race-link-notice')?.innerText.includes('could not be opened')",
                            timeout=60_000)
     assert selected_tab(page) == "Race"
+    page.close()
     assert not errors, errors
 
 
@@ -149,6 +155,7 @@ def test_the_export_menu_downloads_a_figure(browser, app_url, fmt, tmp_path):
         assert any("seed" in t for t in texts)
     else:
         assert png_size(path.read_bytes())[0] >= MIN_PNG_WIDTH
+    page.close()
     assert not errors, errors
 
 
@@ -157,24 +164,22 @@ def test_projector_mode_grows_every_tab_and_holds_across_tabs(browser, app_url, 
     page, errors = new_page(browser, size)
     page.goto(app_url)
     page.wait_for_selector("#projector-toggle input", timeout=60_000)
-    page.wait_for_timeout(1500)
+    settle(page, 1500)
     small = min(page.evaluate(BODY_TEXT))
     page.locator("#projector-toggle input").check()
     page.wait_for_function("document.body.classList.contains('projector')", timeout=10_000)
     assert "projector=1" in page.url
     for tab in TABS:
         open_tab(page, tab)
-        page.wait_for_timeout(1500)
+        settle(page, 1500)
         sizes = page.evaluate(BODY_TEXT)
         assert sizes and min(sizes) >= 24, (tab, sizes)
         chips = page.evaluate("() => [...document.querySelectorAll('.chips')].filter(e => e.offsetParent !== null)"
                               ".map(e => parseFloat(getComputedStyle(e).fontSize))")
         assert all(s >= 24 for s in chips), (tab, chips)
-        plots = page.evaluate("() => [...document.querySelectorAll('.js-plotly-plot')].filter(g => g.offsetParent "
-                              "!== null && g.layout).map(g => g.layout.font.size)")
-        page.wait_for_timeout(1200 if plots else 0)
-        plots = page.evaluate("() => [...document.querySelectorAll('.js-plotly-plot')].filter(g => g.offsetParent "
-                              "!== null && g.layout).map(g => g.layout.font.size)")
+        with contextlib.suppress(PlaywrightTimeout):  # the page enlarges its plots once a second (app/projector.py)
+            page.wait_for_function(f"() => ({PLOT_FONTS})().every(s => s >= 18)", timeout=1200)
+        plots = page.evaluate(PLOT_FONTS)
         assert all(s >= 18 for s in plots), (tab, plots)
         page.screenshot(path=str(SHOTS / f"share_{size}_projector_{tab.split()[0].lower()}.png"))
     overflow = page.evaluate("document.documentElement.scrollWidth - document.documentElement.clientWidth")
@@ -184,8 +189,9 @@ def test_projector_mode_grows_every_tab_and_holds_across_tabs(browser, app_url, 
     page.wait_for_function("document.body.classList.contains('projector')", timeout=30_000)
     page.locator("#projector-toggle input").uncheck()
     page.wait_for_function("!document.body.classList.contains('projector')", timeout=10_000)
-    page.wait_for_timeout(500)
+    settle(page, 500)
     assert min(page.evaluate(BODY_TEXT)) == small
+    page.close()  # an open page keeps its connection, which the server's close waits on
     assert not errors, errors
 
 

@@ -76,6 +76,7 @@ def test_a_tree_iteration_in_the_explainer(browser, app_url, tree_trace, size):
     tree = _check(page, "#tree")
     assert "2nd try" in tree and "— not tried" in tree and "after this rejection" in tree
     page.locator("#tree").screenshot(path=str(SHOTS / f"tree_explainer_sampled_{size}.png"))
+    page.close()  # an open page keeps its connection, which the server's close waits on
     assert errors == []
 
 
@@ -87,6 +88,7 @@ def test_the_lessons_worked_tree(browser, app_url, size):
     tree = _check(page, "#lesson-widget-html")
     assert "2nd try" in tree and "residual" in tree
     page.screenshot(path=str(SHOTS / f"tree_lesson_{size}.png"), full_page=True)
+    page.close()
     assert errors == []
 
 
@@ -116,4 +118,5 @@ def test_a_tree_iteration_in_another_language(browser, app_url, tree_trace, lang
     assert "try" not in tree and "kept" not in tree and "residual" not in tree
     caption = visible_text(page.inner_html("#draft-row"))
     assert i18n.t("explainer.draft.summary_tree", lang, accepted=2, n=6, emitted=3) in caption
+    page.close()
     assert errors == []
