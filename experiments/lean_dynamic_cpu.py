@@ -261,8 +261,11 @@ def main(argv=None) -> int:
     from decoding.eval.bench.driver import machine_info
 
     torch.set_num_threads(args.threads)
-    results = {"command": display_command("python experiments/lean_dynamic_cpu.py", sys.argv[1:] if argv is None
-                                          else argv), "machine": machine_info(), "threads": args.threads}
+    shown = list(sys.argv[1:] if argv is None else argv)  # the lock file is this machine's, not the repository's
+    shown = ["LOCKFILE" if i and shown[i - 1] == "--lock" else re.sub(r"^--lock=.*", "--lock=LOCKFILE", a)
+             for i, a in enumerate(shown)]
+    results = {"command": display_command("python experiments/lean_dynamic_cpu.py", shown),
+               "machine": machine_info(), "threads": args.threads}
     if args.repeats:  # 0: whole runs only
         run = results["passes"] = measure(args.dtype, args.repeats, args.lock)
         print(f"{run['dtype']}: context {run['context_tokens']} tokens, {run['repeats']} repeats (medians, ms)")
