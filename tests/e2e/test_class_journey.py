@@ -68,9 +68,13 @@ class Walk:
             self.problems.append(f"{where}: an Error badge without its message")
         self.problems += [f"{where}: wider than the window: {w}" for w in page.evaluate(WIDER_THAN_VIEWPORT_JS, width)]
         self.problems += [f"{where}: {hit}" for hit in dev_hits(page.evaluate(VISIBLE_TEXT_JS))]
-        if timeline:
-            player, panels, state = page.evaluate(SHOWN)
-            if state != "playing" and player != panels:
+        if timeline:  # the player takes the run's last update in after the panels (its own script): a moment
+            # apart is what a student cannot see; still apart after 5 s is a player and panels out of step
+            try:
+                page.wait_for_function(f"() => {{ const [pl, pa, st] = ({SHOWN})(); return st === 'playing' || pl === pa; }}",
+                                       timeout=5_000)
+            except PlaywrightTimeout:
+                player, panels, _ = page.evaluate(SHOWN)
                 self.problems.append(f"{where}: the player shows iteration {player}, the panels {panels}")
         page.screenshot(path=str(SHOTS / f"journey_{self.size}_{where.replace(' ', '_')}.png"))
 
