@@ -10,7 +10,7 @@
 - `lean_layer.py`    our own Llama decoder layer for those passes (fused q|k|v and gate|up weights), one
                      function of tensors that torch.compile compiles once for every layer
 - `lean_dynamic.py`  the dynamic path's short CPU passes as HF's ops without HF's modules, bit-identical
-                     (opt-in: SPECDEC_LEAN_DYNAMIC=1)
+                     (on by default; SPECDEC_LEAN_DYNAMIC=0 runs HF's modules)
 - `compiled_body.py` those passes through torch.compile (the lean layer's step, on CUDA by default), still captured
                      by ours
 - `cuda_graphs.py`   the static LM's passes captured as CUDA graphs, one per pass shape, replayed

@@ -16,7 +16,7 @@ the one place that calls the model, for a solo pass and for a batched one alike.
 Tree passes (PPD) feed input vectors under a 4D mask (`tree_pass`) and keep the accepted branch
 (`compact`); MJSD's beams grow a copy of the cache (`beam_cache`). `static_lm.StaticLM` is the same
 interface on a preallocated static-shape cache; `backend.make_lm` chooses between them.
-With SPECDEC_LEAN_DYNAMIC=1 (off by default) a pass of at most 64 tokens of a CPU Llama runs HF's decoder ops
+By default (SPECDEC_LEAN_DYNAMIC=0 turns it off) a pass of at most 64 tokens of a CPU Llama runs HF's decoder ops
 as plain calls with fused q|k|v and gate|up matmuls (`lean_dynamic.py`), bit-identical to HF's modules.
 """
 
@@ -91,7 +91,7 @@ class CachedLM:
     def _lean_hidden(self, inputs: torch.Tensor, positions: torch.Tensor, attention_mask=None) -> torch.Tensor | None:
         """`_body`'s final hidden states (1, n, hidden) computed by `lean_dynamic.body` (the same ops without HF's
         modules; fused q|k|v and gate|up matmuls), growing `self.cache` the same way, when SPECDEC_LEAN_DYNAMIC is on
-        and the pass fits it (a CPU Llama, at most lean_dynamic.MAX_TOKENS tokens); else None: run `_body`."""
+        (the default) and the pass fits it (a CPU Llama, at most lean_dynamic.MAX_TOKENS tokens); else None: run `_body`."""
         decoder = self._decoder()
         lean = lean_dynamic.usable(decoder, self.device, inputs.shape[1])
         if lean is None:

@@ -1,5 +1,5 @@
-"""The dynamic path's short passes on the CPU through our own Llama decoder stack, op for op HF's (opt-in:
-SPECDEC_LEAN_DYNAMIC=1; off by default).
+"""The dynamic path's short passes on the CPU through our own Llama decoder stack, op for op HF's (on by
+default; SPECDEC_LEAN_DYNAMIC=0 runs HF's modules).
 
 `CachedLM` (a DynamicCache grown in place, `kv_cache.py`) runs HF's `LlamaModel` for every pass. Its numbers come
 from a few dozen tensor ops a layer; around them are ~12 module calls a layer, keyword-argument decorators and the
@@ -48,14 +48,14 @@ import torch.nn.functional as F
 from .devices import env_flag
 from .lean_layer import LayerWeights, LeanModel, lean_model, rotate_half
 
-ENV = "SPECDEC_LEAN_DYNAMIC"  # "1": the dynamic CPU path's short passes run `body` (off by default)
+ENV = "SPECDEC_LEAN_DYNAMIC"  # "0": the dynamic CPU path's short passes run HF's modules (default: `body`)
 MAX_TOKENS = 64  # passes of at most this many tokens
 DECODERS = ("LlamaModel",)  # the decoder classes whose forward `body` repeats (others: HF's modules)
 
 
 def enabled() -> bool:
-    """SPECDEC_LEAN_DYNAMIC on (read at every pass: off unless set)."""
-    return env_flag(ENV, False)
+    """SPECDEC_LEAN_DYNAMIC on (read at every pass: on unless set to 0, false, no or off)."""
+    return env_flag(ENV, True)
 
 
 def usable(decoder: torch.nn.Module, device: torch.device, n: int) -> LeanModel | None:

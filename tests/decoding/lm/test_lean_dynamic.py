@@ -1,9 +1,9 @@
-"""The dynamic path's lean decoder (`decoding/lm/lean_dynamic.py`, SPECDEC_LEAN_DYNAMIC=1): its logits are
+"""The dynamic path's lean decoder (`decoding/lm/lean_dynamic.py`, on unless SPECDEC_LEAN_DYNAMIC=0): its logits are
 bit-identical (torch.equal, no tolerance) to HF's modules on the dynamic cache for every kind of pass (steps, verify
 passes, tree passes, passes after rollback and compaction; short prefills), in float32 and bfloat16 (where the
 split attention kernel runs), on tiny random Llamas with grouped-query attention and on the default target; every
-method gives the same tokens with it on and off (greedy and seeded sampling, draft trees, PPD); it is off by
-default, and long passes, other models and batched passes keep HF's modules."""
+method gives the same tokens with it on and off (greedy and seeded sampling, draft trees, PPD); it is on by
+default, SPECDEC_LEAN_DYNAMIC=0 turns it off, and long passes, other models and batched passes keep HF's modules."""
 
 import copy
 
@@ -176,16 +176,19 @@ def test_weights_off_a_16_byte_boundary_stay_bit_identical(lean_on):
     assert lean_dynamic.usable(mixed.get_decoder(), CPU, 1) is None
 
 
-def test_off_by_default_and_cpu_llamas_only(lean_on, monkeypatch):
+def test_on_by_default_off_with_0_and_cpu_llamas_only(lean_on, monkeypatch):
     monkeypatch.delenv(lean_dynamic.ENV, raising=False)
-    assert not lean_dynamic.enabled()
+    assert lean_dynamic.enabled()
     model = _llama()
     lm = CachedLM(model, CPU, 100)
     calls = lean_on("1")
     monkeypatch.delenv(lean_dynamic.ENV)
     lm.forward(IDS[:10])
-    lm.forward([4])
-    assert not calls
+    assert calls == [10]  # unset: on
+    for off in ("0", "off", "false"):
+        lean_on(off)
+        lm.forward([4])
+    assert calls == [10]
     lean_on("1")
     decoder = model.get_decoder()
     assert lean_dynamic.usable(decoder, CPU, 64) is not None

@@ -85,6 +85,7 @@ def test_lean_logits_equal_hf_and_todays_static_path(monkeypatch, lean_calls):
 
 
 def test_the_weights_are_held_once_and_the_hf_path_is_unchanged(monkeypatch, tmp_path):
+    monkeypatch.setenv("SPECDEC_LEAN_DYNAMIC", "0")  # HF's modules on the weights as loaded, before any re-pointing
     model = _llama()
     before = _passes(CachedLM(model, CPU, 100))
     storage = sum(p.untyped_storage().nbytes() for p in model.parameters())
