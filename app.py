@@ -2,7 +2,8 @@
 
 Environment: SPECDEC_APP_TARGET / SPECDEC_APP_DRAFT replace the default model pair (tests use tiny
 models); SPECDEC_MODEL_SLOTS sets how many model runs go at once (default on a CPU: 8 sharing batched forward
-passes; SPECDEC_CROSS_RUN_BATCHING=0 turns the batching off, and then one run per core);
+passes; SPECDEC_CROSS_RUN_BATCHING=0 turns the batching off, and then one run per core); SPECDEC_TORCH_THREADS
+sets torch's threads (default: every usable core while batching, else the cores shared out over the runs);
 GRADIO_SERVER_NAME / GRADIO_SERVER_PORT choose the address as usual. On ZeroGPU (SPACES_ZERO_GPU set)
 the preset pairs load at start-up and each run decodes in one GPU call; on another CUDA GPU the first preset's pair
 is warmed up in the background at start-up (its compile and graph captures, app/zerogpu.py).
@@ -19,7 +20,7 @@ from app.presets import presets
 
 try:
     configure(model_slots())  # torch threads and cross-run batching for the app's concurrent model slots
-except ValueError as exc:  # a bad SPECDEC_MODEL_SLOTS: one line, not a traceback
+except ValueError as exc:  # a bad SPECDEC_MODEL_SLOTS or SPECDEC_TORCH_THREADS: one line, not a traceback
     raise SystemExit(f"error: {exc}") from None
 if on_zerogpu():  # ZeroGPU: the preset pairs load at start-up, on the GPU each call gets
     for problem in preload([(p.target, p.draft) for p in presets() if p.key != "custom"]):

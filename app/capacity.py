@@ -34,6 +34,7 @@ QUEUE_SIZE = 160
 SESSION_CAPACITY = 2000
 
 SLOTS_ENV = "SPECDEC_MODEL_SLOTS"
+THREADS_ENV = "SPECDEC_TORCH_THREADS"  # torch's intra-op threads for the app's passes (default: `threads_per_run`)
 BATCHING_ENV = "SPECDEC_CROSS_RUN_BATCHING"
 BATCHED_SLOTS = 8  # runs decoding at once on a CPU with batching: a pass over 8 costs ~1.5-2.5x one
 MAX_CPU_SLOTS = 8  # beyond this, one shared copy of the weights is better served by threads per run
@@ -45,16 +46,25 @@ def model_events() -> dict:
     return dict(concurrency_limit=model_slots(), concurrency_id="model")
 
 
+def _whole_number(env: str) -> int | None:
+    """The environment variable `env` as a whole number >= 1, None where it is unset or empty; ValueError
+    naming the variable otherwise."""
+    raw = os.environ.get(env, "").strip()
+    if not raw:
+        return None
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ValueError(f"{env} must be a whole number >= 1 (got {raw!r})") from None
+    if value < 1:
+        raise ValueError(f"{env} must be a whole number >= 1 (got {raw!r})")
+    return value
+
+
 def model_slots() -> int:
     """The concurrency limit of the events that run a model."""
-    raw = os.environ.get(SLOTS_ENV, "").strip()
-    if raw:
-        try:
-            value = int(raw)
-        except ValueError:
-            raise ValueError(f"{SLOTS_ENV} must be a whole number >= 1 (got {raw!r})") from None
-        if value < 1:
-            raise ValueError(f"{SLOTS_ENV} must be a whole number >= 1 (got {raw!r})")
+    value = _whole_number(SLOTS_ENV)
+    if value is not None:
         return value
     import torch
 
@@ -82,8 +92,13 @@ def batching_on() -> bool:
 
 def threads_per_run(slots: int) -> int:
     """Torch threads per forward pass on a CPU: every usable core when the runs' passes are batched
-    (one pass at a time), else the usable cores shared out over the slots (at least one)."""
+    (one pass at a time), else the usable cores shared out over the slots (at least one).
+    SPECDEC_TORCH_THREADS sets the count instead."""
     from decoding.lm.devices import usable_cores
+
+    value = _whole_number(THREADS_ENV)
+    if value is not None:
+        return value
 
     if batching_on():
         return usable_cores()

@@ -545,7 +545,8 @@ def main(argv=None) -> int:
     ap.add_argument("--runs", default="spec-bench-bfloat16,spec-bench-corpus-bfloat16,spec-bench-float32,"
                                       "spec-bench-feature-float32,spec-bench-corpus-float32,"
                                       "spec-bench-long-bfloat16,spec-bench-long-feature-bfloat16,"
-                                      "spec-bench-tree-bfloat16,spec-bench-tree-quiet-bfloat16,spec-bench-tree63-quiet-bfloat16,spec-bench-tree42-bfloat16,spec-bench-tree-default-bfloat16")
+                                      "spec-bench-tree-bfloat16,spec-bench-tree-quiet-bfloat16,spec-bench-tree63-quiet-bfloat16,spec-bench-tree42-bfloat16,spec-bench-tree-default-bfloat16,"
+                                      "spec-bench-tree42-lean-bfloat16")
     ap.add_argument("--readme", default=str(ROOT / "README.md"))
     ap.add_argument("--classroom", default=str(DOCS / "classroom.md"))
     args = ap.parse_args(argv)

@@ -19,7 +19,9 @@ run the final hidden states of its own tokens: a target that a feature draft rea
 matmul per head over all runs' rows (the head of a 135M model is a third of its weights: read once
 per pass, not once per run). The feature draft's
 own layer (`drafters.feature.FeatureDraftLM`, fed [feature; embedding] vectors rather than token ids)
-is batched the same way: the runs of a class share every pass of both models.
+is batched the same way: the runs of a class share every pass of both models. A batched pass of at most
+`lean_dynamic.MAX_TOKENS` tokens a row runs the lean decoder (`lean_dynamic.py`) on the merged cache, as a solo
+pass does, bit-identical to HF's modules.
 """
 
 from __future__ import annotations
@@ -317,10 +319,14 @@ def _pass(model, calls: list[Call]):
     mask = torch.zeros(allowed.shape, dtype=dtype).masked_fill(~allowed, torch.finfo(dtype).min)
     inputs, positions, mask = inputs.to(device), positions.to(device), mask.to(device)
     keeps = [min(c.keep or n, n) for c, n in zip(calls, counts)]
+    lm = calls[0].lm
     if _plain(calls):
         needed = max(keeps)
+        hidden = lm._lean_hidden(inputs, positions, mask, batch_cache)
+        if hidden is not None:  # LlamaForCausalLM's head over the kept slots, as its forward computes them
+            return lm.model.get_output_embeddings()(hidden[:, -needed:]), batch_cache, counts, keeps, padded, width
         out = model(input_ids=inputs, attention_mask=mask, position_ids=positions, past_key_values=batch_cache,
                     use_cache=True, **({"logits_to_keep": needed} if needed < width else {}))
         return out.logits[:, -needed:], out.past_key_values, counts, keeps, padded, width
-    hidden, grown = calls[0].lm._body(inputs, positions, batch_cache, attention_mask=mask)
+    hidden, grown = lm.decoder_pass(inputs, positions, batch_cache, attention_mask=mask)
     return hidden, grown, counts, keeps, padded, width

@@ -88,15 +88,26 @@ class CachedLM:
             hidden, self.cache = self._body(inputs, positions, self.cache, additive)
         return hidden[0]
 
-    def _lean_hidden(self, inputs: torch.Tensor, positions: torch.Tensor, attention_mask=None) -> torch.Tensor | None:
-        """`_body`'s final hidden states (1, n, hidden) computed by `lean_dynamic.body` (the same ops without HF's
-        modules; fused q|k|v and gate|up matmuls), growing `self.cache` the same way, when SPECDEC_LEAN_DYNAMIC is on
-        (the default) and the pass fits it (a CPU Llama, at most lean_dynamic.MAX_TOKENS tokens); else None: run `_body`."""
+    def _lean_hidden(self, inputs: torch.Tensor, positions: torch.Tensor, attention_mask=None,
+                     cache=None) -> torch.Tensor | None:
+        """`_body`'s final hidden states (batch, n, hidden) computed by `lean_dynamic.body` (the same ops without
+        HF's modules; fused q|k|v and gate|up matmuls), growing `cache` (default `self.cache`; the cross-run
+        batcher passes its merged cache) the same way, when SPECDEC_LEAN_DYNAMIC is on (the default) and the pass
+        fits it (a CPU Llama, at most lean_dynamic.MAX_TOKENS tokens a row); else None: run `_body`."""
         decoder = self._decoder()
         lean = lean_dynamic.usable(decoder, self.device, inputs.shape[1])
         if lean is None:
             return None
-        return lean_dynamic.body(lean, decoder, self._first_hidden(inputs), positions, self.cache, attention_mask)
+        return lean_dynamic.body(lean, decoder, self._first_hidden(inputs), positions,
+                                 self.cache if cache is None else cache, attention_mask)
+
+    def decoder_pass(self, inputs: torch.Tensor, positions: torch.Tensor, cache, attention_mask=None):
+        """`_body` on any cache (the cross-run batcher's merged one), through `lean_dynamic.body` where the pass fits
+        it: (final hidden states (batch, n, hidden), the grown cache)."""
+        hidden = self._lean_hidden(inputs, positions, attention_mask, cache)
+        if hidden is not None:
+            return hidden, cache
+        return self._body(inputs, positions, cache, attention_mask=attention_mask)
 
     def _additive_mask(self, allowed: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
         """A bool mask (True = attend) as the additive mask HF's models take: 0 where allowed, the dtype's

@@ -36,8 +36,8 @@ separate matmuls, 24.46 ms with the fused ones (0.87x); a 5-token verify pass 29
 
 Used for passes of at most MAX_TOKENS tokens (steps, verify passes, tree passes, short prefills) of a CPU model
 whose decoder is HF's `LlamaModel` fitting `lean_layer.misfit`; longer passes, other models and other devices run
-HF's modules. Cross-run batched passes (`batching.py`) are untouched (a batch of one calls `forward_alone`, which
-may take this path with the same logits).
+HF's modules. Cross-run batched passes (`batching.py`: several runs' caches padded into one, a 4D mask) take it
+under the same conditions (at most MAX_TOKENS tokens a row), bit-identical to HF's batched passes.
 """
 
 from __future__ import annotations

@@ -45,7 +45,8 @@ TUNED, DEFAULT, SET = "tuned", "default", "set"  # how an iteration's tree size 
 # bfloat16, 4 nodes and 2 levels: the tree-ceiling replay's best shape at measured costs (docs/bench/tree-ceiling.md),
 # and the fastest of chains, 4,2, 6,3 and 16,6 on Spec-Bench (docs/bench/spec-bench-tree42-bfloat16 and
 # spec-bench-tree-default-bfloat16, which the lesson's tree chapter quotes) and on the class's prompts at T 0.7
-# (docs/bench/classroom-tree-default-bfloat16).
+# (docs/bench/classroom-tree-default-bfloat16). With the lean dynamic path (the CPU default since then) 4,2 and the
+# chain ran level (docs/bench/spec-bench-tree42-lean-bfloat16, classroom-tree42-lean-bfloat16).
 DEFAULT_NODES, DEFAULT_DEPTH = 16, 6
 MEASURED_DEFAULTS = {("cpu", torch.bfloat16): (4, 2)}  # (device type, target dtype) -> (N, D)
 MAX_NODES, MAX_DEPTH = 64, 16

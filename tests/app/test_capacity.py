@@ -48,6 +48,15 @@ def test_the_environment_overrides_and_bad_values_are_named(monkeypatch):
         monkeypatch.setenv(capacity.SLOTS_ENV, bad)
         with pytest.raises(ValueError, match=capacity.SLOTS_ENV):
             capacity.model_slots()
+    monkeypatch.setenv(capacity.THREADS_ENV, "1")  # the torch threads, whatever the slots and the cores
+    monkeypatch.setattr("decoding.lm.devices.usable_cores", lambda: 16)
+    assert capacity.threads_per_run(1) == capacity.threads_per_run(8) == 1
+    monkeypatch.delenv(capacity.BATCHING_ENV)
+    assert capacity.threads_per_run(capacity.BATCHED_SLOTS) == 1
+    for bad in ("0", "all", "1.5"):
+        monkeypatch.setenv(capacity.THREADS_ENV, bad)
+        with pytest.raises(ValueError, match=capacity.THREADS_ENV):
+            capacity.threads_per_run(2)
 
 
 def test_concurrent_runs_sharing_the_models_give_the_tokens_of_runs_one_at_a_time(tiny_target_dir, tiny_draft_dir):

@@ -106,7 +106,7 @@ def run_cli(args) -> int:
     from ...rules.warp import SamplingConfig
     from .driver import run_bench
     from .report import markdown_report, markdown_table, write_outputs
-    from .variants import parse_gammas
+    from .variants import parse_gammas, parse_trees
 
     if args.repeats < 1 or args.warmup < 0 or args.max_new_tokens < 1:
         raise UsageError("--repeats must be >= 1, --warmup >= 0 and --max-new-tokens >= 1")
@@ -115,6 +115,7 @@ def run_cli(args) -> int:
     args.sampling = SamplingConfig(args.temperature, args.top_k, args.top_p)
     args.methods = [m.strip() for m in args.methods.split(",") if m.strip()]
     parse_gammas(args.gamma)
+    parse_trees(getattr(args, "draft_tree", None))  # a bad setting is refused before the models load
     try:
         prompts = read_prompt_rows(args.prompts)
     except OSError as exc:

@@ -2,8 +2,9 @@
 bit-identical (torch.equal, no tolerance) to HF's modules on the dynamic cache for every kind of pass (steps, verify
 passes, tree passes, passes after rollback and compaction; short prefills), in float32 and bfloat16 (where the
 split attention kernel runs), on tiny random Llamas with grouped-query attention and on the default target; every
-method gives the same tokens with it on and off (greedy and seeded sampling, draft trees, PPD); it is on by
-default, SPECDEC_LEAN_DYNAMIC=0 turns it off, and long passes, other models and batched passes keep HF's modules."""
+method gives the same tokens with it on and off (greedy and seeded sampling, draft trees, PPD); the cross-run
+batcher's merged passes run it too, bit-identical to HF's batched passes; it is on by default,
+SPECDEC_LEAN_DYNAMIC=0 turns it off, and long passes and other models keep HF's modules."""
 
 import copy
 
@@ -320,23 +321,56 @@ def test_ppd_tree_pass_and_compaction(tiny_pair, lean_on):
     assert torch.equal(out["1"][0], out["0"][0]) and torch.equal(out["1"][1], out["0"][1])
 
 
-def test_batched_passes_keep_hf_modules(tiny_pair, lean_on):
-    """Two runs' passes merged by the cross-run batcher (`batching.batched_forward`) run HF's modules on the merged
-    cache with the switch on (lean_dynamic never sees them), with the same outputs as with it off; each run's next
-    pass alone then runs lean, bit-identical."""
-    target = tiny_pair[0]
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16"])
+@pytest.mark.parametrize("kind", ["logits", "features"])
+def test_batched_passes_are_bit_identical(tiny_target_dir, lean_on, dtype, kind):
+    """Three runs' passes merged by the cross-run batcher (`batching.batched_forward`: caches of three lengths
+    padded into one, a 4D mask) run lean_dynamic.body on the merged cache, with HF's batched outputs bit for bit:
+    a target's logits ("logits"), or a target that keeps its hidden states for a feature draft ("features"); a
+    batched prefill longer than MAX_TOKENS keeps HF's modules; each run's next pass alone is bit-identical too."""
+    from decoding.lm.models import load_model
+
+    target = load_model(str(tiny_target_dir), device="cpu", dtype=dtype)
     out = {}
     for flag in ("0", "1"):
         calls = lean_on(flag)
-        lms = [CachedLM(target.model, target.device, target.vocab_size) for _ in range(2)]
-        for lm, n in zip(lms, (8, 11)):
-            lm.forward([3 + (7 * i) % 45 for i in range(n)])  # ids within the tiny vocabulary
+        lms = [CachedLM(target.model, target.device, target.vocab_size) for _ in range(3)]
+        for lm in lms if kind == "features" else ():
+            lm.keep_features()
+        long = [[3 + (5 * i + n) % 45 for i in range(70 + n)] for n in range(3)]  # ids within the tiny vocabulary
+        got = batching.batched_forward(target.model, [batching.Call(lm, ids, 1) for lm, ids in zip(lms, long)])
+        lms[1].rollback(60)  # caches of 70, 60 and 72 tokens
+        for step in ([[3, 4], [5], [6, 7, 8, 9, 10]], [[11], [12, 13], [14]]):
+            got += batching.batched_forward(target.model, [batching.Call(lm, t, k) for lm, t, k
+                                                           in zip(lms, step, (None, 1, 2))])
+        got += [lm.forward([6, 7]) for lm in lms]
+        if kind == "features":
+            got += [lm.features[: lm.length] for lm in lms]
+        out[flag] = got
+        assert calls == ([] if flag == "0" else [5, 2, 2, 2, 2])  # the batched prefill (70-72 tokens) ran HF's
+    assert all(torch.equal(a, b) for a, b in zip(out["1"], out["0"])), [
+        float((a - b).abs().max()) for a, b in zip(out["1"], out["0"])]
+
+
+def test_batched_feature_draft_layer_passes_are_bit_identical(tiny_pair, tiny_feature_dir, lean_on):
+    """The feature draft's layer (fed [feature ; embedding] vectors, returning hidden states), batched over three
+    runs: lean_dynamic.body on the merged cache, the same predicted features as HF's modules bit for bit."""
+    from decoding.drafters.feature import FeatureDraftLM
+
+    target = tiny_pair[0]
+    model = load_draft_value(str(tiny_feature_dir), target, "float32").drafter(target).model
+    pairs = torch.randn(30, 2 * model.config.hidden_size, generator=torch.Generator().manual_seed(0))
+    out = {}
+    for flag in ("0", "1"):
+        calls = lean_on(flag)
+        lms = [FeatureDraftLM(model, CPU) for _ in range(3)]
+        for lm, n in zip(lms, (4, 7, 5)):
+            lm.forward(pairs[:n])
         calls.clear()
-        merged = batching.batched_forward(target.model, [batching.Call(lms[0], [3, 4], None),
-                                                         batching.Call(lms[1], [5], None)])
-        assert not calls
-        out[flag] = merged + [lm.forward([6, 7]) for lm in lms]
-    assert calls == [2, 2]
+        got = batching.batched_forward(model, [batching.Call(lm, x, 1) for lm, x in
+                                               zip(lms, (pairs[10:12], pairs[12:13], pairs[13:16]))])
+        out[flag] = got + [lm.forward(pairs[20:21]) for lm in lms]
+        assert calls == ([] if flag == "0" else [3, 1, 1, 1])
     assert all(torch.equal(a, b) for a, b in zip(out["1"], out["0"]))
 
 

@@ -316,3 +316,18 @@ def test_seed_per_prompt_gives_every_sampled_run_a_seed_of_its_own(tmp_path, tin
     assert main(base + ["--temperature", "0", "--out", str(tmp_path / "greedy")]) == 0
     result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert result["settings"]["seed_per_prompt"] is False and {s for _, s in seen} == {5}
+
+
+@pytest.mark.parametrize("tree", ["off", "4,2;off", "0,2", "4,x"])
+def test_a_bad_draft_tree_is_refused_before_any_model_loads(tmp_path, tree, capsys, monkeypatch):
+    """--draft-tree lists trees to add to the chains: "off" and malformed shapes exit 2 with the reason on stderr,
+    before the target is loaded (a missing target directory would otherwise be the first error)."""
+    import decoding.run.pair as pair
+
+    monkeypatch.setattr(pair, "load_pair", lambda *a, **k: pytest.fail("the models were loaded"))
+    argv = ["bench", "--prompts", str(_prompt_file(tmp_path)), "--target", str(tmp_path / "no-model"),
+            "--draft", "prompt-lookup", "--draft-tree", tree, "--no-memory", "--out", str(tmp_path / "out")]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "--draft-tree" in err or "tree" in err.lower(), err
+    assert "Traceback" not in err and not (tmp_path / "out").exists()
