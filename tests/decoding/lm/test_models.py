@@ -91,6 +91,19 @@ def test_eos_ids(tiny_pair):
     assert target.eos_token_ids(chat=True) == [endoftext, im_end]
 
 
+def test_eos_ids_read_the_vocabulary_once_per_model(tiny_target_dir, monkeypatch):
+    """Every run asks for its end ids; the tokenizer's whole vocabulary (a dict built on every get_vocab call) is
+    read once per model, not once per run, and a token it lacks is remembered as absent."""
+    target = load_model(str(tiny_target_dir), device="cpu", dtype="float32")
+    reads = []
+    real = target.tokenizer.get_vocab
+    monkeypatch.setattr(target.tokenizer, "get_vocab", lambda: reads.append(1) or real())
+    first = [target.eos_token_ids(chat=True) for _ in range(5)]
+    assert len(reads) == 1 and all(ids == first[0] for ids in first)
+    assert target.vocab_id("<|no such token|>") is None and target.vocab_id("<|no such token|>") is None
+    assert len(reads) == 2
+
+
 def test_decode_token_concatenates_to_text(tiny_pair):
     target, _ = tiny_pair
     ids = target.encode_prompt("hello, world 42!", chat=False)
