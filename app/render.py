@@ -475,8 +475,13 @@ def caption(record: IterationRecord | None, lang: str | None = None) -> str:
     tree = tree_drafted(record)
     s = (tr("caption.head", lang, i=i, k=k, accepted=record.accepted_length) if tree is None
          else tr("caption.head_tree", lang, i=i, n=tree, accepted=record.accepted_length))
-    if rejected is not None and tree is not None:
+    joint = mjsd_prefix(record, rejected.position) if rejected is not None else None
+    if rejected is not None and tree is not None and joint is None:
         s += " " + tr("caption.rejected_tree", lang, position=rejected.position + 1, token=repr(visible(rejected.text)))
+    elif joint is not None:  # MJSD: no coin, a joint-likelihood ratio against tau (its beams make a tree too)
+        prefix, tau = joint
+        s += " " + tr("caption.rejected_mjsd", lang, position=rejected.position + 1,
+                      token=repr(visible(rejected.text)), ratio=fmt(prefix.ratio), tau=fmt(tau))
     elif rejected is not None:
         params = dict(position=rejected.position + 1, token=repr(visible(rejected.text)), p=fmt(rejected.p),
                       coin=fmt(rejected.coin), threshold=fmt(rejected.threshold))
@@ -487,8 +492,10 @@ def caption(record: IterationRecord | None, lang: str | None = None) -> str:
             params.pop("p")
             s += " " + tr("caption.rejected", lang, **params)
     if final is not None:
-        s += " " + tr("caption.correction" if final.kind == CORRECTION else "caption.bonus", lang,
-                      token=repr(visible(final.text)))
+        key = "caption.correction" if final.kind == CORRECTION else "caption.bonus"
+        if final.kind == CORRECTION and joint is not None:
+            key = "caption.next_mjsd"  # MJSD draws its next token from p itself: lossy, no residual
+        s += " " + tr(key, lang, token=repr(visible(final.text)))
     more = drafted_note(record, lang) if tree is None else ""
     if more:
         s += f" ({more})"

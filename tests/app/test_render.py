@@ -286,6 +286,13 @@ def test_joint_likelihood_records_render_ratio_vs_tau():
     assert "no residual" in chips[2]
     assert "itself" in charts.residual_figure(rec).text()
     assert render.tree_html(rec).count("kind-beam") == 3
+    caption = render.caption(rec)  # MJSD's own rule and source of the next token, not the greedy rule's or a residual
+    assert "Draft 2 'y' was not kept" in caption and "0.020 ≤ τ = 0.100" in caption, caption
+    assert "Next token 'z' drawn from the target's p (MJSD uses no residual)" in caption, caption
+    assert not any(word in caption for word in ("greedy", "p_raw", "—", "from the residual")), caption
+    rec.emitted[-1] = EmittedToken(33, "z", BONUS)  # every prefix kept: the usual bonus sentence
+    rec.draft[1].accepted, rec.extra["mjsd"]["prefixes"][1]["passes"] = True, True
+    assert "All accepted: bonus token 'z' drawn from p." in render.caption(rec)
 
 
 def test_numeric_token_texts_stay_categories():
