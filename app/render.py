@@ -491,10 +491,8 @@ def caption(record: IterationRecord | None, lang: str | None = None) -> str:
         else:
             params.pop("p")
             s += " " + tr("caption.rejected", lang, **params)
-    if final is not None:
-        key = "caption.correction" if final.kind == CORRECTION else "caption.bonus"
-        if final.kind == CORRECTION and joint is not None:
-            key = "caption.next_mjsd"  # MJSD draws its next token from p itself: lossy, no residual
+    if final is not None:  # MJSD draws its next token from p itself (lossy, no residual)
+        key = "caption.bonus" if final.kind != CORRECTION else "caption.next_mjsd" if joint else "caption.correction"
         s += " " + tr(key, lang, token=repr(visible(final.text)))
     more = drafted_note(record, lang) if tree is None else ""
     if more:
