@@ -83,9 +83,7 @@ class CachedLM:
         rotary `positions` (1, m), under the bool mask `allowed` (m, length + m) (True = attend): final hidden
         states (m, hidden). The length is the caller's to move (lm/tree_pass.py). The static path overrides it."""
         additive = self._additive_mask(allowed, next(self.model.parameters()).dtype)[None, None]
-        hidden = self._lean_hidden(inputs, positions, additive)
-        if hidden is None:
-            hidden, self.cache = self._body(inputs, positions, self.cache, additive)
+        hidden, self.cache = self.decoder_pass(inputs, positions, self.cache, additive)
         return hidden[0]
 
     def _lean_hidden(self, inputs: torch.Tensor, positions: torch.Tensor, attention_mask=None,
