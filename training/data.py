@@ -23,6 +23,8 @@ from pathlib import Path
 import torch
 
 
+from decoding.lm.hf_cache import cache_kwargs
+
 from .config import DistillConfig, get_config
 
 
@@ -57,8 +59,8 @@ def sample_batch(model, prompts: list[list[int]], greedy: list[bool], max_new_to
     ids, mask = ids.to(device), mask.to(device)
     positions = (mask.cumsum(-1) - 1).clamp(min=0)
     cache = DynamicCache(config=model.config)
-    out = model(input_ids=ids, attention_mask=mask, position_ids=positions, past_key_values=cache,
-                use_cache=True, logits_to_keep=1)
+    out = model(input_ids=ids, attention_mask=mask, position_ids=positions,
+                **cache_kwargs(model, cache), use_cache=True, logits_to_keep=1)
     logits = out.logits[:, -1].float()
     next_pos = positions[:, -1] + 1
     greedy_t = torch.tensor(greedy, device=device)
@@ -81,7 +83,7 @@ def sample_batch(model, prompts: list[list[int]], greedy: list[bool], max_new_to
             break
         mask = torch.cat([mask, torch.ones((n, 1), dtype=mask.dtype, device=device)], dim=1)
         out = model(input_ids=x[:, None], attention_mask=mask, position_ids=next_pos[:, None],
-                    past_key_values=cache, use_cache=True)
+                    **cache_kwargs(model, cache), use_cache=True)
         logits = out.logits[:, -1].float()
         next_pos = next_pos + 1
     toks_t = torch.stack(toks, 1).cpu()

@@ -159,7 +159,7 @@ def unroll(model, feats, embeds, mask, steps: int) -> list[torch.Tensor]:
         else:
             inputs = torch.cat([feats[:, :1], preds[-1][:, :-1].to(feats.dtype)], dim=1)
             attention = unrolled_mask(length, k, batch_size).to(mask.device)
-        pred, cache = model(inputs, embeds, positions, past_key_values=cache, attention_mask=attention,
+        pred, cache = model(inputs, embeds, positions, cache=cache, attention_mask=attention,
                             use_cache=steps > 1)
         preds.append(pred)
     return preds

@@ -20,6 +20,8 @@ from pathlib import Path
 
 import torch
 
+from decoding.lm.hf_cache import cache_kwargs, grown_cache
+
 from .config import DistillConfig, get_config, setup_threads, stage_device
 
 PART_PROMPTS = 32  # prompts per output part (a restart redoes at most one part)
@@ -53,8 +55,8 @@ def prompt_features(decoder, prompt: list[int], conts: list[torch.Tensor]) -> tu
 
     device = next(decoder.parameters()).device
     cache = DynamicCache(config=decoder.config)
-    p = decoder(input_ids=torch.tensor([prompt], device=device), past_key_values=cache, use_cache=True)
-    cache = p.past_key_values
+    p = decoder(input_ids=torch.tensor([prompt], device=device), **cache_kwargs(decoder, cache), use_cache=True)
+    cache = grown_cache(p)
     cache.batch_repeat_interleave(len(conts))
     width = max(len(c) for c in conts)
     ids = torch.zeros(len(conts), width, dtype=torch.long)
@@ -65,7 +67,7 @@ def prompt_features(decoder, prompt: list[int], conts: list[torch.Tensor]) -> tu
         mask[i, len(prompt): len(prompt) + len(c)] = 1
     positions = torch.arange(len(prompt), len(prompt) + width).expand(len(conts), -1)
     out = decoder(input_ids=ids.to(device), attention_mask=mask.to(device), position_ids=positions.to(device),
-                  past_key_values=cache, use_cache=True)
+                  **cache_kwargs(decoder, cache), use_cache=True)
     hidden = out.last_hidden_state.to(torch.bfloat16).cpu()
     return (p.last_hidden_state[0].to(torch.bfloat16).cpu(),
             [hidden[i, : len(c)].clone() for i, c in enumerate(conts)])

@@ -46,6 +46,7 @@ from pathlib import Path
 import torch
 
 from decoding.paths import DEV_PROMPTS, display_path
+from decoding.lm.hf_cache import cache_kwargs
 from decoding.lm.prompt_files import read_prompts
 from decoding.methods.ppd.engine import additive_mask
 from decoding.methods.ppd.prompts import PromptTokens, asset_path, untrained_prompt_tokens
@@ -215,7 +216,7 @@ def _extend_cache_forward(model, cache, inputs_embeds, positions, allowed, grad:
     mask = additive_mask(allowed, dtype)[None, None]
     with torch.set_grad_enabled(grad):
         out = model(inputs_embeds=inputs_embeds[None], attention_mask=mask, position_ids=positions[None],
-                    past_key_values=cache, use_cache=True)
+                    **cache_kwargs(model, cache), use_cache=True)
     return out.logits[0].float()
 
 
@@ -248,7 +249,7 @@ def cached_insertion_step(model, x: torch.Tensor, points: list[int], prompts: Pr
             keep = torch.clamp(pts[:, None] + torch.arange(1, m + 1, device=device)[None], max=L - 1).reshape(-1)
         else:
             raise ValueError(f"labels must be 'chain' or 'data', not {labels!r}")
-        logits = model(input_ids=x[None], past_key_values=cache, use_cache=True, logits_to_keep=keep).logits[0].float()
+        logits = model(input_ids=x[None], **cache_kwargs(model, cache), use_cache=True, logits_to_keep=keep).logits[0].float()
         if labels == "data":
             teacher = logits.reshape(N, m, -1).clone()
             past_end = (pts[:, None] + torch.arange(1, m + 1, device=device)[None]) >= L

@@ -26,6 +26,7 @@ import torch
 
 from ..lm.backend import make_lm
 from ..lm.cached_lm import CachedLM
+from ..lm.hf_cache import cache_kwargs, grown_cache
 from .base import CATCH_UP_TOKENS, Drafter, Proposal, greedy_chain, one_hot_rows, stop_point
 from .chain_graph import feature_chain
 from .tree import DraftTree, grow_tree, tree_mask
@@ -70,11 +71,11 @@ class FeatureDraftModel(torch.nn.Module):
         return self.fc(torch.cat([features.to(self.fc.weight.dtype), embeds.to(self.fc.weight.dtype)], dim=-1))
 
     def forward(self, features: torch.Tensor, embeds: torch.Tensor, position_ids: torch.Tensor,
-                past_key_values=None, attention_mask=None, use_cache: bool = False):
+                cache=None, attention_mask=None, use_cache: bool = False):
         x = self.pairs(features, embeds)
-        out = self.body(inputs_embeds=x, position_ids=position_ids, past_key_values=past_key_values,
+        out = self.body(inputs_embeds=x, position_ids=position_ids, **cache_kwargs(self.body, cache),
                         attention_mask=attention_mask, use_cache=use_cache)
-        return out.last_hidden_state, out.past_key_values
+        return out.last_hidden_state, grown_cache(out)
 
     def init_from_target(self, target_model) -> None:
         """Start from the target's last decoder layers and final norm (same shapes), the feature half
@@ -155,7 +156,7 @@ class FeatureDraftLM(CachedLM):
     def _body(self, inputs: torch.Tensor, position_ids: torch.Tensor, cache, attention_mask=None):
         """g over (batch, n, 2 x hidden) pairs: the predicted features (batch, n, hidden), the grown cache."""
         d = inputs.shape[-1] // 2
-        return self.model(inputs[..., :d], inputs[..., d:], position_ids, past_key_values=cache,
+        return self.model(inputs[..., :d], inputs[..., d:], position_ids, cache=cache,
                           attention_mask=attention_mask, use_cache=True)
 
     def _decoder(self) -> torch.nn.Module:

@@ -18,6 +18,8 @@
 - `backend.py`       the one factory (`make_lm`) choosing the dynamic or the static path (SPECDEC_BACKEND,
                      --backend; static with graphs on CUDA by default), and what a run summary records of it
 - `batching.py`      concurrent runs on one model sharing its forward passes (a class's runs)
+- `hf_cache.py`      the name a model call takes and returns its KV cache by (`cache`, or `past_key_values`
+                     in transformers before the rename), so no call warns in any version allowed
 - `devices.py`       which device and dtype a run uses; waiting for queued GPU work before a clock
 - `scoring.py`       teacher-forced scoring of a continuation in one pass
 - `tree_pass.py`     a pass over a draft tree (tree mask, explicit positions) and compaction of its accepted path

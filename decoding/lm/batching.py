@@ -33,6 +33,8 @@ from dataclasses import dataclass, field
 import torch
 from transformers import DynamicCache
 
+from .hf_cache import cache_kwargs, grown_cache
+
 LONG_CALL = 16  # calls feeding more tokens than this are batched only with each other
 _settings = {"max_batch": 0, "window_s": 0.0}
 _lock = threading.Lock()
@@ -325,8 +327,8 @@ def _pass(model, calls: list[Call]):
         hidden = lm._lean_hidden(inputs, positions, mask, batch_cache)
         if hidden is not None:  # LlamaForCausalLM's head over the kept slots, as its forward computes them
             return lm.model.get_output_embeddings()(hidden[:, -needed:]), batch_cache, counts, keeps, padded, width
-        out = model(input_ids=inputs, attention_mask=mask, position_ids=positions, past_key_values=batch_cache,
+        out = model(input_ids=inputs, attention_mask=mask, position_ids=positions, **cache_kwargs(model, batch_cache),
                     use_cache=True, **({"logits_to_keep": needed} if needed < width else {}))
-        return out.logits[:, -needed:], out.past_key_values, counts, keeps, padded, width
+        return out.logits[:, -needed:], grown_cache(out), counts, keeps, padded, width
     hidden, grown = lm.decoder_pass(inputs, positions, batch_cache, attention_mask=mask)
     return hidden, grown, counts, keeps, padded, width

@@ -25,6 +25,7 @@ from __future__ import annotations
 import torch
 
 from . import batching, lean_dynamic
+from .hf_cache import cache_kwargs, grown_cache
 from .kv_cache import compact_cache, growing_cache
 
 
@@ -74,9 +75,10 @@ class CachedLM:
         input embeddings (a tree pass): its final hidden states (batch, n, hidden) and the grown
         `cache`. `attention_mask`: None (causal) or a 4D additive mask (batch, 1, n, cached + n)."""
         feed = {"inputs_embeds": inputs} if inputs.is_floating_point() else {"input_ids": inputs}
-        out = self.model.get_decoder()(**feed, past_key_values=cache, use_cache=True,
-                                       position_ids=position_ids, attention_mask=attention_mask)
-        return out.last_hidden_state, out.past_key_values
+        decoder = self.model.get_decoder()
+        out = decoder(**feed, **cache_kwargs(decoder, cache), use_cache=True, position_ids=position_ids,
+                      attention_mask=attention_mask)
+        return out.last_hidden_state, grown_cache(out)
 
     def masked_pass(self, inputs: torch.Tensor, positions: torch.Tensor, allowed: torch.Tensor) -> torch.Tensor:
         """One pass appending `inputs` (1, m) ids or (1, m, width) vectors at cache slots [length, length + m),
@@ -152,12 +154,12 @@ class CachedLM:
             return rows if self.returns_hidden else self._logits(rows)
         out = self.model(
             input_ids=inputs,
-            past_key_values=self.cache,
+            **cache_kwargs(self.model, self.cache),
             use_cache=True,
             position_ids=positions,
             **({"logits_to_keep": keep} if keep is not None and keep < len(tokens) else {}),
         )
-        self.cache = out.past_key_values
+        self.cache = grown_cache(out)
         self.length += len(tokens)
         self.calls += 1
         return out.logits[0, :, : self.vocab_width].float()
@@ -193,9 +195,9 @@ class CachedLM:
             self.calls += 1
             return self._logits(hidden[0, -keep:] if keep else hidden[0])
         out = self.model(inputs_embeds=inputs_embeds, attention_mask=mask, position_ids=positions.to(self.device),
-                         past_key_values=self.cache, use_cache=True,
+                         **cache_kwargs(self.model, self.cache), use_cache=True,
                          **({"logits_to_keep": keep} if keep is not None and keep < m else {}))
-        self.cache = out.past_key_values
+        self.cache = grown_cache(out)
         self.length += m
         self.calls += 1
         return out.logits[0, :, : self.vocab_width].float()

@@ -19,6 +19,7 @@ from transformers import DynamicCache
 
 from decoding.drafters.output_head import subset_head
 from decoding.lm.cached_lm import CachedLM
+from decoding.lm.hf_cache import cache_kwargs
 from decoding.lm.models import load_model
 from decoding.methods.ppd.engine import compact_cache, tree_forward, verify_greedy
 from decoding.methods.ppd.prompts import untrained_prompt_tokens
@@ -135,7 +136,7 @@ def test_ppd_tree_pass_and_compaction_equal_fresh_passes_on_cuda(cuda_pair):
     lm.length = L + 3
     with torch.inference_mode():
         ref = DynamicCache(config=model.config)
-        model(torch.tensor([ids + g[:3]], device=dev), past_key_values=ref, use_cache=True)
+        model(torch.tensor([ids + g[:3]], device=dev), **cache_kwargs(model, ref), use_cache=True)
         for mine, theirs in zip(lm.cache.layers, ref.layers):
             torch.testing.assert_close(mine.keys, theirs.keys, **CLOSE)
             torch.testing.assert_close(mine.values, theirs.values, **CLOSE)

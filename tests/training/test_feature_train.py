@@ -93,11 +93,11 @@ def test_unrolled_training_steps_see_what_a_draft_sees_at_inference():
                 for s in range(k - 1, length):
                     t = s - k + 1  # the last true pair
                     hidden, cache = model(feats[row:row + 1, :t + 1], embeds[row:row + 1, :t + 1],
-                                          torch.arange(t + 1)[None], past_key_values=DynamicCache(config=cfg),
+                                          torch.arange(t + 1)[None], cache=DynamicCache(config=cfg),
                                           use_cache=True)
                     for i in range(1, k):
                         hidden, cache = model(hidden[:, -1:], embeds[row:row + 1, t + i:t + i + 1],
-                                              torch.tensor([[t + i]]), past_key_values=cache, use_cache=True)
+                                              torch.tensor([[t + i]]), cache=cache, use_cache=True)
                     assert torch.allclose(hidden[0, -1], preds[k - 1][row, s], atol=1e-5), (row, k, s)
 
 

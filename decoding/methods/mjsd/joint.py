@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 import torch
 
 from ...lm.cached_lm import CachedLM
+from ...lm.hf_cache import cache_kwargs, grown_cache
 from ...rules.warp import SamplingConfig, warp_logits
 
 MAX_BEAMS = 8
@@ -89,9 +90,9 @@ def beam_draft(lm: CachedLM, sequence: list[int], gamma: int, beams: int, sampli
         if t + 1 < gamma:
             cache.batch_select_indices(torch.tensor(parents, device=lm.device))
             ids = torch.tensor(tokens, device=lm.device).unsqueeze(1)
-            out = lm.model(input_ids=ids, past_key_values=cache, use_cache=True,
+            out = lm.model(input_ids=ids, **cache_kwargs(lm.model, cache), use_cache=True,
                            position_ids=torch.full_like(ids, position + t))
-            cache = out.past_key_values
+            cache = grown_cache(out)
             lm.calls += 1  # one batched draft pass per step
             logits = out.logits[:, -1, : lm.vocab_width].float()
     # backtrack the best final beam (steps are sorted best first)

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import torch
 
+from ...lm.hf_cache import cache_kwargs
 from ...lm.kv_cache import compact_cache  # noqa: F401  (PPD's compaction; its home was here)
 from .prompts import PromptTokens
 from .tree import TreeBuffers
@@ -73,8 +74,8 @@ def tree_forward(model, cache, cached: int, pre_ids: list[int], tree_ids: list[i
     n = buffers.size
     inputs, positions, allowed = tree_inputs(model, cached, pre_ids, tree_ids, buffers, prompts, device)
     mask = additive_mask(allowed, inputs.dtype)
-    out = model(inputs_embeds=inputs, attention_mask=mask, position_ids=positions, past_key_values=cache,
-                use_cache=True, **({"logits_to_keep": n} if keep_tree_only else {}))
+    out = model(inputs_embeds=inputs, attention_mask=mask, position_ids=positions,
+                **cache_kwargs(model, cache), use_cache=True, **({"logits_to_keep": n} if keep_tree_only else {}))
     return out.logits[0, :, :vocab_width].float()
 
 

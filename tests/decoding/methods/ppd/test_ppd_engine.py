@@ -8,6 +8,7 @@ import torch
 from transformers import DynamicCache
 
 from decoding.lm.cached_lm import CachedLM
+from decoding.lm.hf_cache import cache_kwargs
 from decoding.methods.ppd.engine import (
     compact_cache, prompt_predictions, tree_forward, typical_threshold, verify_greedy, verify_typical
 )
@@ -56,7 +57,7 @@ def test_oracle_tree_accepts_greedy_branch_and_compaction_equals_fresh_pass(tiny
     lm.length = L + 3
     with torch.inference_mode():
         ref = DynamicCache(config=model.config)
-        model(torch.tensor([ids + g[:3]]), past_key_values=ref, use_cache=True)
+        model(torch.tensor([ids + g[:3]]), **cache_kwargs(model, ref), use_cache=True)
         for mine, theirs in zip(lm.cache.layers, ref.layers):
             torch.testing.assert_close(mine.keys, theirs.keys, atol=1e-5, rtol=0)
             torch.testing.assert_close(mine.values, theirs.values, atol=1e-5, rtol=0)
