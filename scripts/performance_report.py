@@ -546,7 +546,7 @@ def main(argv=None) -> int:
                                       "spec-bench-feature-float32,spec-bench-corpus-float32,"
                                       "spec-bench-long-bfloat16,spec-bench-long-feature-bfloat16,"
                                       "spec-bench-tree-bfloat16,spec-bench-tree-quiet-bfloat16,spec-bench-tree63-quiet-bfloat16,spec-bench-tree42-bfloat16,spec-bench-tree-default-bfloat16,"
-                                      "spec-bench-tree42-lean-bfloat16")
+                                      "spec-bench-tree42-lean-bfloat16,spec-bench-tree-lean-bfloat16")
     ap.add_argument("--readme", default=str(ROOT / "README.md"))
     ap.add_argument("--classroom", default=str(DOCS / "classroom.md"))
     args = ap.parse_args(argv)

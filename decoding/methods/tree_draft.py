@@ -44,9 +44,10 @@ TUNED, DEFAULT, SET = "tuned", "default", "set"  # how an iteration's tree size 
 # levels (a GPU's wide pass costs little more than a step, so deep trees may pay there; unmeasured). On a CPU in
 # bfloat16, 4 nodes and 2 levels: the tree-ceiling replay's best shape at measured costs (docs/bench/tree-ceiling.md),
 # and the fastest of chains, 4,2, 6,3 and 16,6 on Spec-Bench (docs/bench/spec-bench-tree42-bfloat16 and
-# spec-bench-tree-default-bfloat16, which the lesson's tree chapter quotes) and on the class's prompts at T 0.7
-# (docs/bench/classroom-tree-default-bfloat16). With the lean dynamic path (the CPU default since then) 4,2 and the
-# chain ran level (docs/bench/spec-bench-tree42-lean-bfloat16, classroom-tree42-lean-bfloat16).
+# spec-bench-tree-default-bfloat16) and on the class's prompts at T 0.7 (docs/bench/classroom-tree-default-bfloat16).
+# With the lean dynamic path (the CPU default since then) 4,2 and the chain ran level in one run
+# (docs/bench/spec-bench-tree42-lean-bfloat16, classroom-tree42-lean-bfloat16) and 4,2 ahead of the chain and 16,6
+# in another (docs/bench/spec-bench-tree-lean-bfloat16, which the lesson's tree chapter quotes).
 DEFAULT_NODES, DEFAULT_DEPTH = 16, 6
 MEASURED_DEFAULTS = {("cpu", torch.bfloat16): (4, 2)}  # (device type, target dtype) -> (N, D)
 MAX_NODES, MAX_DEPTH = 64, 16
