@@ -221,6 +221,33 @@ def main(argv=None) -> int:
             add("measured", copy, f"tree {s[0]},{s[1]}", measured("tree", s), shape=f"{s[0]},{s[1]}", kind="tree")
     print(f"measured rows: {time.time() - started:.0f} s", file=sys.stderr, flush=True)
 
+    def merged(size, copy):
+        """model_for(prompt): where `copy` proposes, its chain and the model's tree of `size` verified in one pass
+        (both drafted; greedy keeps the longer accepted branch; the pass over copy + tree nodes + 1, with no prefix
+        shared between them counted), else the tree alone."""
+        key, nodes = f"{size[0]},{size[1]}", size[0]
+
+        def model_for(p):
+            copies = p.copies(copy[0], copy[2])
+
+            def model(t):
+                drafted = p.tree[key][p.index(t)]
+                c = draft_cost.ratio(c_name[size], t) * cost.ms(1, t)
+                accepted, proposed = copies(p.sequence, t)
+                return cost.ms(proposed + nodes + 1, t) + c, tc.point_survival(max(accepted, drafted))
+            return model
+        return model_for
+
+    # 1b. measured: a copy and the model's tree in the same pass, so no rule has to choose between them
+    merge_rules = [rules[2], ("lookup2-8-short4", "the hybrid's copy, else 4 tokens after a shorter match",
+                              cl.hybrid_copy_rule(cl.by_match_length({1: 4, 2: 8}), short_copies=True))]
+    for copy in merge_rules:
+        for s in shapes[:3]:
+            add("merged", copy, f"tree {s[0]},{s[1]}: the copy or the tree", measured("tree", s),
+                shape=f"{s[0]},{s[1]}", kind="tree")
+            add("merged", (copy[0], copy[1], None), f"tree {s[0]},{s[1]}: the copy and the tree in one pass",
+                merged(s, copy), shape=f"{s[0]},{s[1]}", kind="tree")
+
     # 2. the models checked against the measurements: today's draft from its rank vectors
     lookup = rules[1]
     for g in gammas:
@@ -337,6 +364,15 @@ def markdown(r: dict) -> str:
            "pass over the drafted tokens + 1. Whole-run speedups over autoregressive decoding, the prefill included. "
            "tokens/iteration: the mean over categories.", "", head, rule]
     out += [line(row) for row in r["rows"] if row["section"] == "measured"]
+    merged = [row for row in r["rows"] if row["section"] == "merged"]
+    if merged:
+        out += ["", "### Measured: the copy and the model's tree verified in one pass", "",
+                "Where the copy rule proposes, the model's tree is drafted too and both go into one target pass (the "
+                "copy as one more branch of the root); greedy keeps whichever branch the target accepts further. The "
+                "pass costs copy + tree nodes + 1 tokens (a prefix the two share is not merged: an upper bound on its "
+                "cost) and the draft's time is paid at every position. Beside each, the same copy rule "
+                "drafting either the copy or the tree at each position.", "", head, rule]
+        out += [line(row) for row in merged]
     out += ["", "### Check: the rank-vector models against the measured accepted lengths", "",
             "Today's draft (no scaling), lookup after a 2-token match + model. A chain from the rank vectors should "
             "equal the measured chain (bfloat16 ties aside); the best static tree chosen in hindsight from the rank "
