@@ -9,6 +9,8 @@ the preset pairs load at start-up and each run decodes in one GPU call; on anoth
 is warmed up in the background at start-up (its compile and graph captures, app/zerogpu.py).
 """
 
+import sys
+
 from app.zerogpu import on_zerogpu, preload, warm_up_on_gpu
 
 if on_zerogpu():  # ZeroGPU asks for `spaces` before torch is imported (it patches torch's CUDA calls)
@@ -20,8 +22,9 @@ from app.presets import presets
 
 try:
     configure(model_slots())  # torch threads and cross-run batching for the app's concurrent model slots
-except ValueError as exc:  # a bad SPECDEC_MODEL_SLOTS or SPECDEC_TORCH_THREADS: one line, not a traceback
-    raise SystemExit(f"error: {exc}") from None
+except ValueError as exc:  # a bad SPECDEC_MODEL_SLOTS or SPECDEC_TORCH_THREADS: one line on stderr, exit 2 (bad input)
+    print(f"error: {exc}", file=sys.stderr)
+    raise SystemExit(2) from None
 if on_zerogpu():  # ZeroGPU: the preset pairs load at start-up, on the GPU each call gets
     for problem in preload([(p.target, p.draft) for p in presets() if p.key != "custom"]):
         print(f"warning: preset not loaded: {problem}")

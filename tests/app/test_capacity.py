@@ -59,6 +59,23 @@ def test_the_environment_overrides_and_bad_values_are_named(monkeypatch):
             capacity.threads_per_run(2)
 
 
+@pytest.mark.parametrize("name, value", [(capacity.SLOTS_ENV, "two"), (capacity.THREADS_ENV, "0")])
+def test_the_app_refuses_a_bad_setting_with_its_message_and_exit_2(name, value):
+    """`python app.py` with a bad SPECDEC_MODEL_SLOTS or SPECDEC_TORCH_THREADS: one line on stderr naming the
+    setting, exit status 2 (bad input), no traceback, nothing launched."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    env = {**os.environ, name: value, "GRADIO_ANALYTICS_ENABLED": "False"}
+    done = subprocess.run([sys.executable, "app.py"], cwd=root, env=env, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr
+    assert f"error: {name}" in done.stderr and "Traceback" not in done.stderr
+    assert "Running on" not in done.stdout
+
+
 def test_concurrent_runs_sharing_the_models_give_the_tokens_of_runs_one_at_a_time(tiny_target_dir, tiny_draft_dir):
     """The app's slots run several decodes at once on one shared copy of each model: nothing in a
     model may carry one run's state into another."""
