@@ -14,8 +14,10 @@ $(STAMP): requirements.txt requirements-dev.txt pyproject.toml scripts/setup.sh
 demo: setup
 	$(PY) app.py
 
+# The suite on TEST_WORKERS processes (pytest-xdist; 1: in this process, as plain pytest).
+TEST_WORKERS ?= 2
 test: setup
-	$(PY) -m pytest -q -ra
+	$(PY) -m pytest -q -ra $(if $(filter-out 0 1,$(TEST_WORKERS)),-n $(TEST_WORKERS))
 
 cli-demo: setup
 	$(PY) -m decoding generate --prompt "Explain why the sky is blue in two sentences." --chat --temperature 0 --max-new-tokens 48

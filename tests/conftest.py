@@ -224,11 +224,21 @@ def _skip_or_fail_without_embedded_target() -> None:
     pytest.skip(reason)
 
 
+def _start_rank(item) -> int:
+    """0: a slow test on the embedded model (the class's journey: minutes), 1: another slow test, 2: the rest."""
+    if item.get_closest_marker("slow") is None:
+        return 2
+    return 0 if item.get_closest_marker("requires_embedded_target") is not None else 1
+
+
 def pytest_collection_modifyitems(config, items):
-    """A test that drives Chromium (it uses the `browser` fixture of _browser.py) carries the `browser` marker."""
+    """A test that drives Chromium (it uses the `browser` fixture of _browser.py) carries the `browser` marker.
+    The slow tests run first, the longest first (a stable sort: each file's tests stay together): `make test`
+    shares the suite among workers (pytest-xdist), and a long test started last would keep one busy alone."""
     for item in items:
         if "browser" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.browser)
+    items.sort(key=_start_rank)
 
 
 def pytest_runtest_setup(item):
