@@ -14,10 +14,11 @@ $(STAMP): requirements.txt requirements-dev.txt pyproject.toml scripts/setup.sh
 demo: setup
 	$(PY) app.py
 
-# The suite on TEST_WORKERS processes (pytest-xdist; 1: in this process, as plain pytest).
+# The suite on TEST_WORKERS processes (pytest-xdist; 1: in this process, as plain pytest). Each test file runs
+# whole on one worker, in its own order (--dist loadfile), as it does in one process.
 TEST_WORKERS ?= 2
 test: setup
-	$(PY) -m pytest -q -ra $(if $(filter-out 0 1,$(TEST_WORKERS)),-n $(TEST_WORKERS))
+	$(PY) -m pytest -q -ra $(if $(filter-out 0 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile)
 
 cli-demo: setup
 	$(PY) -m decoding generate --prompt "Explain why the sky is blue in two sentences." --chat --temperature 0 --max-new-tokens 48

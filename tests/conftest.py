@@ -233,8 +233,9 @@ def _start_rank(item) -> int:
 
 def pytest_collection_modifyitems(config, items):
     """A test that drives Chromium (it uses the `browser` fixture of _browser.py) carries the `browser` marker.
-    The slow tests run first, the longest first (a stable sort: each file's tests stay together): `make test`
-    shares the suite among workers (pytest-xdist), and a long test started last would keep one busy alone."""
+    The slow tests run first, the longest first (a stable sort: each file's tests stay together, in their order):
+    `make test` shares the files among workers (pytest-xdist), and a long file started last would keep one busy
+    alone."""
     for item in items:
         if "browser" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.browser)
