@@ -233,13 +233,14 @@ def _start_rank(item) -> int:
 
 def pytest_collection_modifyitems(config, items):
     """A test that drives Chromium (it uses the `browser` fixture of _browser.py) carries the `browser` marker.
-    The slow tests run first, the longest first (a stable sort: each file's tests stay together, in their order):
-    `make test` shares the files among workers (pytest-xdist), and a long file started last would keep one busy
-    alone."""
+    On workers (`make test TEST_WORKERS=2`, pytest-xdist) the slow tests run first, the longest first (a stable
+    sort: each file's tests stay together, in their order), as a long file started last would keep one worker busy
+    alone; in one process the order stays the files' own."""
     for item in items:
         if "browser" in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.browser)
-    items.sort(key=_start_rank)
+    if hasattr(config, "workerinput"):  # an xdist worker
+        items.sort(key=_start_rank)
 
 
 def pytest_runtest_setup(item):
