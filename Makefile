@@ -15,9 +15,9 @@ demo: setup
 	$(PY) app.py
 
 # The suite in this process (TEST_WORKERS=1, what CI runs), or on TEST_WORKERS processes (pytest-xdist), each test
-# file whole on one worker in its own order (--dist loadfile): on 2 cores about 17-19 min instead of 24-25, but the
-# browser tests then share the cores, and under that load some read the page before it settles (seen in clean-clone
-# runs); CI stays on one process until they wait for what they check.
+# file whole on one worker in its own order (--dist loadfile). On workers the browser tests share the cores with the
+# rest, and under that load some read the page before it settles; CI stays on one process until they wait for what
+# they check.
 TEST_WORKERS ?= 1
 test: setup
 	$(PY) -m pytest -q -ra $(if $(filter-out 0 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile)
