@@ -188,8 +188,11 @@ def smoke_run(tmp_path_factory, tiny_target_dir):
     root = tmp_path_factory.mktemp("distill-smoke")
     prompts = root / "prompts.jsonl"
     prompts.write_text("".join(json.dumps({"prompt": p}) + "\n" for p in SMOKE_PROMPTS))
-    cfg = dataclasses.replace(SMOKE, target=str(tiny_target_dir), prompts=str(prompts),
-                              data_dir=str(root / "data"), ckpt_dir=str(root / "ckpt"), out_dir=str(root / "draft"))
+    # every folder the stages write in this run's own temporary root (never the repository's data/, which a test
+    # on another worker or a later run would read)
+    cfg = dataclasses.replace(SMOKE, target=str(tiny_target_dir), prompts=str(prompts), data_dir=str(root / "data"),
+                              onpolicy_dir=str(root / "onpolicy"), ckpt_dir=str(root / "ckpt"),
+                              out_dir=str(root / "draft"))
     target = load_model(str(tiny_target_dir), device="cpu", dtype="float32")
     logs = []
     n = generate_data(cfg, target=target, log=logs.append)

@@ -39,6 +39,17 @@ def test_smoke_data_has_soft_labels(smoke_run):
             assert len(toks) > 0
 
 
+def test_smoke_run_writes_only_in_its_own_folder(smoke_run):
+    """Every folder a stage writes is under the run's temporary root: a stage writing into the
+    repository (the on-policy data once did) is read by the other tests of a later run or of another
+    worker, and their counts then depend on what ran before."""
+    cfg = smoke_run[0]
+    root = Path(cfg.data_dir).parent
+    folders = {f.name: Path(getattr(cfg, f.name)) for f in dataclasses.fields(cfg) if f.name.endswith("_dir")}
+    assert set(folders) >= {"data_dir", "onpolicy_dir", "ckpt_dir", "out_dir"}
+    assert all(path.is_absolute() and root in path.parents for path in folders.values()), folders
+
+
 def test_smoke_data_resumes(smoke_run):
     cfg, target, _, n_shards, _, _ = smoke_run
     logs = []
