@@ -55,7 +55,28 @@ def lane_name(summary: RunSummary) -> str:
     if spec.uses_gamma and settings.get("gamma") is not None:
         schedule = (settings.get("extra") or {}).get("gamma_schedule")
         parts.append(f"γ {schedule}" if schedule and schedule != "fixed" else f"γ {settings['gamma']}")
+    tree = _tree_words((settings.get("extra") or {}).get("draft_tree"))
+    if tree:
+        parts.append(tree)
     return method_title(summary.method) + (f" ({', '.join(parts)})" if parts else "")
+
+
+def _tree_words(setting) -> str:
+    """A run's draft-tree setting in words ("draft trees", "draft trees of 16 tokens, 6 deep"); "" for
+    chains (no setting, "off") and for a setting this engine cannot read."""
+    from decoding.methods.tree_draft import parse_draft_tree
+
+    if not setting:
+        return ""
+    try:
+        parsed = parse_draft_tree(setting)
+    except ValueError:
+        return ""
+    if parsed == "off":
+        return ""
+    if parsed == "auto":
+        return t("race.drafter_words.trees")
+    return t("race.drafter_words.trees_sized", n=parsed[0], d=parsed[1])
 
 
 def speedup(a: RunSummary, b: RunSummary) -> float | None:

@@ -303,3 +303,20 @@ def test_a_shipped_race_sets_the_race_tabs_controls_to_itself(monkeypatch):
     assert lane_a_drafter("prompt-lookup", "hybrid:feature") == "prompt-lookup"
     assert lane_a_drafter("hybrid:feature", "hybrid:feature") == "pair"
     assert lane_a_drafter("hybrid:some/draft", "some/draft") == "hybrid"
+
+
+@pytest.mark.parametrize("tree, words", [(None, ""), ("off", ""), ("auto", ", draft trees"),
+                                         ("16,6", ", draft trees of 16 tokens, 6 deep"), ("12", ", draft trees of 12 tokens, 6 deep"),
+                                         ("bogus", "")])
+def test_a_lane_names_the_draft_trees_its_run_drafted(tree, words):
+    """A tree run's name says so (chapter 13's live run is a tree run, and "γ 4" alone reads as a chain); a
+    chain's name, and a setting this engine cannot read, say nothing of trees."""
+    from app.i18n import using
+    from app.race_result import lane_name
+
+    extra = {"draft_tree": tree} if tree is not None else {}
+    summary = _summary("speculative", 8, 1.0, 4, settings={"seed": 0, "gamma": 4, "extra": extra})
+    summary.models = {"draft": "prompt-lookup"}
+    assert lane_name(summary) == f"speculative (prompt lookup, γ 4{words})"
+    with using("es"):
+        assert ("árboles de borrador" in lane_name(summary)) == bool(words)
