@@ -14,6 +14,10 @@ SHOWN = """() => {
   return [m ? Number(m[1]) : null, Number(document.querySelector('#timeline input[type=number]').value),
           document.querySelector('#explainer-player .rp')?.dataset.state || ''];
 }"""
+# the panels show a live run of the method in the Method box (and of the chapter's method, where it names one)
+LIVE_RUN_SHOWN = """(m) => { const stats = document.querySelector('#stats')?.innerText || '';
+  const box = document.querySelector('#method input')?.value || '';
+  return stats.includes('Live run') && box !== '' && stats.includes(box) && (!m || box === m); }"""
 ERROR_BADGE = """() => [...document.querySelectorAll('.error, [class*="error"]')]
   .filter(e => e.offsetParent !== null && /^\\s*Error\\s*$/.test(e.innerText)).length"""
 
