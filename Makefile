@@ -14,10 +14,11 @@ $(STAMP): requirements.txt requirements-dev.txt pyproject.toml scripts/setup.sh
 demo: setup
 	$(PY) app.py
 
-# The suite on TEST_WORKERS processes (pytest-xdist; 2, what CI runs), each test file whole on one worker in its own
-# order (--dist loadfile), the slowest files first; TEST_WORKERS=1 runs it in this one process. Tests that share a
-# machine with another worker wait for what they check and write only under their own temporary folders.
-TEST_WORKERS ?= 2
+# The suite in this process (TEST_WORKERS=1, what CI runs), or on TEST_WORKERS processes (pytest-xdist), each test
+# file whole on one worker in its own order (--dist loadfile), the slowest files first. On two workers a lesson
+# chapter's Run it live has once run the method it replaced under the load (the flow test's chapter 1): CI stays on
+# one process until that is explained.
+TEST_WORKERS ?= 1
 test: setup
 	$(PY) -m pytest -q -ra $(if $(filter-out 0 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile)
 

@@ -236,7 +236,7 @@ def _start_rank(item) -> int:
 
 def pytest_collection_modifyitems(config, items):
     """A test that drives Chromium (it uses the `browser` fixture of _browser.py) carries the `browser` marker.
-    On workers (`make test`, pytest-xdist) the slow tests run first, the longest first (a stable
+    On workers (`make test TEST_WORKERS=2`, pytest-xdist) the slow tests run first, the longest first (a stable
     sort: each file's tests stay together, in their order), as a long file started last would keep one worker busy
     alone; in one process the order stays the files' own."""
     for item in items:

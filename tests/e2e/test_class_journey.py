@@ -111,19 +111,7 @@ def _live_chapter(walk: Walk, url: str, n: int) -> None:
     except PlaywrightTimeout:
         walk.problems.append(f"chapter {n}: the panels do not show the chapter's live run "
                              f"({page.input_value('#method input')}): {page.inner_text('#stats')[:200]}")
-    if "trace" in CHAPTERS[n - 1].live:
-        # a shipped trace: the player and the panels come to rest together in the live runs below (and in
-        # test_explainer_flow.py); here the timeline moves the player to the trace's last iteration
-        last = page.evaluate("Number(document.querySelector('#timeline input[type=range]')?.max)")
-        set_number(page, "Timeline", last)
-        try:
-            page.wait_for_function("n => /Iteration (\\d+) of/.exec(document.querySelector('#explainer-player .rp-status')"
-                                   "?.innerText || '')?.[1] === String(n)", arg=last, timeout=30_000)
-        except PlaywrightTimeout:
-            walk.problems.append(f"chapter {n}: the timeline's last iteration {last} did not move the player")
-        settle(page, 600)
-    else:
-        walk.rest()
+    walk.rest()
     walk.check(f"chapter {n} live", timeline=True)
 
 
