@@ -85,14 +85,19 @@ def wire_links(demo: gr.Blocks, explainer_tab, race_tab, tabs: gr.Tabs, autorun:
     and runs it (`race_if_asked`). (`?trace=NAME` is the lesson's teacher link, `lesson.wire`.)"""
     c = explainer_tab.components
     n = len(explainer_tab.controls)
+    # The link's own flag, apart from the lesson's `autorun`: every page load queues this chain's run_if_asked with
+    # the controls the page had when it loaded, and a State is read when the event runs, not when it was sent. On a
+    # busy server a chapter's "Run it live" clicked before that queued event ran would have its flag taken by it:
+    # a run of the page's first settings, and the chapter's own run skipped.
+    link_autorun = gr.State(False)
+    run_inputs = [link_autorun if comp is autorun else comp for comp in explainer_tab.inputs(run_if_asked)]
 
     def open_run(request: gr.Request):
         return open_run_link(request, n)
 
     opened = on(demo.load, open_run, None, [*explainer_tab.controls, c["preset"], c["custom_target"], c["custom_draft"],
-                                           autorun, tabs], explainer_tab.link_notice, clear=False, **CHEAP)
-    on(opened.then, run_if_asked, explainer_tab.inputs(run_if_asked), [explainer_tab.state, *explainer_tab.view_outputs,
-                                                                        autorun],
+                                           link_autorun, tabs], explainer_tab.link_notice, clear=False, **CHEAP)
+    on(opened.then, run_if_asked, run_inputs, [explainer_tab.state, *explainer_tab.view_outputs, link_autorun],
        explainer_tab.status, api_name=False, **explainer_tab.run_events)
     raced = on(demo.load, open_race_link, None, [*race_tab.link_outputs, tabs], race_tab.link_notice, clear=False,
                **CHEAP)

@@ -129,3 +129,29 @@ def test_a_race_link_round_trips_and_a_bad_one_says_why():
     out = share.open_race_link(_request(race=links.encode({"shipped": "no such race"})))
     assert "no shipped race called no such race" in out[-1]
     assert isinstance(out[-2], gr.Tabs)
+
+
+def test_a_page_loads_queued_run_reads_its_own_flag_not_the_lessons():
+    """Every page load queues the run-link chain's `run_if_asked` with the controls the page loaded with, and a
+    State is read when the event runs. Were its flag the lesson's, a chapter's "Run it live" clicked while that
+    event waited in a busy queue would be taken by it: a live run of the page's first settings under the chapter's
+    controls, and the chapter's own run skipped (seen as a speculative run under chapter 1's autoregressive Method
+    box). So the two `run_if_asked` events read two flags, and neither is set both on a page load and by a click."""
+    from app.explainer.handlers import run_if_asked
+    from app.layout import build_demo
+
+    def unwrapped(fn):
+        while fn is not None:
+            yield fn
+            fn = getattr(fn, "__wrapped__", None)
+
+    demo = build_demo()
+    setters = {}  # a flag (a State that starts False) -> the events that set it
+    for bf in demo.fns.values():
+        for block in bf.outputs:
+            if isinstance(block, gr.State) and block.value is False:
+                setters.setdefault(block._id, set()).update(event for _, event in bf.targets)
+    read = [block._id for bf in demo.fns.values() if any(f is run_if_asked for f in unwrapped(bf.fn))
+            for block in bf.inputs if isinstance(block, gr.State) and block.value is False]
+    assert len(read) == 2 and len(set(read)) == 2, read
+    assert all(not {"load", "click"} <= setters[flag] for flag in read), {flag: setters[flag] for flag in read}
