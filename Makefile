@@ -15,9 +15,9 @@ demo: setup
 	$(PY) app.py
 
 # The suite in this process (TEST_WORKERS=1, what CI runs), or on TEST_WORKERS processes (pytest-xdist), each test
-# file whole on one worker in its own order (--dist loadfile), the slowest files first. On two workers a lesson
-# chapter's Run it live has once run the method it replaced under the load (the flow test's chapter 1): CI stays on
-# one process until that is explained.
+# file whole on one worker in its own order (--dist loadfile), the slowest files first. Two workers load the machine
+# enough to bring out races that one process hides (a lesson chapter's Run it live taken by a page load's queued
+# event was one); CI moves to two once a clean clone passes there repeatedly.
 TEST_WORKERS ?= 1
 test: setup
 	$(PY) -m pytest -q -ra $(if $(filter-out 0 1,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadfile)
