@@ -49,13 +49,14 @@ def lane_name(summary: RunSummary) -> str:
     if spec is None:
         return summary.method
     settings = summary.settings or {}
+    extra = settings.get("extra") or {}
     parts = []
     if spec.uses_drafter and (summary.models or {}).get("draft"):
         parts.append(drafter_words(summary.models["draft"]))
     if spec.uses_gamma and settings.get("gamma") is not None:
-        schedule = (settings.get("extra") or {}).get("gamma_schedule")
+        schedule = extra.get("gamma_schedule")
         parts.append(f"γ {schedule}" if schedule and schedule != "fixed" else f"γ {settings['gamma']}")
-    tree = _tree_words((settings.get("extra") or {}).get("draft_tree"))
+    tree = _tree_words(extra.get("draft_tree"))
     if tree:
         parts.append(tree)
     return method_title(summary.method) + (f" ({', '.join(parts)})" if parts else "")
