@@ -40,7 +40,7 @@ LIVE_CHAPTERS = {"desktop": [1, 2, 6, 9, len(CHAPTERS)], "phone": [2, 6, 9]}
 
 
 @pytest.mark.parametrize("size", ["desktop", "phone"])
-def test_run_it_live_lands_on_a_true_state_in_every_chapter(browser, app_url, size):
+def test_run_it_live_lands_on_a_true_state_in_a_chapter_of_each_kind(browser, app_url, size):
     SHOTS.mkdir(parents=True, exist_ok=True)
     page, errors = new_page(browser, size)
     for n in LIVE_CHAPTERS[size]:
